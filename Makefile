@@ -1,0 +1,43 @@
+# Two commands for a newcomer: `make demo` and `make test` (both set everything up first).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+export DAGSTER_HOME := $(CURDIR)/.dagster_home
+
+.PHONY: install demo test dev lint format validate clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	mkdir -p $(DAGSTER_HOME)
+	cp dagster.yaml $@
+
+demo: install $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/ol-dagster demo
+
+test: install
+	$(BIN)/pytest -q
+
+dev: install $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster dev -w workspace.yaml
+
+validate: install
+	$(BIN)/dagster definitions validate -w workspace.yaml
+
+lint: install
+	$(BIN)/ruff check ol_dagster ol_dagster_tests benchmarks
+	$(BIN)/ruff format --check ol_dagster ol_dagster_tests benchmarks
+	$(BIN)/pyright
+
+format: install
+	$(BIN)/ruff format ol_dagster ol_dagster_tests benchmarks
+	$(BIN)/ruff check --fix ol_dagster ol_dagster_tests benchmarks
+
+clean:
+	rm -rf .ol_dagster .dagster_home

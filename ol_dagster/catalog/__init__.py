@@ -1,0 +1,1 @@
+"""Catalogs ol-dagster syncs into, behind one ``Catalog`` protocol."""

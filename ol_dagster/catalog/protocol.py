@@ -1,0 +1,100 @@
+"""The one interface every catalog backend implements.
+
+Shaped by the Blindata seed: the cutoff is read from the catalog's own clock, the upload touches
+every object it sends (changed or not), and cleanup calls delete what a scope owns and was last
+updated before a time, always with a dry run first so the removal cap can be checked before
+anything is deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+from ol_dagster.lineage import LineageGraph
+from ol_dagster.settings import Definition
+
+
+class ObjectType(StrEnum):
+    DATA_FLOWS = "dataFlows"
+    PHYSICAL_ENTITIES = "physicalEntities"
+    PHYSICAL_FIELDS = "physicalFields"
+    ROUTINES = "routines"
+    STATEMENTS = "statements"
+
+
+class CleanupPermissionDenied(Exception):
+    """The catalog refused the cleanup (HTTP 403 / missing SYSTEMS_ADMIN)."""
+
+    code = "CLEANUP_PERMISSION_DENIED"
+
+
+@dataclass(frozen=True, slots=True)
+class FailedRow:
+    object_type: str
+    key: str
+    reason: str
+
+
+@dataclass(slots=True)
+class UploadResult:
+    """Per-row outcome of an upload, by object type."""
+
+    written: dict[str, int] = field(default_factory=dict)
+    touched: dict[str, int] = field(default_factory=dict)
+    failed: list[FailedRow] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def succeeded(self) -> bool:
+        return not self.failed
+
+    def as_dict(self) -> dict:
+        return {
+            "written": dict(self.written),
+            "touched": dict(self.touched),
+            "failed": [
+                {"objectType": f.object_type, "key": f.key, "reason": f.reason} for f in self.failed
+            ],
+            "dropped": dict(self.dropped),
+            "succeeded": self.succeeded,
+        }
+
+
+@dataclass(slots=True)
+class CleanupCounts:
+    counts: dict[str, int] = field(default_factory=dict)
+    removed_jobs: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+class Catalog(Protocol):
+    def clock(self) -> datetime:
+        """The catalog's own time, as an aware UTC datetime."""
+        ...
+
+    def upload(self, graph: LineageGraph, definition: Definition) -> UploadResult: ...
+
+    def cleanup_flows(
+        self,
+        *,
+        scope_prefixes: list[str],
+        before: datetime,
+        dry_run: bool,
+    ) -> CleanupCounts: ...
+
+    def cleanup_job_system(
+        self,
+        system: str,
+        *,
+        schemas: list[str],
+        before: datetime,
+        dry_run: bool,
+    ) -> CleanupCounts: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""The Dagster shell: assets, checks, sensors and resources, built per sync definition."""

@@ -1,0 +1,295 @@
+"""The four partitioned assets of a sync definition: one partition per batch.
+
+``received_batch`` -> ``lineage_graph`` -> ``catalog_upload`` -> ``catalog_cleanup``. They pass
+nothing through Dagster's IO managers: each reads what it needs from the event store or the
+catalog, so any one of them can be re-materialized for a partition on its own (for example the
+cleanup with a raised removal cap).
+"""
+
+
+from typing import Any
+
+import dagster as dg
+
+from ol_dagster.defs import constants as C
+from ol_dagster.defs.report import cleanup_markdown, counts_markdown, rows_markdown
+from ol_dagster.defs.resources import CatalogResource, StoreResource
+from ol_dagster.lineage import normalize
+from ol_dagster.settings import Definition, SnapshotMode
+from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
+from ol_dagster.sync.cleanup import (
+    BatchFacts,
+    CLEANUP_PERMISSION_DENIED,
+    REMOVAL_CAP_EXCEEDED,
+    run_cleanup,
+)
+from ol_dagster.sync.upload import upload_graph
+
+_TABLE_ROWS = 200
+
+
+class CleanupConfig(dg.Config):
+    """Run config of ``catalog_cleanup``: a person may raise the removal cap for one run."""
+
+    maxRemovalsPerRun: int | None = None
+
+
+def _batch(context: dg.AssetExecutionContext, store: EventStore, definition: Definition) -> BatchRecord:
+    batch = store.get_batch(int(context.partition_key))
+    if batch.definition != definition.name:
+        raise dg.Failure(
+            f"batch {batch.id} belongs to definition {batch.definition!r}, not {definition.name!r}"
+        )
+    return batch
+
+
+def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinition) -> list:
+    name = definition.name
+    keys = {
+        a: dg.AssetKey([name, a])
+        for a in (C.RECEIVED_BATCH, C.LINEAGE_GRAPH, C.CATALOG_UPLOAD, C.CATALOG_CLEANUP)
+    }
+    common: dict[str, Any] = {"group_name": name, "partitions_def": partitions}
+    snapshot = definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT
+
+    @dg.asset(
+        key=keys[C.RECEIVED_BATCH],
+        kinds={"openlineage"},
+        check_specs=[
+            dg.AssetCheckSpec(C.NOT_EMPTY, asset=keys[C.RECEIVED_BATCH]),
+            dg.AssetCheckSpec(C.WHOLE_SNAPSHOT, asset=keys[C.RECEIVED_BATCH]),
+        ],
+        **common,
+    )
+    def received_batch(context: dg.AssetExecutionContext, ol_store: StoreResource):
+        """The batch of OpenLineage events this partition stands for, as the receiver stored it:
+        how many were received, accepted and rejected (with reasons), split by event kind, type
+        and producer."""
+        store = ol_store.get()
+        batch = _batch(context, store, definition)
+        counts = store.event_counts(batch.id)
+        rejected_rows = [
+            {"index": r.get("index"), "reason": r.get("reason")} for r in batch.rejections
+        ]
+        yield dg.MaterializeResult(
+            metadata={
+                "batchId": batch.id,
+                "kind": batch.kind.value,
+                "status": batch.status.value,
+                "received": batch.received_count,
+                "accepted": batch.accepted_count,
+                "rejected": batch.rejected_count,
+                "wholeSnapshot": batch.whole_snapshot,
+                "receivedAt": dg.MetadataValue.timestamp(batch.received_at),
+                "events": dg.MetadataValue.md(counts_markdown(counts)),
+                "rejections": dg.MetadataValue.md(
+                    rows_markdown(rejected_rows, ["index", "reason"], _TABLE_ROWS)
+                ),
+                "dagster/row_count": batch.accepted_count,
+            },
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name=C.NOT_EMPTY,
+                    passed=batch.accepted_count > 0,
+                    description=None
+                    if batch.accepted_count
+                    else "the batch holds no accepted event: cleanup is skipped (EMPTY_BATCH)",
+                    metadata={"accepted": batch.accepted_count},
+                ),
+                dg.AssetCheckResult(
+                    check_name=C.WHOLE_SNAPSHOT,
+                    passed=(not snapshot) or batch.rejected_count == 0,
+                    severity=dg.AssetCheckSeverity.WARN,
+                    description=(
+                        "not a snapshot definition"
+                        if not snapshot
+                        else "every event accepted: a whole snapshot"
+                        if batch.rejected_count == 0
+                        else f"{batch.rejected_count} event(s) rejected: the batch is not a "
+                        "snapshot and gets the day-based cleanup only"
+                    ),
+                    metadata={"rejected": batch.rejected_count},
+                ),
+            ],
+        )
+
+    @dg.asset(
+        key=keys[C.LINEAGE_GRAPH],
+        deps=[keys[C.RECEIVED_BATCH]],
+        kinds={"openlineage"},
+        check_specs=[dg.AssetCheckSpec(C.NO_DANGLING_FLOWS, asset=keys[C.LINEAGE_GRAPH])],
+        **common,
+    )
+    def lineage_graph(context: dg.AssetExecutionContext, ol_store: StoreResource):
+        """The batch normalized into jobs, datasets and the data flows between them: what the
+        catalog will be told."""
+        store = ol_store.get()
+        batch = _batch(context, store, definition)
+        graph = normalize(e.raw for e in store.iter_events(batch.id))
+        jobs = [
+            {"namespace": j.namespace, "name": j.name, "integration": j.integration or ""}
+            for j in sorted(graph.jobs.values(), key=lambda j: j.key)
+        ]
+        datasets = [
+            {"namespace": d.namespace, "name": d.name}
+            for d in sorted(graph.datasets.values(), key=lambda d: d.key)
+        ]
+        yield dg.MaterializeResult(
+            metadata={
+                **graph.counts(),
+                "jobNamespaces": graph.job_namespaces,
+                "jobTable": dg.MetadataValue.md(
+                    rows_markdown(jobs, ["namespace", "name", "integration"], _TABLE_ROWS)
+                ),
+                "datasetTable": dg.MetadataValue.md(
+                    rows_markdown(datasets, ["namespace", "name"], _TABLE_ROWS)
+                ),
+            },
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name=C.NO_DANGLING_FLOWS,
+                    passed=True,
+                    severity=dg.AssetCheckSeverity.WARN,
+                    metadata={"danglingFlows": 0},
+                )
+            ],
+        )
+
+    @dg.asset(
+        key=keys[C.CATALOG_UPLOAD],
+        deps=[keys[C.LINEAGE_GRAPH]],
+        kinds={"catalog"},
+        check_specs=[dg.AssetCheckSpec(C.UPLOAD_SUCCEEDED, asset=keys[C.CATALOG_UPLOAD])],
+        **common,
+    )
+    def catalog_upload(
+        context: dg.AssetExecutionContext, ol_store: StoreResource, ol_catalog: CatalogResource
+    ):
+        """Everything the batch describes, written to the catalog. The cutoff is read from the
+        catalog's clock before the first write; every object sent is touched, changed or not."""
+        store = ol_store.get()
+        batch = _batch(context, store, definition)
+        graph = normalize(e.raw for e in store.iter_events(batch.id))
+        with ol_catalog.open(name) as catalog:
+            outcome = upload_graph(catalog, graph, definition)
+        result = outcome.result
+        store.record_upload(batch.id, cutoff=outcome.cutoff, result=result.as_dict())
+        if not result.succeeded:
+            context.log.error("upload of batch %s failed for %d row(s)", batch.id, len(result.failed))
+        failed_rows = [
+            {"objectType": f.object_type, "key": f.key, "reason": f.reason} for f in result.failed
+        ]
+        yield dg.MaterializeResult(
+            metadata={
+                "cutoff": dg.MetadataValue.timestamp(outcome.cutoff),
+                "results": dg.MetadataValue.md(
+                    rows_markdown(
+                        [
+                            {
+                                "objectType": t,
+                                "written": result.written.get(t, 0),
+                                "touched": result.touched.get(t, 0),
+                            }
+                            for t in sorted(set(result.written) | set(result.touched))
+                        ],
+                        ["objectType", "written", "touched"],
+                        _TABLE_ROWS,
+                    )
+                ),
+                "failed": dg.MetadataValue.md(
+                    rows_markdown(failed_rows, ["objectType", "key", "reason"], _TABLE_ROWS)
+                ),
+                "dropped": dg.MetadataValue.json(result.dropped),
+            },
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name=C.UPLOAD_SUCCEEDED,
+                    passed=result.succeeded,
+                    description=None
+                    if result.succeeded
+                    else f"{len(result.failed)} row(s) failed: nothing is deleted (UPLOAD_FAILED)",
+                    metadata={"failedRows": len(result.failed)},
+                )
+            ],
+        )
+
+    @dg.asset(
+        key=keys[C.CATALOG_CLEANUP],
+        deps=[keys[C.CATALOG_UPLOAD]],
+        kinds={"catalog"},
+        check_specs=[
+            dg.AssetCheckSpec(C.REMOVAL_CAP, asset=keys[C.CATALOG_CLEANUP]),
+            dg.AssetCheckSpec(C.CLEANUP_PERMITTED, asset=keys[C.CATALOG_CLEANUP]),
+        ],
+        **common,
+    )
+    def catalog_cleanup(
+        context: dg.AssetExecutionContext,
+        config: CleanupConfig,
+        ol_store: StoreResource,
+        ol_catalog: CatalogResource,
+    ):
+        """What producers no longer describe, removed from the catalog, with the guards of the
+        seed (empty batch, failed upload, removal cap, permission, dry run). The ``report``
+        metadata is the seed's cleanup report."""
+        store = ol_store.get()
+        batch = _batch(context, store, definition)
+        upload = batch.upload_result
+        if upload is None or batch.cutoff is None:
+            raise dg.Failure(
+                f"batch {batch.id} has no recorded upload: materialize catalog_upload first"
+            )
+        else:
+            facts = BatchFacts(
+                posted=batch.kind is BatchKind.POSTED,
+                whole_snapshot=batch.whole_snapshot,
+                accepted=batch.accepted_count,
+                job_namespaces=store.job_namespaces(batch.id),
+                upload_succeeded=bool(upload.get("succeeded")),
+                dropped=upload.get("dropped") or {},
+            )
+            with ol_catalog.open(name) as catalog:
+                report = run_cleanup(
+                    catalog,
+                    definition,
+                    facts,
+                    cutoff=batch.cutoff,
+                    max_removals=config.maxRemovalsPerRun,
+                )
+        if config.maxRemovalsPerRun is not None:
+            report["override"] = {
+                "maxRemovalsPerRun": config.maxRemovalsPerRun,
+                "runId": context.run.run_id,
+                "tags": dict(context.run.tags),
+            }
+        store.record_cleanup(batch.id, report)
+        upload_failed = upload is not None and not upload.get("succeeded")
+        store.set_status(batch.id, BatchStatus.FAILED if upload_failed else BatchStatus.SYNCED)
+        reason = report["skippedReason"]
+        yield dg.MaterializeResult(
+            metadata={
+                "report": dg.MetadataValue.json(report),
+                "summary": dg.MetadataValue.md(cleanup_markdown(report)),
+                "mode": str(report["mode"]),
+                "skippedReason": str(reason),
+                "removedJobs": len(report["removedJobs"]),
+            },
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name=C.REMOVAL_CAP,
+                    passed=reason != REMOVAL_CAP_EXCEEDED,
+                    severity=dg.AssetCheckSeverity.WARN,
+                    metadata={
+                        "plannedRemovals": report.get("plannedRemovals", 0),
+                        "maxRemovalsPerRun": report.get("maxRemovalsPerRun", 0),
+                    },
+                ),
+                dg.AssetCheckResult(
+                    check_name=C.CLEANUP_PERMITTED,
+                    passed=reason != CLEANUP_PERMISSION_DENIED,
+                    severity=dg.AssetCheckSeverity.WARN,
+                ),
+            ],
+        )
+
+    return [received_batch, lineage_graph, catalog_upload, catalog_cleanup]

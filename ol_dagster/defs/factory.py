@@ -1,0 +1,23 @@
+"""One factory builds everything a sync definition has in Dagster."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from ol_dagster.defs import constants as C
+from ol_dagster.defs.assets import build_assets
+from ol_dagster.defs.sensors import build_sensor
+from ol_dagster.settings import Definition
+
+
+def build_definition_defs(definition: Definition) -> dg.Definitions:
+    partitions = dg.DynamicPartitionsDefinition(name=definition.partitions_name)
+    assets = build_assets(definition, partitions)
+    job = dg.define_asset_job(
+        name=definition.job_name,
+        selection=dg.AssetSelection.assets(*assets),
+        partitions_def=partitions,
+        tags={C.DEFINITION_TAG: definition.name},
+        description=f"Sync one batch of {definition.name} into its catalog.",
+    )
+    return dg.Definitions(assets=assets, jobs=[job], sensors=[build_sensor(definition, partitions, job)])

@@ -1,0 +1,54 @@
+"""Markdown renderings for the Dagster UI: tables a person reads on an asset's page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def rows_markdown(rows: list[dict[str, Any]], columns: list[str], limit: int) -> str:
+    if not rows:
+        return "_none_"
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows[:limit]:
+        lines.append("| " + " | ".join(_cell(row.get(c)) for c in columns) + " |")
+    if len(rows) > limit:
+        lines.append(f"\n_{len(rows) - limit} more not shown_")
+    return "\n".join(lines)
+
+
+def counts_markdown(counts: dict[str, dict[str, int]]) -> str:
+    rows = [
+        {"by": by, "value": value, "events": n}
+        for by, values in counts.items()
+        for value, n in values.items()
+    ]
+    return rows_markdown(rows, ["by", "value", "events"], 500)
+
+
+def cleanup_markdown(report: dict[str, Any]) -> str:
+    head = [
+        f"**mode** {report.get('mode')} · **cutoff** {report.get('cutoff')} · "
+        f"**skippedReason** {report.get('skippedReason') or '—'}",
+        "",
+    ]
+    rows = []
+    for call in report.get("calls", []):
+        where = call.get("system") or ", ".join(call.get("scopePrefixes") or [])
+        for kind in sorted(set(call.get("dryRun") or {}) | set(call.get("real") or {})):
+            rows.append(
+                {
+                    "call": call["target"],
+                    "on": where,
+                    "objectType": kind,
+                    "dryRun": (call.get("dryRun") or {}).get(kind),
+                    "real": (call.get("real") or {}).get(kind, "—"),
+                }
+            )
+    table = rows_markdown(rows, ["call", "on", "objectType", "dryRun", "real"], 200)
+    removed = ", ".join(report.get("removedJobs") or []) or "none"
+    return "\n".join([*head, table, "", f"**removed jobs**: {removed}"])

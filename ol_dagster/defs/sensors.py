@@ -1,0 +1,62 @@
+"""The ``<definition>__new_batches`` sensor: sealed batches become partitions and runs, in order.
+
+Each tick seals the stream batches that are due (older than ``limits.batchWindowSeconds`` or
+holding ``limits.maxEventsPerRun`` events), adds a dynamic partition per new batch and requests one
+run per batch in batch order, with ``run_key`` = batch id so the daemon never launches a batch twice.
+The cursor is the last batch id requested.
+"""
+
+
+import dagster as dg
+
+from ol_dagster.defs import constants as C
+from ol_dagster.defs.resources import StoreResource
+from ol_dagster.settings import Definition
+from ol_dagster.store import BatchStatus
+
+
+def build_sensor(
+    definition: Definition,
+    partitions: dg.DynamicPartitionsDefinition,
+    job: dg.JobDefinition | object,
+) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=definition.sensor_name,
+        job=job,
+        minimum_interval_seconds=C.SENSOR_INTERVAL_SECONDS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Seals and syncs new OpenLineage batches of {definition.name}, in order.",
+    )
+    def new_batches(context: dg.SensorEvaluationContext, ol_store: StoreResource):
+        store = ol_store.get()
+        sealed = store.seal_due(
+            definition.name,
+            window_seconds=definition.limits.batchWindowSeconds,
+            max_events=definition.limits.maxEventsPerRun,
+        )
+        after = int(context.cursor) if context.cursor else 0
+        pending = store.batches(
+            definition.name,
+            statuses=[BatchStatus.SEALED],
+            after_id=after,
+            limit=C.SENSOR_MAX_RUNS_PER_TICK,
+        )
+        if not pending:
+            return dg.SensorResult(
+                skip_reason=f"no new batch (sealed {len(sealed)} stream batch(es) this tick)"
+            )
+        keys = [b.partition_key for b in pending]
+        return dg.SensorResult(
+            run_requests=[
+                dg.RunRequest(
+                    run_key=key,
+                    partition_key=key,
+                    tags={C.DEFINITION_TAG: definition.name, C.BATCH_TAG: key},
+                )
+                for key in keys
+            ],
+            dynamic_partitions_requests=[partitions.build_add_request(keys)],
+            cursor=str(pending[-1].id),
+        )
+
+    return new_batches

@@ -1,0 +1,203 @@
+"""Sample events of a small warehouse, written by ol-dagster itself for ``ol-dagster demo``.
+
+An Airflow DAG loads raw orders into PostgreSQL, dbt models build a revenue fact table from them,
+a Spark job builds customer features, and an Airflow task exports the revenue facts to S3. The
+events have the shape the real producers send (jobType, parent, sql, schema and columnLineage
+facets), so the demo exercises the same path a real deployment does. The second snapshot no longer
+has the export task: the catalog must lose it and its flows in that run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+PRODUCERS = {
+    "AIRFLOW": "https://github.com/apache/airflow/tree/providers-openlineage/1.14.0",
+    "DBT": "https://github.com/OpenLineage/OpenLineage/tree/1.40.0/integration/dbt",
+    "SPARK": "https://github.com/OpenLineage/OpenLineage/tree/1.23.0/integration/spark",
+}
+SCHEMA_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
+FACET = "https://openlineage.io/spec/facets/"
+PG = "postgres://warehouse-db:5432"
+S3 = "s3://warehouse-exports"
+
+EXPORT_JOB = ("airflow", "warehouse_daily.export_revenue")
+
+
+def _facet(name: str, version: str, **fields: Any) -> dict[str, Any]:
+    return {"_producer": PRODUCERS["SPARK"], "_schemaURL": f"{FACET}{version}/{name}.json", **fields}
+
+
+def _dataset(ns: str, name: str, columns: list[str] | None = None, lineage: dict | None = None):
+    facets: dict[str, Any] = {}
+    if columns:
+        facets["schema"] = _facet(
+            "SchemaDatasetFacet",
+            "1-2-0",
+            fields=[{"name": c, "type": "VARCHAR"} for c in columns],
+        )
+    if lineage:
+        facets["columnLineage"] = _facet(
+            "ColumnLineageDatasetFacet",
+            "1-2-0",
+            fields={
+                out: {
+                    "inputFields": [
+                        {
+                            "namespace": ns_in,
+                            "name": name_in,
+                            "field": field_in,
+                            "transformations": [{"type": "DIRECT", "subtype": "IDENTITY"}],
+                        }
+                        for ns_in, name_in, field_in in sources
+                    ]
+                }
+                for out, sources in lineage.items()
+            },
+        )
+    return {"namespace": ns, "name": name, "facets": facets}
+
+
+_ORDERS = ["order_id", "customer_id", "amount", "ordered_at"]
+_STG = ["order_id", "customer_id", "amount", "order_date"]
+_FCT = ["order_date", "revenue"]
+
+# (namespace, name, integration, jobType, inputs, outputs, sql, parent)
+_JOBS: list[tuple] = [
+    ("airflow", "warehouse_daily", "AIRFLOW", "DAG", [], [], None, None),
+    (
+        "airflow",
+        "warehouse_daily.load_orders",
+        "AIRFLOW",
+        "TASK",
+        [_dataset("s3://raw-landing", "orders/orders.csv")],
+        [_dataset(PG, "warehouse.raw.orders", _ORDERS)],
+        "COPY raw.orders FROM 's3://raw-landing/orders/orders.csv'",
+        ("airflow", "warehouse_daily"),
+    ),
+    (
+        "dbt",
+        "warehouse.analytics.stg_orders",
+        "DBT",
+        "MODEL",
+        [_dataset(PG, "warehouse.raw.orders", _ORDERS)],
+        [
+            _dataset(
+                PG,
+                "warehouse.analytics.stg_orders",
+                _STG,
+                {
+                    "order_id": [(PG, "warehouse.raw.orders", "order_id")],
+                    "customer_id": [(PG, "warehouse.raw.orders", "customer_id")],
+                    "amount": [(PG, "warehouse.raw.orders", "amount")],
+                    "order_date": [(PG, "warehouse.raw.orders", "ordered_at")],
+                },
+            )
+        ],
+        "select order_id, customer_id, amount, ordered_at::date as order_date from raw.orders",
+        ("airflow", "warehouse_daily"),
+    ),
+    (
+        "dbt",
+        "warehouse.analytics.fct_revenue",
+        "DBT",
+        "MODEL",
+        [_dataset(PG, "warehouse.analytics.stg_orders", _STG)],
+        [
+            _dataset(
+                PG,
+                "warehouse.analytics.fct_revenue",
+                _FCT,
+                {
+                    "order_date": [(PG, "warehouse.analytics.stg_orders", "order_date")],
+                    "revenue": [(PG, "warehouse.analytics.stg_orders", "amount")],
+                },
+            )
+        ],
+        "select order_date, sum(amount) as revenue from analytics.stg_orders group by 1",
+        ("airflow", "warehouse_daily"),
+    ),
+    (
+        "spark",
+        "customer_features.execute_insert_into_hadoop_fs_relation_command",
+        "SPARK",
+        "JOB",
+        [_dataset(PG, "warehouse.analytics.stg_orders", _STG)],
+        [_dataset("s3://feature-store", "customers/features.parquet", ["customer_id", "orders"])],
+        None,
+        None,
+    ),
+    (
+        *EXPORT_JOB,
+        "AIRFLOW",
+        "TASK",
+        [_dataset(PG, "warehouse.analytics.fct_revenue", _FCT)],
+        [_dataset(S3, "revenue/daily.parquet", _FCT)],
+        None,
+        ("airflow", "warehouse_daily"),
+    ),
+]
+
+
+def _run_events(job: tuple, start: datetime, parent_run: str | None) -> list[dict[str, Any]]:
+    ns, name, integration, job_type, inputs, outputs, sql, parent = job
+    run_id = str(uuid.uuid4())
+    job_facets: dict[str, Any] = {
+        "jobType": _facet(
+            "JobTypeJobFacet",
+            "2-0-4",
+            processingType="BATCH",
+            integration=integration,
+            jobType=job_type,
+        )
+    }
+    if sql:
+        job_facets["sql"] = _facet("SQLJobFacet", "1-1-0", query=sql, dialect="postgres")
+    run_facets: dict[str, Any] = {}
+    if parent and parent_run:
+        run_facets["parent"] = _facet(
+            "ParentRunFacet",
+            "1-2-0",
+            run={"runId": parent_run},
+            job={"namespace": parent[0], "name": parent[1]},
+        )
+    events = []
+    for offset, event_type in ((0, "START"), (45, "COMPLETE")):
+        events.append(
+            {
+                "eventType": event_type,
+                "eventTime": (start + timedelta(seconds=offset)).isoformat(),
+                "producer": PRODUCERS[integration],
+                "schemaURL": SCHEMA_URL,
+                "run": {"runId": run_id, "facets": run_facets},
+                "job": {"namespace": ns, "name": name, "facets": job_facets},
+                "inputs": inputs,
+                "outputs": outputs,
+            }
+        )
+    return events
+
+
+def snapshot(day: int, *, drop: set[tuple[str, str]] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+    """One snapshot batch (``{"events": [...]}``) of the warehouse on day ``day``."""
+    start = datetime(2026, 11, 1, 2, 0, tzinfo=UTC) + timedelta(days=day)
+    dag_run = str(uuid.uuid5(uuid.NAMESPACE_URL, f"warehouse_daily/{day}"))
+    events: list[dict[str, Any]] = []
+    for i, job in enumerate(_JOBS):
+        if (job[0], job[1]) in drop:
+            continue
+        evs = _run_events(job, start + timedelta(minutes=5 * i), dag_run)
+        if job[1] == "warehouse_daily":
+            for e in evs:
+                e["run"]["runId"] = dag_run
+        events.extend(evs)
+    return {"events": events}
+
+
+def demo_batches() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        ("day 1: the whole warehouse", snapshot(0)),
+        ("day 2: the S3 export task was retired", snapshot(1, drop={EXPORT_JOB})),
+    ]

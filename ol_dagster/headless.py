@@ -1,0 +1,83 @@
+"""Syncing without the UI: seal pending batches and materialize them, in order, on an instance.
+
+This is what ``ol-dagster sync`` and ``ol-dagster demo`` run. It goes through the same job, assets
+and checks as the sensor-launched runs, on the Dagster instance in ``DAGSTER_HOME`` (so the runs
+show in the UI afterwards), and prints one JSON line per batch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from ol_dagster.defs import constants as C
+from ol_dagster.definitions import build_defs
+from ol_dagster.settings import load_settings, settings_path
+from ol_dagster.store import BatchStatus, EventStore
+
+DEFAULT_HOME = ".dagster_home"
+# Headless runs print one JSON line per batch; Dagster's step-by-step log goes to the instance.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def instance_from_env(project_dir: Path) -> dg.DagsterInstance:
+    """The instance in ``DAGSTER_HOME``; when unset, a persistent one next to the settings."""
+    if not os.environ.get("DAGSTER_HOME"):
+        home = (project_dir / DEFAULT_HOME).resolve()
+        home.mkdir(parents=True, exist_ok=True)
+        template = project_dir / "dagster.yaml"
+        if template.exists() and not (home / "dagster.yaml").exists():
+            shutil.copy(template, home / "dagster.yaml")
+        print(f"DAGSTER_HOME is not set: using the instance in {home}", file=sys.stderr)
+        os.environ["DAGSTER_HOME"] = str(home)
+    return dg.DagsterInstance.get()
+
+
+def sync_batches(
+    path: str | None = None,
+    *,
+    definition: str | None = None,
+    instance: dg.DagsterInstance,
+    run_config: dict[str, Any] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Seal every open batch, then run the sync job for each pending batch in batch order."""
+    settings = load_settings(path)
+    defs = build_defs(str(settings_path(path)))
+    store = EventStore(settings.store.url)
+    chosen = [settings.definition(definition)] if definition else settings.definitions
+    try:
+        for d in chosen:
+            store.seal_due(d.name, window_seconds=0, max_events=1, force=True)
+            job = defs.resolve_job_def(d.job_name)
+            for batch in store.batches(d.name, statuses=[BatchStatus.SEALED, BatchStatus.FAILED]):
+                key = batch.partition_key
+                if not instance.has_dynamic_partition(d.partitions_name, key):
+                    instance.add_dynamic_partitions(d.partitions_name, [key])
+                result = job.execute_in_process(
+                    instance=instance,
+                    partition_key=key,
+                    tags={C.DEFINITION_TAG: d.name, C.BATCH_TAG: key},
+                    run_config={**QUIET, **(run_config or {})},
+                    raise_on_error=False,
+                )
+                checks = {
+                    e.check_name: e.passed for e in result.get_asset_check_evaluations()
+                }
+                done = store.get_batch(batch.id)
+                yield {
+                    "definition": d.name,
+                    "batchId": batch.id,
+                    "status": done.status.value if result.success else "run_failed",
+                    "runId": result.run_id,
+                    "upload": done.upload_result,
+                    "cleanup": done.cleanup_report,
+                    "checks": checks,
+                }
+    finally:
+        store.dispose()

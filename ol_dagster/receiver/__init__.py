@@ -1,0 +1,1 @@
+"""The HTTP receiver producers post OpenLineage events to (``ol-dagster serve``)."""

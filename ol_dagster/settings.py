@@ -1,0 +1,263 @@
+"""The settings file: which catalogs exist and which sync definitions feed them.
+
+One YAML file (``ol_dagster.yaml`` at the project root, or the path in ``OL_DAGSTER_SETTINGS``)
+describes the whole code location. User-facing keys use the names of the product seeds
+(``snapshotMode``, ``allowedJobNamespaces``, ``maxRemovalsPerRun``...). Every model forbids unknown
+keys, so a typo fails at load with the key's path instead of silently falling back to a default.
+
+Secrets are never literal: a token is ``{env: NAME}`` and is only resolved when something needs it
+(the receiver at start, a catalog client when it connects), so loading the definitions in the
+Dagster UI never requires the receiver's tokens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+SETTINGS_ENV = "OL_DAGSTER_SETTINGS"
+DEFAULT_SETTINGS_FILE = "ol_dagster.yaml"
+DEFAULT_STORE_URL = "sqlite:///.ol_dagster/store.db"
+DEFAULT_CATALOG_URL = "sqlite:///.ol_dagster/catalog.db"
+
+# Definition names become Dagster asset-key prefixes, group names and partition-set names.
+_DAGSTER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class SettingsError(ValueError):
+    """The settings file is unreadable or invalid; the message names the offending key."""
+
+
+class SnapshotMode(StrEnum):
+    BATCH_SNAPSHOT = "BATCH_SNAPSHOT"
+    ADDITIVE = "ADDITIVE"
+
+
+class LineageReplacement(StrEnum):
+    NONE = "NONE"
+    JOB = "JOB"
+
+
+class CleanupMode(StrEnum):
+    CUTOFF = "CUTOFF"
+    DAYS = "DAYS"
+    NONE = "NONE"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class EnvSecret(_Model):
+    """A secret read from the environment when it is used, never stored in the file."""
+
+    env: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+    def resolve(self) -> str:
+        value = os.environ.get(self.env)
+        if not value:
+            raise SettingsError(f"environment variable {self.env} is not set (it holds a secret)")
+        return value
+
+    def __repr__(self) -> str:  # never show a value, only where it comes from
+        return f"EnvSecret(env={self.env!r})"
+
+
+class StoreSettings(_Model):
+    url: str = DEFAULT_STORE_URL
+
+
+class CatalogSettings(_Model):
+    # openmetadata, marquez and blindata backends are not built yet (see README "Not yet").
+    kind: Literal["embedded"] = "embedded"
+    url: str = DEFAULT_CATALOG_URL
+    token: EnvSecret | None = None
+
+
+class JobSystemRule(_Model):
+    namespaces: Annotated[str, Field(min_length=1)]
+    system: Annotated[str, Field(min_length=1)]
+
+
+class DatasetSystemRule(_Model):
+    namespace: Annotated[str, Field(min_length=1)]
+    system: Annotated[str, Field(min_length=1)]
+    cleanupMode: CleanupMode = CleanupMode.NONE
+    cleanupDays: Annotated[int, Field(ge=1)] = 30
+
+
+class CleanupSettings(_Model):
+    enabled: bool = True
+    maxRemovalsPerRun: Annotated[int, Field(ge=0)] = 500
+    staleJobDays: Annotated[int, Field(ge=1)] = 30
+
+
+class Limits(_Model):
+    maxEventsPerRun: Annotated[int, Field(ge=1)] = 10_000
+    batchWindowSeconds: Annotated[float, Field(ge=0)] = 60
+    maxBodyBytes: Annotated[int, Field(ge=1024)] = 64 * 1024 * 1024
+    maxEventsPerBatch: Annotated[int, Field(ge=1)] = 100_000
+
+
+class OutputOptions(_Model):
+    dryRun: bool = False
+
+
+class ReceiverSettings(_Model):
+    token: EnvSecret
+
+
+class Definition(_Model):
+    """One sync definition: a producer (or repository of producers) and the catalog it feeds."""
+
+    name: str
+    uuid: uuid.UUID
+    catalog: str
+    snapshotMode: SnapshotMode = SnapshotMode.ADDITIVE
+    lineageReplacement: LineageReplacement = LineageReplacement.NONE
+    allowedJobNamespaces: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] = [
+        "*"
+    ]
+    openLineageSystem: str | None = None
+    jobSystems: list[JobSystemRule] = []
+    datasetSystems: list[DatasetSystemRule] = []
+    cleanup: CleanupSettings = CleanupSettings()
+    limits: Limits = Limits()
+    outputOptions: OutputOptions = OutputOptions()
+    receiver: ReceiverSettings
+
+    @field_validator("name")
+    @classmethod
+    def _dagster_name(cls, value: str) -> str:
+        if not _DAGSTER_NAME.match(value):
+            raise ValueError(
+                "must start with a letter or '_' and hold only letters, digits and '_' "
+                "(it becomes a Dagster asset-key prefix and group name)"
+            )
+        return value
+
+    @property
+    def job_system(self) -> str:
+        """The default job System: ``openLineageSystem``, or one derived from the name."""
+        return self.openLineageSystem or f"{self.name}_jobs"
+
+    @property
+    def partitions_name(self) -> str:
+        return f"{self.name}__batches"
+
+    @property
+    def sensor_name(self) -> str:
+        return f"{self.name}__new_batches"
+
+    @property
+    def job_name(self) -> str:
+        return f"{self.name}__sync"
+
+
+class Settings(_Model):
+    store: StoreSettings = StoreSettings()
+    catalogs: dict[str, CatalogSettings] = {"main": CatalogSettings()}
+    definitions: list[Definition] = []
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Settings:
+        seen: dict[str, dict[str, int]] = {"name": {}, "uuid": {}, "receiver.token.env": {}}
+        for i, d in enumerate(self.definitions):
+            for key, value in (
+                ("name", d.name),
+                ("uuid", str(d.uuid)),
+                ("receiver.token.env", d.receiver.token.env),
+            ):
+                if value in seen[key]:
+                    first = seen[key][value]
+                    raise ValueError(
+                        f"definitions.{i}.{key}: {value!r} is already used by definitions.{first}; "
+                        f"each definition needs its own {key.split('.')[0]}"
+                    )
+                seen[key][value] = i
+            if d.catalog not in self.catalogs:
+                known = ", ".join(sorted(self.catalogs)) or "none"
+                raise ValueError(
+                    f"definitions.{i}.catalog: {d.catalog!r} is not a key of 'catalogs' "
+                    f"(known: {known})"
+                )
+        return self
+
+    def definition(self, name: str) -> Definition:
+        for d in self.definitions:
+            if d.name == name:
+                return d
+        known = ", ".join(d.name for d in self.definitions) or "none"
+        raise SettingsError(f"no definition named {name!r} (known: {known})")
+
+
+def _format_errors(exc: ValidationError, source: str) -> str:
+    lines = [f"invalid settings in {source}:"]
+    for err in exc.errors():
+        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"  {path}: {msg}")
+    return "\n".join(lines)
+
+
+def _anchor_sqlite(url: str, base: Path) -> str:
+    """Make a relative SQLite path relative to the settings file, not to the process's cwd."""
+    prefix, sep, rest = url.partition(":///")
+    if not sep or not prefix.startswith("sqlite") or rest.startswith("/") or rest in ("", ":memory:"):
+        return url
+    return f"{prefix}:///{(base / rest).resolve()}"
+
+
+def parse_settings(data: object, source: str = "<settings>", base: Path | None = None) -> Settings:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"invalid settings in {source}: the file must hold a mapping")
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        raise SettingsError(_format_errors(exc, source)) from None
+    if base is None:
+        return settings
+    return settings.model_copy(
+        update={
+            "store": StoreSettings(url=_anchor_sqlite(settings.store.url, base)),
+            "catalogs": {
+                k: c.model_copy(update={"url": _anchor_sqlite(c.url, base)})
+                if c.kind == "embedded"
+                else c
+                for k, c in settings.catalogs.items()
+            },
+        }
+    )
+
+
+def settings_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get(SETTINGS_ENV) or DEFAULT_SETTINGS_FILE)
+
+
+def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
+    """Load and validate the settings file; every error names the key it is about."""
+    p = settings_path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SettingsError(
+            f"settings file {p} not found (set {SETTINGS_ENV} or pass --settings)"
+        ) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"invalid settings in {p}: not valid YAML: {exc}") from None
+    return parse_settings(data, str(p), base=p.resolve().parent)

@@ -1,0 +1,373 @@
+"""Batches of accepted events, written whole and read back in order.
+
+A batch is the unit everything downstream works on: one Dagster partition, one run, one cleanup.
+So a posted batch is written in a single transaction (a crash mid-write leaves no half batch and no
+visible batch at all), and a stream batch only becomes visible to the sync once the sensor seals it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, and_, func, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from ol_dagster.db import open_engine
+from ol_dagster.store import schema
+from ol_dagster.store.schema import BatchKind, BatchStatus, batches, events
+
+_READ_CHUNK = 2_000
+
+
+class StoreUnavailable(RuntimeError):
+    """The store's database cannot be reached; callers should answer "retry later"."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _naive(dt: datetime) -> datetime:
+    """The store keeps naive UTC times so SQLite and PostgreSQL compare them the same way."""
+    return dt.astimezone(UTC).replace(tzinfo=None) if dt.tzinfo else dt
+
+
+def _aware(dt: datetime | None) -> datetime | None:
+    return dt.replace(tzinfo=UTC) if dt is not None and dt.tzinfo is None else dt
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An accepted event on its way into the store."""
+
+    raw: bytes
+    kind: str
+    event_type: str | None
+    event_time: datetime
+    producer: str | None
+    job_namespace: str | None
+    job_name: str | None
+    run_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    position: int
+    raw: bytes
+    kind: str
+    event_type: str | None
+    event_time: datetime
+    producer: str | None
+    job_namespace: str | None
+    job_name: str | None
+    run_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRecord:
+    id: int
+    definition: str
+    kind: BatchKind
+    status: BatchStatus
+    received_at: datetime
+    sealed_at: datetime | None
+    received_count: int
+    accepted_count: int
+    rejected_count: int
+    whole_snapshot: bool
+    rejections: list[dict[str, Any]] = field(default_factory=list)
+    cutoff: datetime | None = None
+    upload_result: dict[str, Any] | None = None
+    cleanup_report: dict[str, Any] | None = None
+    synced_at: datetime | None = None
+
+    @property
+    def partition_key(self) -> str:
+        return str(self.id)
+
+
+def _record(row: Any) -> BatchRecord:
+    m = row._mapping
+    return BatchRecord(
+        id=m["id"],
+        definition=m["definition"],
+        kind=BatchKind(m["kind"]),
+        status=BatchStatus(m["status"]),
+        received_at=_aware(m["received_at"]),  # type: ignore[arg-type]
+        sealed_at=_aware(m["sealed_at"]),
+        received_count=m["received_count"],
+        accepted_count=m["accepted_count"],
+        rejected_count=m["rejected_count"],
+        whole_snapshot=bool(m["whole_snapshot"]),
+        rejections=list(m["rejections"] or []),
+        cutoff=_aware(m["cutoff"]),
+        upload_result=m["upload_result"],
+        cleanup_report=m["cleanup_report"],
+        synced_at=_aware(m["synced_at"]),
+    )
+
+
+def _event_rows(batch_id: int, start: int, new_events: Sequence[NewEvent]) -> list[dict]:
+    return [
+        {
+            "batch_id": batch_id,
+            "position": start + i,
+            "raw": e.raw,
+            "kind": e.kind,
+            "event_type": e.event_type,
+            "event_time": _naive(e.event_time),
+            "producer": e.producer,
+            "job_namespace": e.job_namespace,
+            "job_name": e.job_name,
+            "run_id": e.run_id,
+        }
+        for i, e in enumerate(new_events)
+    ]
+
+
+class EventStore:
+    """The event store on any SQLAlchemy URL (a SQLite file by default)."""
+
+    def __init__(self, url: str, *, engine: Engine | None = None) -> None:
+        self.url = url
+        self.engine = engine or open_engine(url)
+        try:
+            self.schema_version = schema.migrate(self.engine.begin)
+        except OperationalError as exc:
+            raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    def ping(self) -> None:
+        try:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        except OperationalError as exc:
+            raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def add_posted_batch(
+        self,
+        definition: str,
+        new_events: Sequence[NewEvent],
+        *,
+        received: int,
+        rejections: Sequence[dict[str, Any]] = (),
+        snapshot: bool = False,
+        now: datetime | None = None,
+    ) -> int:
+        """Store one ``/lineage/batch`` post whole, sealed: all of it is visible, or none of it."""
+        now = _naive(now or utcnow())
+        try:
+            with self.engine.begin() as conn:
+                batch_id = conn.execute(
+                    batches.insert().values(
+                        definition=definition,
+                        kind=BatchKind.POSTED,
+                        status=BatchStatus.SEALED,
+                        received_at=now,
+                        sealed_at=now,
+                        received_count=received,
+                        accepted_count=len(new_events),
+                        rejected_count=len(rejections),
+                        whole_snapshot=snapshot and not rejections,
+                        rejections=list(rejections),
+                    )
+                ).inserted_primary_key[0]
+                if new_events:
+                    conn.execute(events.insert(), _event_rows(batch_id, 0, new_events))
+        except OperationalError as exc:
+            raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
+        return int(batch_id)
+
+    def add_stream_events(
+        self,
+        definition: str,
+        new_events: Sequence[NewEvent],
+        *,
+        received: int,
+        rejections: Sequence[dict[str, Any]] = (),
+        now: datetime | None = None,
+    ) -> int:
+        """Append single events to the definition's open stream batch, opening one if needed."""
+        now = _naive(now or utcnow())
+        for _attempt in range(5):
+            try:
+                with self.engine.begin() as conn:
+                    row = conn.execute(
+                        select(batches.c.id, batches.c.accepted_count, batches.c.rejections)
+                        .where(
+                            batches.c.definition == definition,
+                            batches.c.status == BatchStatus.OPEN,
+                        )
+                        .with_for_update()
+                    ).first()
+                    if row is None:
+                        batch_id = conn.execute(
+                            batches.insert().values(
+                                definition=definition,
+                                kind=BatchKind.STREAM,
+                                status=BatchStatus.OPEN,
+                                received_at=now,
+                                received_count=0,
+                                accepted_count=0,
+                                rejected_count=0,
+                                whole_snapshot=False,
+                                rejections=[],
+                            )
+                        ).inserted_primary_key[0]
+                        start, old_rejections = 0, []
+                    else:
+                        batch_id, start, old_rejections = row[0], row[1], list(row[2] or [])
+                    if new_events:
+                        conn.execute(events.insert(), _event_rows(batch_id, start, new_events))
+                    conn.execute(
+                        batches.update()
+                        .where(batches.c.id == batch_id)
+                        .values(
+                            received_count=batches.c.received_count + received,
+                            accepted_count=batches.c.accepted_count + len(new_events),
+                            rejected_count=batches.c.rejected_count + len(rejections),
+                            rejections=old_rejections + list(rejections),
+                        )
+                    )
+                return int(batch_id)
+            except IntegrityError:
+                continue  # another receiver opened the stream batch first: append to it instead
+            except OperationalError as exc:
+                raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
+        raise StoreUnavailable("could not open a stream batch after repeated write conflicts")
+
+    def seal_due(
+        self,
+        definition: str,
+        *,
+        window_seconds: float,
+        max_events: int,
+        now: datetime | None = None,
+        force: bool = False,
+    ) -> list[int]:
+        """Seal open stream batches older than the window or holding ``max_events`` or more."""
+        now_n = _naive(now or utcnow())
+        condition = and_(batches.c.definition == definition, batches.c.status == BatchStatus.OPEN)
+        if not force:
+            condition = and_(
+                condition,
+                (batches.c.received_at <= now_n - timedelta(seconds=window_seconds))
+                | (batches.c.accepted_count >= max_events),
+            )
+        with self.engine.begin() as conn:
+            ids = [r[0] for r in conn.execute(select(batches.c.id).where(condition))]
+            if ids:
+                conn.execute(
+                    update(batches)
+                    .where(batches.c.id.in_(ids), batches.c.status == BatchStatus.OPEN)
+                    .values(status=BatchStatus.SEALED, sealed_at=now_n)
+                )
+        return sorted(int(i) for i in ids)
+
+    def record_upload(self, batch_id: int, *, cutoff: datetime, result: dict[str, Any]) -> None:
+        self._update(batch_id, cutoff=_naive(cutoff), upload_result=result)
+
+    def record_cleanup(self, batch_id: int, report: dict[str, Any]) -> None:
+        self._update(batch_id, cleanup_report=report)
+
+    def set_status(self, batch_id: int, status: BatchStatus, *, now: datetime | None = None) -> None:
+        values: dict[str, Any] = {"status": status}
+        if status is BatchStatus.SYNCED:
+            values["synced_at"] = _naive(now or utcnow())
+        self._update(batch_id, **values)
+
+    def _update(self, batch_id: int, **values: Any) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(batches.update().where(batches.c.id == batch_id).values(**values))
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get_batch(self, batch_id: int) -> BatchRecord:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(batches).where(batches.c.id == batch_id)).first()
+        if row is None:
+            raise KeyError(f"no batch {batch_id} in the event store")
+        return _record(row)
+
+    def batches(
+        self,
+        definition: str | None = None,
+        *,
+        statuses: Sequence[BatchStatus] | None = None,
+        after_id: int = 0,
+        limit: int | None = None,
+    ) -> list[BatchRecord]:
+        """Batches in id order (the order runs must follow)."""
+        query = select(batches).where(batches.c.id > after_id).order_by(batches.c.id)
+        if definition is not None:
+            query = query.where(batches.c.definition == definition)
+        if statuses is not None:
+            query = query.where(batches.c.status.in_(list(statuses)))
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            return [_record(r) for r in conn.execute(query)]
+
+    def iter_events(self, batch_id: int) -> Iterator[StoredEvent]:
+        """The batch's events in position order, read in chunks to keep memory flat."""
+        last = -1
+        while True:
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    select(
+                        events.c.position,
+                        events.c.raw,
+                        events.c.kind,
+                        events.c.event_type,
+                        events.c.event_time,
+                        events.c.producer,
+                        events.c.job_namespace,
+                        events.c.job_name,
+                        events.c.run_id,
+                    )
+                    .where(events.c.batch_id == batch_id, events.c.position > last)
+                    .order_by(events.c.position)
+                    .limit(_READ_CHUNK)
+                ).all()
+            for r in rows:
+                yield StoredEvent(
+                    r[0], bytes(r[1]), r[2], r[3], _aware(r[4]), r[5], r[6], r[7], r[8]
+                )  # type: ignore[arg-type]
+            if len(rows) < _READ_CHUNK:
+                return
+            last = rows[-1][0]
+
+    def event_counts(self, batch_id: int) -> dict[str, dict[str, int]]:
+        """How the batch's events split by kind, eventType and producer."""
+        out: dict[str, dict[str, int]] = {}
+        with self.engine.connect() as conn:
+            for name, col in (
+                ("kind", events.c.kind),
+                ("eventType", events.c.event_type),
+                ("producer", events.c.producer),
+            ):
+                rows = conn.execute(
+                    select(col, func.count())
+                    .where(events.c.batch_id == batch_id)
+                    .group_by(col)
+                    .order_by(col)
+                )
+                out[name] = {(k if k is not None else "(none)"): int(n) for k, n in rows}
+        return out
+
+    def job_namespaces(self, batch_id: int) -> list[str]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(events.c.job_namespace)
+                .where(events.c.batch_id == batch_id, events.c.job_namespace.is_not(None))
+                .distinct()
+                .order_by(events.c.job_namespace)
+            )
+            return [r[0] for r in rows]

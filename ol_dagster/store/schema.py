@@ -1,0 +1,150 @@
+"""Tables of the event store and the migrations between their versions.
+
+The store outlives upgrades of ol-dagster: a deployment keeps weeks of batches in it. Its schema
+therefore carries a version, and opening an older store migrates it in place (each step in its own
+transaction) instead of failing or silently ignoring new columns. A store written by a newer
+ol-dagster is refused rather than damaged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Connection,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    inspect,
+    select,
+    text,
+)
+
+SCHEMA_VERSION = 1
+
+# SQLite only auto-increments INTEGER PRIMARY KEY; BigInteger elsewhere.
+_Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class BatchKind(StrEnum):
+    POSTED = "posted"  # one /lineage/batch post, stored whole
+    STREAM = "stream"  # single events collected until the sensor seals the batch
+
+
+class BatchStatus(StrEnum):
+    OPEN = "open"  # a stream batch still collecting events; never synced
+    SEALED = "sealed"  # complete and waiting for its run
+    SYNCED = "synced"  # its run finished (uploaded and cleaned, or skipped on purpose)
+    FAILED = "failed"  # its upload failed; the events stay for a retry
+
+
+metadata = MetaData()
+
+meta = Table(
+    "ol_store_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+batches = Table(
+    "ol_batches",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("definition", String(200), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("received_at", DateTime, nullable=False),
+    Column("sealed_at", DateTime),
+    Column("received_count", Integer, nullable=False, default=0),
+    Column("accepted_count", Integer, nullable=False, default=0),
+    Column("rejected_count", Integer, nullable=False, default=0),
+    Column("whole_snapshot", Boolean, nullable=False, default=False),
+    Column("rejections", JSON),
+    Column("cutoff", DateTime),
+    Column("upload_result", JSON),
+    Column("cleanup_report", JSON),
+    Column("synced_at", DateTime),
+    Index("ix_ol_batches_definition_status", "definition", "status", "id"),
+    # At most one open stream batch per definition, even with several receivers racing.
+    Index(
+        "ux_ol_batches_one_open_stream",
+        "definition",
+        unique=True,
+        sqlite_where=text("status = 'open'"),
+        postgresql_where=text("status = 'open'"),
+    ),
+)
+
+events = Table(
+    "ol_events",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("batch_id", _Id, ForeignKey("ol_batches.id", ondelete="CASCADE"), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("raw", LargeBinary, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("event_type", String(16)),
+    Column("event_time", DateTime, nullable=False),
+    Column("producer", Text),
+    Column("job_namespace", Text),
+    Column("job_name", Text),
+    Column("run_id", String(200)),
+    Index("ix_ol_events_batch_position", "batch_id", "position"),
+    Index("ix_ol_events_job", "job_namespace", "job_name"),
+)
+
+
+class StoreVersionError(RuntimeError):
+    """The store's schema is newer than this ol-dagster understands."""
+
+
+# version -> function bringing a store at that version to version + 1
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+
+def _read_version(conn: Connection) -> int | None:
+    if not inspect(conn).has_table(meta.name):
+        return None
+    row = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).first()
+    return int(row[0]) if row else None
+
+
+def _write_version(conn: Connection, version: int) -> None:
+    updated = conn.execute(
+        meta.update().where(meta.c.key == "schema_version").values(value=str(version))
+    )
+    if updated.rowcount == 0:
+        conn.execute(meta.insert().values(key="schema_version", value=str(version)))
+
+
+def migrate(conn_factory: Callable[[], object]) -> int:
+    """Create or upgrade the schema; returns the version the store is at afterwards."""
+    with conn_factory() as conn:  # type: ignore[attr-defined]
+        version = _read_version(conn)
+        if version is None:
+            metadata.create_all(conn)
+            _write_version(conn, SCHEMA_VERSION)
+            return SCHEMA_VERSION
+    if version > SCHEMA_VERSION:
+        raise StoreVersionError(
+            f"the event store is at schema version {version}, newer than this ol-dagster "
+            f"({SCHEMA_VERSION}); upgrade ol-dagster instead of opening it with an old one"
+        )
+    while version < SCHEMA_VERSION:
+        with conn_factory() as conn:  # type: ignore[attr-defined]
+            MIGRATIONS[version](conn)
+            version += 1
+            _write_version(conn, version)
+    return version
