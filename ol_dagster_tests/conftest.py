@@ -1,0 +1,137 @@
+"""Shared fixtures: settings files, stores on SQLite and on a real PostgreSQL, the corpus."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from sqlalchemy import create_engine, text
+
+from ol_dagster.store import EventStore
+from ol_dagster_tests.postgres import PostgresServer
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CORPUS = PROJECT_ROOT.parent / "shared" / "corpus" / "openlineage"
+
+TOKENS = {"OL_TEST_TOKEN_SNAP": "snap-secret-token", "OL_TEST_TOKEN_ADD": "add-secret-token"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "postgres: needs the throwaway PostgreSQL server")
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.fail(f"the OpenLineage corpus is expected at {CORPUS}")
+    return CORPUS
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    try:
+        server = PostgresServer().start()
+    except (FileNotFoundError, OSError) as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI: {exc}")
+        pytest.skip(f"PostgreSQL binaries not available: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PostgresServer) -> str:
+    """A fresh, empty database on the throwaway server."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    engine = create_engine(pg_server.url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return pg_server.database_url(name)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def event_store(store_url: str) -> Iterator[EventStore]:
+    store = EventStore(store_url)
+    yield store
+    store.dispose()
+
+
+@pytest.fixture
+def tokens(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    for k, v in TOKENS.items():
+        monkeypatch.setenv(k, v)
+    return {"snap": TOKENS["OL_TEST_TOKEN_SNAP"], "add": TOKENS["OL_TEST_TOKEN_ADD"]}
+
+
+def settings_data(tmp_path: Path, **definition_overrides: Any) -> dict[str, Any]:
+    """Two definitions: ``snap`` (BATCH_SNAPSHOT, namespaces etl/features) and ``add`` (ADDITIVE)."""
+    snap: dict[str, Any] = {
+        "name": "snap",
+        "uuid": "11111111-1111-4111-8111-111111111111",
+        "catalog": "main",
+        "snapshotMode": "BATCH_SNAPSHOT",
+        "allowedJobNamespaces": ["etl", "features"],
+        "receiver": {"token": {"env": "OL_TEST_TOKEN_SNAP"}},
+    }
+    snap.update(definition_overrides)
+    return {
+        "store": {"url": f"sqlite:///{tmp_path / 'store.db'}"},
+        "catalogs": {"main": {"kind": "embedded", "url": f"sqlite:///{tmp_path / 'catalog.db'}"}},
+        "definitions": [
+            snap,
+            {
+                "name": "add",
+                "uuid": "22222222-2222-4222-8222-222222222222",
+                "catalog": "main",
+                "receiver": {"token": {"env": "OL_TEST_TOKEN_ADD"}},
+            },
+        ],
+    }
+
+
+@pytest.fixture
+def write_settings(tmp_path: Path) -> Callable[..., Path]:
+    """Write a settings file; pass a full mapping, or definition overrides for ``snap``."""
+
+    def write(data: dict[str, Any] | None = None, **definition_overrides: Any) -> Path:
+        path = tmp_path / "ol_dagster.yaml"
+        path.write_text(yaml.safe_dump(data or settings_data(tmp_path, **definition_overrides)))
+        return path
+
+    return write
+
+
+def run_event(
+    namespace: str = "etl",
+    name: str = "build_daily_kpi",
+    *,
+    event_type: str = "COMPLETE",
+    inputs: list[tuple[str, str]] = (),  # type: ignore[assignment]
+    outputs: list[tuple[str, str]] = (),  # type: ignore[assignment]
+    run_id: str | None = None,
+    event_time: str = "2026-11-01T02:00:00.000Z",
+) -> dict[str, Any]:
+    """A minimal, spec-valid RunEvent."""
+    return {
+        "eventType": event_type,
+        "eventTime": event_time,
+        "producer": "https://example.com/ol-dagster-tests",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": run_id or str(uuid.uuid4())},
+        "job": {"namespace": namespace, "name": name},
+        "inputs": [{"namespace": ns, "name": n} for ns, n in inputs],
+        "outputs": [{"namespace": ns, "name": n} for ns, n in outputs],
+    }

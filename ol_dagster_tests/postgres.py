@@ -1,0 +1,89 @@
+"""A throwaway PostgreSQL server for the tests, on a loopback port.
+
+The machines carry the PostgreSQL binaries but no running server; the server refuses to run as
+root, and CI runs as root, so it is started as the ``postgres`` system user there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *cmd]
+    return cmd
+
+
+class PostgresServer:
+    def __init__(self) -> None:
+        self.initdb = shutil.which("initdb")
+        self.pg_ctl = shutil.which("pg_ctl")
+        if not (self.initdb and self.pg_ctl):
+            raise FileNotFoundError("initdb/pg_ctl not found on PATH")
+        self.dir = Path(tempfile.mkdtemp(prefix="ol_dagster_pg_"))
+        self.data = self.dir / "data"
+        self.port = _free_port()
+        self.stopped = False
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def database_url(self, name: str) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
+
+    def start(self) -> PostgresServer:
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+        subprocess.run(
+            _as_postgres(
+                [self.initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"]
+            ),
+            check=True,
+            capture_output=True,
+        )
+        self._ctl("start")
+        return self
+
+    def _ctl(self, action: str) -> None:
+        opts = f"-p {self.port} -h 127.0.0.1 -k {self.dir} -c fsync=off -c full_page_writes=off"
+        cmd = [self.pg_ctl, "-D", str(self.data), "-o", opts, "-w", "-t", "60"]
+        if action == "start":
+            cmd += ["-l", str(self.dir / "log"), "start"]
+        else:
+            cmd += ["-m", "fast", action]
+        subprocess.run(_as_postgres(cmd), check=True, capture_output=True)
+        if action == "start":
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                        return
+                time.sleep(0.1)
+
+    def restart(self) -> None:
+        self._ctl("restart")
+
+    def stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            subprocess.run(
+                _as_postgres(
+                    [self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop"]
+                ),
+                capture_output=True,
+            )
+            shutil.rmtree(self.dir, ignore_errors=True)
