@@ -1,0 +1,180 @@
+"""RunEvent, JobEvent and DatasetEvent (spec 2-0-2, and the 1-x events producers still send).
+
+``parse_event`` validates one event from bytes (or an already-parsed object) in a single pass and
+returns a typed event, or raises ``EventRejected`` naming the field path and the reason. The kind is
+told by the ``schemaURL`` fragment (the reliable signal: 1-x events say ``#/definitions/RunEvent``,
+2-x ``#/$defs/RunEvent``), else by which of ``run``/``job``/``dataset`` is present.
+
+Lenient where the meaning is clear: a missing ``schemaURL`` or ``eventType``, zone-less times (read
+as UTC), nanoseconds, a ``runId`` that is not a UUID. Strict where it would be lost: no job name, no
+run id, a standard facet of the wrong shape.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictStr,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+
+from ol_dagster.openlineage.envelope import EventKind, EventRejected, parse_event_time
+from ol_dagster.openlineage.facets import (
+    DatasetFacets,
+    InputFacets,
+    JobFacets,
+    OutputFacets,
+    RunFacets,
+)
+
+
+def _event_time(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value
+    try:
+        return parse_event_time(value)
+    except EventRejected as exc:
+        raise ValueError(exc.reason) from None
+
+
+EventTime = Annotated[datetime, BeforeValidator(_event_time)]
+EventType = Literal["START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+
+class Run(_Model):
+    runId: StrictStr = Field(min_length=1)
+    facets: RunFacets = RunFacets()
+
+
+class Job(_Model):
+    namespace: StrictStr = Field(min_length=1)
+    name: StrictStr = Field(min_length=1)
+    facets: JobFacets = JobFacets()
+
+
+class Dataset(_Model):
+    namespace: StrictStr = Field(min_length=1)
+    name: StrictStr = Field(min_length=1)
+    facets: DatasetFacets = DatasetFacets()
+
+
+class InputDataset(Dataset):
+    inputFacets: InputFacets = InputFacets()
+
+
+class OutputDataset(Dataset):
+    outputFacets: OutputFacets = OutputFacets()
+
+
+class _BaseEvent(_Model):
+    eventTime: EventTime
+    producer: StrictStr = Field(min_length=1)
+    schemaURL: StrictStr | None = None
+
+
+class RunEvent(_BaseEvent):
+    kind: Literal[EventKind.RUN] = EventKind.RUN
+    eventType: EventType | None = None
+    run: Run
+    job: Job
+    inputs: list[InputDataset] = []
+    outputs: list[OutputDataset] = []
+
+
+class JobEvent(_BaseEvent):
+    kind: Literal[EventKind.JOB] = EventKind.JOB
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_run(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "run" in data:
+            raise ValueError("a JobEvent must not carry 'run'")
+        return data
+
+    job: Job
+    inputs: list[InputDataset] = []
+    outputs: list[OutputDataset] = []
+
+
+class DatasetEvent(_BaseEvent):
+    kind: Literal[EventKind.DATASET] = EventKind.DATASET
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_job_or_run(cls, data: Any) -> Any:
+        if isinstance(data, dict) and ("job" in data or "run" in data):
+            raise ValueError("a DatasetEvent must not carry 'job' or 'run'")
+        return data
+
+    dataset: Dataset
+
+
+def _kind_of(obj: Any) -> str | None:
+    if not isinstance(obj, dict):
+        return None
+    schema_url = obj.get("schemaURL")
+    if isinstance(schema_url, str) and "#" in schema_url:
+        fragment = schema_url.rsplit("#", 1)[1].rsplit("/", 1)[-1]
+        if fragment in EventKind._value2member_map_:
+            return fragment
+    for key, kind in (("run", EventKind.RUN), ("job", EventKind.JOB), ("dataset", EventKind.DATASET)):
+        if key in obj:
+            return kind.value
+    return None
+
+
+Event = RunEvent | JobEvent | DatasetEvent
+
+_EVENT = TypeAdapter(
+    Annotated[
+        Annotated[RunEvent, Tag(EventKind.RUN.value)]
+        | Annotated[JobEvent, Tag(EventKind.JOB.value)]
+        | Annotated[DatasetEvent, Tag(EventKind.DATASET.value)],
+        Discriminator(
+            _kind_of,
+            custom_error_type="not_an_event",
+            custom_error_message="not an OpenLineage event: an object with 'run', 'job' or "
+            "'dataset' is expected",
+        ),
+    ]
+)
+
+
+def _describe(err: Any) -> EventRejected:
+    loc = list(err["loc"])
+    if loc and loc[0] in EventKind._value2member_map_:
+        loc = loc[1:]  # the union tag, not a field
+    path = ".".join(str(p) for p in loc)
+    kind = err["type"]
+    if kind == "missing":
+        return EventRejected(path, "is required")
+    if kind == "json_invalid":
+        return EventRejected("", f"not valid JSON: {err['msg']}")
+    if kind == "model_type" and not path:
+        return EventRejected("", "an event must be a JSON object")
+    msg = err["msg"]
+    return EventRejected(path, msg.removeprefix("Value error, "))
+
+
+def parse_event(data: bytes | str | object) -> Event:
+    """Validate one event in one pass; ``EventRejected`` names the first invalid field and why."""
+    try:
+        if isinstance(data, bytes | str):
+            return _EVENT.validate_json(data)
+        return _EVENT.validate_python(data)
+    except ValidationError as exc:
+        raise _describe(exc.errors(include_url=False)[0]) from None
