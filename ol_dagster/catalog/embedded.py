@@ -34,7 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ol_dagster.catalog.protocol import CleanupCounts, ObjectType, UploadResult
-from ol_dagster.catalog.systems import dataset_rule_for, job_system_for
+from ol_dagster.catalog.systems import dataset_policy, job_system_for
 from ol_dagster.db import open_engine
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.settings import Definition
@@ -42,8 +42,7 @@ from ol_dagster.settings import Definition
 _Id = BigInteger().with_variant(Integer(), "sqlite")
 _CHUNK = 500
 
-JOB = "job"
-DATASET = "dataset"
+JOB = "job"  # datasets carry their own type: table, file, folder, topic, other
 
 metadata = MetaData()
 
@@ -159,10 +158,10 @@ class EmbeddedCatalog:
         job_sys = {ns: job_system_for(definition, ns) for ns in graph.job_namespaces}
         for system in job_sys.values():
             wanted[system] = {"openLineageJobSystem": [owner], "kind": "job"}
-        ds_rules = {ns: dataset_rule_for(definition, ns) for ns, _ in graph.datasets}
-        for rule in ds_rules.values():
+        for system in sorted({d.system for d in graph.datasets.values()}):
+            rule = dataset_policy(definition, system)
             wanted.setdefault(
-                rule.system,
+                system,
                 {
                     "kind": "dataset",
                     "openLineageOwner": owner,
@@ -185,11 +184,11 @@ class EmbeddedCatalog:
                 for j in graph.jobs.values()
             ] + [
                 {
-                    "system_id": sys_ids[ds_rules[d.namespace].system],
-                    "schema": "",
-                    "name": d.name,
-                    "type": DATASET,
-                    "description": None,
+                    "system_id": sys_ids[d.system],
+                    "schema": d.schema,
+                    "name": d.object_name,
+                    "type": d.type,
+                    "description": d.description,
                     "last_update": now,
                 }
                 for d in graph.datasets.values()
@@ -199,14 +198,15 @@ class EmbeddedCatalog:
             result.touched[ObjectType.PHYSICAL_ENTITIES] = touched
 
         with self.engine.begin() as conn:
-            ent_ids = self._entity_ids(
-                conn,
-                [(sys_ids[ds_rules[ns].system], "", name) for ns, name in graph.datasets],
-            )
+            identity = {
+                key: (sys_ids[d.system], d.schema, d.object_name)
+                for key, d in graph.datasets.items()
+            }
+            ent_ids = self._entity_ids(conn, list(identity.values()))
             flow_rows = []
             for f in graph.data_flows:
-                src = ent_ids.get((sys_ids[ds_rules[f.source[0]].system], "", f.source[1]))
-                dst = ent_ids.get((sys_ids[ds_rules[f.target[0]].system], "", f.target[1]))
+                src = ent_ids.get(identity.get(f.source))  # type: ignore[arg-type]
+                dst = ent_ids.get(identity.get(f.target))  # type: ignore[arg-type]
                 if src is None or dst is None:
                     result.dropped["DANGLING_FLOW"] = result.dropped.get("DANGLING_FLOW", 0) + 1
                     continue
@@ -322,7 +322,7 @@ class EmbeddedCatalog:
                     select(func.count()).select_from(entities).where(entities.c.type == JOB)
                 ).scalar_one(),
                 "datasets": conn.execute(
-                    select(func.count()).select_from(entities).where(entities.c.type == DATASET)
+                    select(func.count()).select_from(entities).where(entities.c.type != JOB)
                 ).scalar_one(),
                 "dataFlows": conn.execute(select(func.count()).select_from(flows)).scalar_one(),
             }

@@ -2,8 +2,8 @@
 
 Job entities and routines of a namespace live in its job System: the first ``jobSystems`` rule
 whose pattern matches the namespace, else the definition's ``openLineageSystem``. A dataset lives in
-the System of the first ``datasetSystems`` rule matching its namespace, else in a System named after
-the namespace itself (cleanupMode NONE: never cleaned unless a rule says so).
+the System normalization placed it in (the first matching ``datasetSystems`` rule, else the
+namespace itself); that System's policy is its rule's, else cleanupMode NONE (never cleaned).
 """
 
 from __future__ import annotations
@@ -20,10 +20,13 @@ def job_system_for(definition: Definition, job_namespace: str) -> str:
     return definition.job_system
 
 
-def dataset_rule_for(definition: Definition, namespace: str) -> DatasetSystemRule:
+def dataset_system_rules(definition: Definition) -> list[tuple[str, str]]:
+    """The (namespace pattern, System) rules normalization places datasets with."""
+    return [(r.namespace, r.system) for r in definition.datasetSystems]
+
+
+def dataset_policy(definition: Definition, system: str) -> DatasetSystemRule:
     for rule in definition.datasetSystems:
-        if fnmatchcase(namespace, rule.namespace) or namespace.rstrip("/") == rule.namespace.rstrip(
-            "/"
-        ):
+        if rule.system == system:
             return rule
-    return DatasetSystemRule(namespace=namespace, system=namespace, cleanupMode=CleanupMode.NONE)
+    return DatasetSystemRule(namespace=system, system=system, cleanupMode=CleanupMode.NONE)

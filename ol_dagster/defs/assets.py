@@ -14,7 +14,6 @@ import dagster as dg
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.report import cleanup_markdown, counts_markdown, rows_markdown
 from ol_dagster.defs.resources import CatalogResource, StoreResource
-from ol_dagster.lineage import normalize
 from ol_dagster.settings import Definition, SnapshotMode
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
 from ol_dagster.sync.cleanup import (
@@ -23,7 +22,7 @@ from ol_dagster.sync.cleanup import (
     REMOVAL_CAP_EXCEEDED,
     run_cleanup,
 )
-from ol_dagster.sync.upload import upload_graph
+from ol_dagster.sync.upload import build_graph, upload_graph
 
 _TABLE_ROWS = 200
 
@@ -125,15 +124,22 @@ def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinit
         catalog will be told."""
         store = ol_store.get()
         batch = _batch(context, store, definition)
-        graph = normalize(e.raw for e in store.iter_events(batch.id))
+        graph = build_graph((e.raw for e in store.iter_events(batch.id)), definition)
         jobs = [
             {"namespace": j.namespace, "name": j.name, "integration": j.integration or ""}
             for j in sorted(graph.jobs.values(), key=lambda j: j.key)
         ]
         datasets = [
-            {"namespace": d.namespace, "name": d.name}
+            {
+                "namespace": d.namespace,
+                "name": d.name,
+                "system": d.system,
+                "type": d.type,
+                "fields": len(d.fields),
+            }
             for d in sorted(graph.datasets.values(), key=lambda d: d.key)
         ]
+        dangling = graph.dangling_by_reason()
         yield dg.MaterializeResult(
             metadata={
                 **graph.counts(),
@@ -142,15 +148,22 @@ def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinit
                     rows_markdown(jobs, ["namespace", "name", "integration"], _TABLE_ROWS)
                 ),
                 "datasetTable": dg.MetadataValue.md(
-                    rows_markdown(datasets, ["namespace", "name"], _TABLE_ROWS)
+                    rows_markdown(
+                        datasets, ["namespace", "name", "system", "type", "fields"], _TABLE_ROWS
+                    )
                 ),
+                "danglingFlows": dg.MetadataValue.json(dangling),
+                "skippedEvents": len(graph.skipped_events),
             },
             check_results=[
                 dg.AssetCheckResult(
                     check_name=C.NO_DANGLING_FLOWS,
-                    passed=True,
+                    passed=not graph.dangling,
                     severity=dg.AssetCheckSeverity.WARN,
-                    metadata={"danglingFlows": 0},
+                    description=None
+                    if not graph.dangling
+                    else f"{len(graph.dangling)} flow(s) dropped: an end is not in the batch",
+                    metadata={"danglingFlows": len(graph.dangling), **dangling},
                 )
             ],
         )
@@ -169,7 +182,7 @@ def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinit
         catalog's clock before the first write; every object sent is touched, changed or not."""
         store = ol_store.get()
         batch = _batch(context, store, definition)
-        graph = normalize(e.raw for e in store.iter_events(batch.id))
+        graph = build_graph((e.raw for e in store.iter_events(batch.id)), definition)
         with ol_catalog.open(name) as catalog:
             outcome = upload_graph(catalog, graph, definition)
         result = outcome.result

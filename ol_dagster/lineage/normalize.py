@@ -1,64 +1,295 @@
-"""Accepted events -> ``LineageGraph``.
+"""Accepted events -> ``LineageGraph``: what the catalog will be told about one batch.
 
-A job's events are combined (inputs and outputs of every event of the batch are unioned: events of
-a run are accumulative unless the producer says otherwise), then each input is linked to each
-output through the job.
+Events are combined per run (``runs.py``), symlinks are resolved so one physical object is one
+dataset, and each run contributes its job (with its SQL as a routine), its datasets with their
+fields, data flows input -> output, field flows from column lineage, the orchestration flow to its
+parent job, quality checks and run metrics. A flow whose end the batch never describes is dropped
+and counted by reason, never silently lost.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-import pydantic_core
+from ol_dagster.lineage.graph import (
+    DanglingFlow,
+    DataFlow,
+    DatasetNode,
+    FieldFlow,
+    FieldNode,
+    JobNode,
+    LineageGraph,
+    NodeKey,
+    OrchestrationFlow,
+    QualityCheck,
+    Routine,
+)
+from ol_dagster.lineage.naming import normalize_namespace, place_dataset
+from ol_dagster.lineage.runs import DatasetView, RunView, combine_runs, facet_items
+from ol_dagster.openlineage.envelope import EventRejected
+from ol_dagster.openlineage.facets import SchemaField
+from ol_dagster.openlineage.models import DatasetEvent, Event, JobEvent, RunEvent, parse_event
 
-from ol_dagster.lineage.graph import DataFlow, DatasetNode, JobNode, LineageGraph, NodeKey
+# dangling-flow reasons
+DATASET_NOT_DESCRIBED = "DATASET_NOT_DESCRIBED"
+FIELD_NOT_IN_SCHEMA = "FIELD_NOT_IN_SCHEMA"
 
 
-def _datasets(value: object) -> list[NodeKey]:
-    out: list[NodeKey] = []
-    if isinstance(value, list):
-        for d in value:
-            if isinstance(d, dict):
-                ns, name = d.get("namespace"), d.get("name")
-                if isinstance(ns, str) and isinstance(name, str) and ns and name:
-                    out.append((ns, name))
-    return out
+def _flatten(fields: list[SchemaField], prefix: str = "") -> Iterable[FieldNode]:
+    for i, f in enumerate(fields):
+        path = f"{prefix}{f.name}"
+        yield FieldNode(path, f.type, f.description, f.ordinal_position or (i + 1 if not prefix else None))
+        if f.fields:
+            yield from _flatten(f.fields, path + ".")
 
 
-def normalize(raw_events: Iterable[bytes]) -> LineageGraph:
-    graph = LineageGraph()
-    io: dict[NodeKey, tuple[set[NodeKey], set[NodeKey]]] = {}
-    for raw in raw_events:
-        event = pydantic_core.from_json(raw)
-        if not isinstance(event, dict):
+class _Builder:
+    def __init__(self, system_rules: list[tuple[str, str]]) -> None:
+        self.graph = LineageGraph()
+        self.rules = system_rules
+        self.alias: dict[NodeKey, NodeKey] = {}
+        self.pending_field_flows: list[FieldFlow] = []
+
+    # -- identity --------------------------------------------------------------------------------
+
+    def key(self, namespace: str, name: str) -> NodeKey:
+        k = (normalize_namespace(namespace), name)
+        return self.alias.get(k, k)
+
+    def learn_symlinks(self, facets: dict[str, Any], namespace: str, name: str) -> None:
+        """A TABLE symlink names the physical object (path) as a catalog table: prefer it."""
+        symlinks = facets.get("symlinks")
+        identifiers = getattr(symlinks, "identifiers", None) or []
+        tables = [i for i in identifiers if (i.type or "").upper() == "TABLE"] or identifiers[:1]
+        if tables:
+            own = (normalize_namespace(namespace), name)
+            canonical = (normalize_namespace(tables[0].namespace), tables[0].name)
+            if canonical != own:
+                self.alias[own] = canonical
+
+    # -- nodes -----------------------------------------------------------------------------------
+
+    def dataset(self, namespace: str, name: str, facets: dict[str, Any]) -> DatasetNode:
+        key = self.key(namespace, name)
+        node = self.graph.datasets.get(key)
+        if node is None:
+            dtype = facets.get("datasetType")
+            p = place_dataset(
+                key[0],
+                key[1],
+                dataset_type=getattr(dtype, "datasetType", None),
+                system_rules=self.rules,
+            )
+            node = DatasetNode(key[0], key[1], p.system, p.schema, p.name, p.type)
+            self.graph.datasets[key] = node
+        own = (normalize_namespace(namespace), name)
+        if own != key:
+            node.aliases.add(own)
+        doc = facets.get("documentation")
+        if doc is not None:
+            node.description = doc.description
+        owners = facets.get("ownership")
+        if owners is not None:
+            node.owners = [o.name for o in owners.owners]
+        schema = facets.get("schema")
+        if schema is not None:
+            node.fields = {f.path: f for f in _flatten(schema.fields)}
+            node.has_schema = True
+        change = facets.get("lifecycleStateChange")
+        if change is not None:
+            if change.lifecycleStateChange == "RENAME" and change.previousIdentifier:
+                prev = change.previousIdentifier
+                node.previous = self.key(prev.namespace, prev.name)
+            node.dropped = change.lifecycleStateChange == "DROP"
+        return node
+
+    def job(self, view: RunView) -> JobNode:
+        node = self.graph.jobs.get(view.job)
+        if node is None:
+            node = self.graph.jobs[view.job] = JobNode(*view.job)
+        f = view.job_facets
+        job_type = f.get("jobType")
+        if job_type is not None:
+            node.integration = job_type.integration
+            node.job_type = job_type.jobType
+            node.processing_type = job_type.processingType
+        if f.get("documentation") is not None:
+            node.description = f["documentation"].description
+        if f.get("ownership") is not None:
+            node.owners = [o.name for o in f["ownership"].owners]
+        if f.get("sourceCodeLocation") is not None:
+            node.source_code_location = f["sourceCodeLocation"].url
+        sql = f.get("sql")
+        if sql is not None:
+            self.graph.routines[view.job] = Routine(view.job, sql.query, sql.dialect)
+        return node
+
+    # -- one run -----------------------------------------------------------------------------------
+
+    def add_run(self, view: RunView) -> None:
+        job = self.job(view)
+        inputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.inputs.values()]
+        outputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.outputs.values()]
+        for source in inputs:
+            for target in outputs:
+                if source != target:
+                    self.graph.data_flows.add(DataFlow(source, target, job.key))
+        for out in view.outputs.values():
+            self.column_lineage(view, out)
+        self.orchestration(view)
+        self.quality(view)
+        self.metrics(view, job)
+
+    def column_lineage(self, view: RunView, out: DatasetView) -> None:
+        lineage = out.facets.get("columnLineage")
+        if lineage is None:
+            return
+        target = self.key(out.namespace, out.name)
+        for out_field, spec in lineage.fields.items():
+            for inp in spec.inputFields:
+                t = inp.transformations[0] if inp.transformations else None
+                self.pending_field_flows.append(
+                    FieldFlow(
+                        (*self.key(inp.namespace, inp.name), inp.field),
+                        (*target, out_field),
+                        view.job,
+                        t.type if t else spec.transformationType,
+                        t.subtype if t else None,
+                    )
+                )
+        if lineage.dataset:
+            out_node = self.graph.datasets[target]
+            out_fields = list(out_node.fields) or list(lineage.fields)
+            for inp in lineage.dataset:
+                t = inp.transformations[0] if inp.transformations else None
+                for out_field in out_fields:
+                    self.pending_field_flows.append(
+                        FieldFlow(
+                            (*self.key(inp.namespace, inp.name), inp.field),
+                            (*target, out_field),
+                            view.job,
+                            t.type if t else "INDIRECT",
+                            t.subtype if t else None,
+                        )
+                    )
+
+    def orchestration(self, view: RunView) -> None:
+        parent = view.run_facets.get("parent")
+        if parent is None:
+            return
+        parent_key = (parent.job.namespace, parent.job.name)
+        if parent_key == view.job:
+            return  # some producers point a run at itself
+        root = (parent.root.job.namespace, parent.root.job.name) if parent.root else None
+        for key in (parent_key, root):
+            if key is not None and key not in self.graph.jobs:
+                self.graph.jobs[key] = JobNode(*key)  # known from its child's parent facet
+        self.graph.orchestration_flows.add(OrchestrationFlow(parent_key, view.job, root))
+
+    def quality(self, view: RunView) -> None:
+        for d in (*view.inputs.values(), *view.outputs.values()):
+            for facets in (d.facets, d.io_facets):
+                assertions = facets.get("dataQualityAssertions")
+                if assertions is None:
+                    continue
+                key = self.key(d.namespace, d.name)
+                for a in assertions.assertions:
+                    check_key = (view.job, key, a.assertion, a.column)
+                    self.graph.quality_checks[check_key] = QualityCheck(
+                        view.job, key, a.assertion, a.column, a.success, a.severity, view.last_event
+                    )
+
+    def metrics(self, view: RunView, job: JobNode) -> None:
+        if view.run_id is None:
+            return  # a JobEvent describes the job, not a run
+        m = job.metrics
+        m.runs += 1
+        if view.status == "FAIL":
+            m.failures += 1
+        start = view.started or view.last_event
+        if start is not None:
+            m.first_run = start if m.first_run is None else min(m.first_run, start)
+            if m.last_run is None or start >= m.last_run:
+                m.last_run = start
+                m.last_status = view.status or "RUNNING"
+                m.last_duration_seconds = (
+                    (view.ended - view.started).total_seconds()
+                    if view.ended and view.started
+                    else None
+                )
+        for d in view.inputs.values():
+            stats = d.io_facets.get("inputStatistics") or d.io_facets.get("dataQualityMetrics")
+            m.rows_read += getattr(stats, "rowCount", None) or 0
+            m.bytes_read += getattr(stats, "size", None) or getattr(stats, "bytes", None) or 0
+        for d in view.outputs.values():
+            stats = d.io_facets.get("outputStatistics")
+            m.rows_written += getattr(stats, "rowCount", None) or 0
+            m.bytes_written += getattr(stats, "size", None) or 0
+
+    def dataset_event(self, event: DatasetEvent) -> None:
+        self.dataset(event.dataset.namespace, event.dataset.name, facet_items(event.dataset.facets))
+
+    # -- finish --------------------------------------------------------------------------------------
+
+    def resolve_field_flows(self) -> None:
+        datasets = self.graph.datasets
+        for flow in self.pending_field_flows:
+            ok = True
+            for end in (flow.source, flow.target):
+                node = datasets.get(end[:2])
+                if node is None:
+                    ok = False
+                    reason = DATASET_NOT_DESCRIBED
+                elif end[2] not in node.fields:
+                    if node.has_schema:
+                        ok, reason = False, FIELD_NOT_IN_SCHEMA
+                    else:
+                        node.fields[end[2]] = FieldNode(end[2])  # known only from lineage
+                if not ok:
+                    self.graph.dangling.append(
+                        DanglingFlow(reason, flow.job, ":".join(flow.source), ":".join(flow.target))
+                    )
+                    break
+            if ok:
+                self.graph.field_flows.add(flow)
+
+
+def parse_all(raw_events: Iterable[bytes | str | Event]) -> tuple[list[Event], list[str]]:
+    events: list[Event] = []
+    errors: list[str] = []
+    for i, raw in enumerate(raw_events):
+        if isinstance(raw, RunEvent | JobEvent | DatasetEvent):
+            events.append(raw)
             continue
-        job = event.get("job")
-        inputs, outputs = _datasets(event.get("inputs")), _datasets(event.get("outputs"))
-        for key in (*inputs, *outputs):
-            graph.datasets.setdefault(key, DatasetNode(*key))
-        if "dataset" in event and isinstance(event["dataset"], dict):
-            for key in _datasets([event["dataset"]]):
-                graph.datasets.setdefault(key, DatasetNode(*key))
-        if not isinstance(job, dict):
-            continue
-        key = (job.get("namespace"), job.get("name"))
-        if not all(isinstance(k, str) and k for k in key):
-            continue
-        node = graph.jobs.setdefault(key, JobNode(*key))  # type: ignore[arg-type]
-        facets = job.get("facets") if isinstance(job.get("facets"), dict) else {}
-        job_type = facets.get("jobType") if isinstance(facets, dict) else None
-        if isinstance(job_type, dict):
-            node.integration = job_type.get("integration") or node.integration
-            node.job_type = job_type.get("jobType") or node.job_type
-            node.processing_type = job_type.get("processingType") or node.processing_type
-        doc = facets.get("documentation") if isinstance(facets, dict) else None
-        if isinstance(doc, dict) and isinstance(doc.get("description"), str):
-            node.description = doc["description"]
-        ins, outs = io.setdefault(key, (set(), set()))  # type: ignore[arg-type]
-        ins.update(inputs)
-        outs.update(outputs)
-    for job_key, (ins, outs) in io.items():
-        for source in ins:
-            for target in outs:
-                graph.data_flows.add(DataFlow(source, target, job_key))
-    return graph
+        try:
+            events.append(parse_event(raw))
+        except EventRejected as exc:
+            errors.append(f"event {i}: {exc}")
+    return events, errors
+
+
+def normalize(
+    raw_events: Iterable[bytes | str | Event],
+    *,
+    dataset_systems: list[tuple[str, str]] = (),  # type: ignore[assignment]
+) -> LineageGraph:
+    """Build the graph of a batch; ``dataset_systems`` are (namespace pattern, System) rules."""
+    events, errors = parse_all(raw_events)
+    builder = _Builder(list(dataset_systems))
+    dataset_events = [e for e in events if isinstance(e, DatasetEvent)]
+    views = combine_runs([e for e in events if not isinstance(e, DatasetEvent)])
+    # aliases first, so every mention of a physical object lands on the same node
+    for event in dataset_events:
+        d = event.dataset
+        builder.learn_symlinks(facet_items(d.facets), d.namespace, d.name)
+    for view in views:
+        for d in (*view.inputs.values(), *view.outputs.values()):
+            builder.learn_symlinks(d.facets, d.namespace, d.name)
+    for event in dataset_events:
+        builder.dataset_event(event)
+    for view in views:
+        builder.add_run(view)
+    builder.resolve_field_flows()
+    builder.graph.skipped_events = errors
+    return builder.graph

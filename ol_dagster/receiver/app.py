@@ -56,15 +56,18 @@ def _error(status_code: int, message: str, *, retriable: bool = False) -> JSONRe
 
 def _summary_answer(intake: Intake, batch_id: int | None, note: str = "") -> JSONResponse:
     received, accepted, rejected = intake.received, len(intake.accepted), len(intake.rejected)
-    if accepted == received:
+    if not received:
+        status, code = "success", 200
+        message = "empty batch stored"
+    elif accepted == received:
         status, code = "success", 200
         message = f"{accepted} event(s) accepted"
     elif accepted:
         status, code = "partial_success", 200
         message = f"{accepted} of {received} event(s) accepted, {rejected} rejected"
     else:
-        status, code = ("failure", 400) if received else ("success", 200)
-        message = f"all {received} event(s) rejected" if received else "empty batch stored"
+        status, code = "failure", 400
+        message = f"all {received} event(s) rejected"
     return _answer(
         code,
         status,

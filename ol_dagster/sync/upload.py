@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from collections.abc import Iterable
+
 from ol_dagster.catalog.protocol import Catalog, FailedRow, UploadResult
-from ol_dagster.lineage import LineageGraph
+from ol_dagster.catalog.systems import dataset_system_rules
+from ol_dagster.lineage import LineageGraph, normalize
 from ol_dagster.settings import Definition
 
 
@@ -21,10 +24,18 @@ class UploadOutcome:
     result: UploadResult
 
 
+def build_graph(raw_events: Iterable[bytes], definition: Definition) -> LineageGraph:
+    """The batch's graph, with datasets placed by the definition's ``datasetSystems`` rules."""
+    return normalize(raw_events, dataset_systems=dataset_system_rules(definition))
+
+
 def upload_graph(catalog: Catalog, graph: LineageGraph, definition: Definition) -> UploadOutcome:
     cutoff = catalog.clock()
     try:
         result = catalog.upload(graph, definition)
     except Exception as exc:  # a failed upload must be recorded, never crash past the guard
         result = UploadResult(failed=[FailedRow("batch", "*", f"{type(exc).__name__}: {exc}")])
+    if graph.dangling:
+        # dropped by normalization: never touched, so the cleanup removes their earlier copies
+        result.dropped["DANGLING_FLOW"] = result.dropped.get("DANGLING_FLOW", 0) + len(graph.dangling)
     return UploadOutcome(cutoff, result)

@@ -1,0 +1,147 @@
+"""Combining the events of one run into one description (seed ``openlineage-jobtype-job-facet``).
+
+Unless the job says otherwise, events of a run are ACCUMULATIVE: each may hold part of the picture
+(Spark's RUNNING events often have empty inputs that COMPLETE restates), so inputs and outputs are
+unioned and the latest facet per key wins, ``_deleted`` facets removing it. With COMPLETE_SNAPSHOT
+each event is complete for its window: the latest one replaces the earlier ones. STREAMING and
+SERVICE jobs have no natural end, so a run without a terminal event is still a run. A run id reused
+by another job (seen in real fixtures) never merges the two jobs: runs are keyed by run id and job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ol_dagster.openlineage.facets import _FacetMap
+from ol_dagster.openlineage.models import Dataset, JobEvent, RunEvent
+
+TERMINAL = frozenset({"COMPLETE", "FAIL", "ABORT"})
+
+
+def facet_items(facets: _FacetMap) -> dict[str, Any]:
+    """A facet map as ``{facet name: facet}``, typed facets and custom ones alike."""
+    out: dict[str, Any] = {}
+    for name, info in type(facets).model_fields.items():
+        if name == "deleted":
+            continue
+        value = getattr(facets, name)
+        if value is not None:
+            out[info.alias or name] = value
+    if facets.__pydantic_extra__:
+        out.update(facets.__pydantic_extra__)
+    return out
+
+
+def merge_facets(into: dict[str, Any], facets: _FacetMap) -> None:
+    for name in facets.deleted:
+        into.pop(name, None)
+    into.update(facet_items(facets))
+
+
+@dataclass(slots=True)
+class DatasetView:
+    namespace: str
+    name: str
+    facets: dict[str, Any] = field(default_factory=dict)
+    io_facets: dict[str, Any] = field(default_factory=dict)  # inputFacets / outputFacets
+
+
+@dataclass(slots=True)
+class RunView:
+    """Everything the events of one run (or one JobEvent) say, combined."""
+
+    namespace: str
+    name: str
+    run_id: str | None
+    job_facets: dict[str, Any] = field(default_factory=dict)
+    run_facets: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[tuple[str, str], DatasetView] = field(default_factory=dict)
+    outputs: dict[tuple[str, str], DatasetView] = field(default_factory=dict)
+    started: datetime | None = None
+    ended: datetime | None = None
+    last_event: datetime | None = None
+    status: str | None = None  # the terminal eventType, when one arrived
+    windows: int = 0  # events of a PERIODIC job, each one a window
+
+    @property
+    def job(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @property
+    def emission(self) -> tuple[str, str]:
+        job_type = self.job_facets.get("jobType")
+        pattern = getattr(job_type, "emissionPattern", None)
+        if pattern is None:
+            return ("EVENT_BASED", "ACCUMULATIVE")
+        return (pattern.eventTrigger, pattern.eventContentMode)
+
+    @property
+    def processing_type(self) -> str:
+        job_type = self.job_facets.get("jobType")
+        return getattr(job_type, "processingType", None) or "BATCH"
+
+
+def _add_datasets(
+    target: dict[tuple[str, str], DatasetView], datasets: list[Dataset], io_attr: str
+) -> None:
+    for d in datasets:
+        view = target.get((d.namespace, d.name))
+        if view is None:
+            view = target[(d.namespace, d.name)] = DatasetView(d.namespace, d.name)
+        merge_facets(view.facets, d.facets)
+        io = getattr(d, io_attr, None)
+        if io is not None:
+            merge_facets(view.io_facets, io)
+
+
+def _apply(view: RunView, event: RunEvent | JobEvent, replace: bool) -> None:
+    if replace:
+        view.inputs.clear()
+        view.outputs.clear()
+    merge_facets(view.job_facets, event.job.facets)
+    if isinstance(event, RunEvent):
+        merge_facets(view.run_facets, event.run.facets)
+    _add_datasets(view.inputs, event.inputs, "inputFacets")
+    _add_datasets(view.outputs, event.outputs, "outputFacets")
+
+
+def combine_runs(events: list[RunEvent | JobEvent]) -> list[RunView]:
+    """One view per (run id, job) and one per JobEvent, in order of first appearance."""
+    views: dict[tuple[str, str, str], RunView] = {}
+    ordered: list[RunView] = []
+    groups: dict[tuple[str, str, str], list[RunEvent]] = {}
+    for event in events:
+        if isinstance(event, JobEvent):
+            view = RunView(event.job.namespace, event.job.name, None)
+            _apply(view, event, replace=False)
+            view.last_event = event.eventTime
+            ordered.append(view)
+            continue
+        key = (event.run.runId, event.job.namespace, event.job.name)
+        if key not in groups:
+            groups[key] = []
+            views[key] = RunView(event.job.namespace, event.job.name, event.run.runId)
+            ordered.append(views[key])
+        groups[key].append(event)
+
+    for key, run_events in groups.items():
+        view = views[key]
+        # stable: events with the same time keep their arrival order
+        run_events.sort(key=lambda e: e.eventTime)
+        for event in run_events:
+            merge_facets(view.job_facets, event.job.facets)  # the pattern may come with any event
+        trigger, content = view.emission
+        for event in run_events:
+            _apply(view, event, replace=content == "COMPLETE_SNAPSHOT")
+            if trigger == "PERIODIC":
+                view.windows += 1
+            t = event.eventTime
+            if event.eventType == "START" or view.started is None:
+                view.started = t if view.started is None else min(view.started, t)
+            view.last_event = t if view.last_event is None else max(view.last_event, t)
+            if event.eventType in TERMINAL:
+                view.status = event.eventType
+                view.ended = t
+    return ordered
