@@ -72,6 +72,14 @@ def _cmd_sync(args: argparse.Namespace) -> int:
     return code
 
 
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from ol_dagster.inspection import inspect_files, render_table
+
+    result = inspect_files(args.files)
+    print(json.dumps(result, indent=2) if args.json else render_table(result))
+    return 0 if all(r["accepted"] for r in result["events"]) else 1
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from ol_dagster.demo import run_demo
 
@@ -84,7 +92,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ol-dagster", description=__doc__.splitlines()[0])
-    parser.add_argument("--settings", help="settings file (default: $OL_DAGSTER_SETTINGS or ./ol_dagster.yaml)")
+    parser.add_argument(
+        "--settings", help="settings file (default: $OL_DAGSTER_SETTINGS or ./ol_dagster.yaml)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run the OpenLineage receiver")
@@ -101,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sync", help="seal pending batches and sync them in order, headless")
     p.add_argument("--definition")
     p.set_defaults(func=_cmd_sync)
+
+    p = sub.add_parser(
+        "inspect", help="what ol-dagster makes of event files (no store, no catalog)"
+    )
+    p.add_argument("files", nargs="+")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_inspect)
 
     p = sub.add_parser("demo", help="everything on embedded defaults with sample events")
     p.set_defaults(func=_cmd_demo)

@@ -2,7 +2,8 @@
 
 SQLite is the zero-setup default, so it must behave under the load a receiver and a sync run put on
 it together: WAL mode (readers never block the writer), a busy timeout instead of instant "database
-is locked" errors, and ``BEGIN IMMEDIATE`` so that a transaction that will write takes the write lock
+is locked" errors, and ``BEGIN IMMEDIATE`` so that a transaction that will write takes the write
+lock
 when it starts rather than failing halfway. Any other SQLAlchemy URL (PostgreSQL in production) is
 used as given, with connections checked before use so a restarted server is survived.
 """
@@ -25,7 +26,9 @@ def open_engine(url: str) -> Engine:
     database = parsed.database
     if database and database != ":memory:":
         Path(database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, future=True, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    engine = create_engine(
+        url, future=True, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):  # pragma: no cover - exercised by every SQLite test

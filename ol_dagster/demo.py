@@ -22,7 +22,9 @@ from ol_dagster.store import EventStore
 
 def run_demo(path: str) -> int:
     settings = load_settings(path)
-    snapshot_defs = [d for d in settings.definitions if d.snapshotMode is SnapshotMode.BATCH_SNAPSHOT]
+    snapshot_defs = [
+        d for d in settings.definitions if d.snapshotMode is SnapshotMode.BATCH_SNAPSHOT
+    ]
     if not snapshot_defs:
         raise SettingsError("the demo needs a definition with snapshotMode BATCH_SNAPSHOT")
     definition = snapshot_defs[0]
@@ -52,7 +54,8 @@ def run_demo(path: str) -> int:
         print(f"  batch {line['batchId']} ({title}): {line['status']}")
         print(f"    upload : {written} new object(s), {touched} re-sent and touched")
         print(
-            f"    cleanup: mode {cleanup.get('mode')}, skipped: {cleanup.get('skippedReason') or 'no'}, "
+            f"    cleanup: mode {cleanup.get('mode')}, "
+            f"skipped: {cleanup.get('skippedReason') or 'no'}, "
             f"removed jobs: {removed}"
         )
         print(f"    checks : {len(line['checks'])} evaluated, failed: {failed_checks or 'none'}")
@@ -66,5 +69,7 @@ def run_demo(path: str) -> int:
     print(f"\ncatalog {definition.catalog!r} now holds: {counts}")
     for job in jobs:
         print(f"  job {job}")
-    print("\nSee the runs, assets and checks in the UI: make dev  (then open http://127.0.0.1:3000)")
+    print(
+        "\nSee the runs, assets and checks in the UI: make dev  (then open http://127.0.0.1:3000)"
+    )
     return 0 if all(line["status"] == "synced" for _, line in lines) else 1

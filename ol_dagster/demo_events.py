@@ -27,7 +27,11 @@ EXPORT_JOB = ("airflow", "warehouse_daily.export_revenue")
 
 
 def _facet(name: str, version: str, **fields: Any) -> dict[str, Any]:
-    return {"_producer": PRODUCERS["SPARK"], "_schemaURL": f"{FACET}{version}/{name}.json", **fields}
+    return {
+        "_producer": PRODUCERS["SPARK"],
+        "_schemaURL": f"{FACET}{version}/{name}.json",
+        **fields,
+    }
 
 
 def _dataset(ns: str, name: str, columns: list[str] | None = None, lineage: dict | None = None):

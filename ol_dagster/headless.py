@@ -16,8 +16,8 @@ from typing import Any
 
 import dagster as dg
 
-from ol_dagster.defs import constants as C
 from ol_dagster.definitions import build_defs
+from ol_dagster.defs import constants as C
 from ol_dagster.settings import load_settings, settings_path
 from ol_dagster.store import BatchStatus, EventStore
 
@@ -66,9 +66,7 @@ def sync_batches(
                     run_config={**QUIET, **(run_config or {})},
                     raise_on_error=False,
                 )
-                checks = {
-                    e.check_name: e.passed for e in result.get_asset_check_evaluations()
-                }
+                checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
                 done = store.get_batch(batch.id)
                 yield {
                     "definition": d.name,

@@ -122,9 +122,9 @@ class Definition(_Model):
     catalog: str
     snapshotMode: SnapshotMode = SnapshotMode.ADDITIVE
     lineageReplacement: LineageReplacement = LineageReplacement.NONE
-    allowedJobNamespaces: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] = [
-        "*"
-    ]
+    allowedJobNamespaces: Annotated[
+        list[Annotated[str, Field(min_length=1)]], Field(min_length=1)
+    ] = ["*"]
     openLineageSystem: str | None = None
     jobSystems: list[JobSystemRule] = []
     datasetSystems: list[DatasetSystemRule] = []
@@ -212,7 +212,12 @@ def _format_errors(exc: ValidationError, source: str) -> str:
 def _anchor_sqlite(url: str, base: Path) -> str:
     """Make a relative SQLite path relative to the settings file, not to the process's cwd."""
     prefix, sep, rest = url.partition(":///")
-    if not sep or not prefix.startswith("sqlite") or rest.startswith("/") or rest in ("", ":memory:"):
+    if (
+        not sep
+        or not prefix.startswith("sqlite")
+        or rest.startswith("/")
+        or rest in ("", ":memory:")
+    ):
         return url
     return f"{prefix}:///{(base / rest).resolve()}"
 

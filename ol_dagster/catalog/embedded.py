@@ -72,8 +72,15 @@ flows = Table(
     metadata,
     Column("id", _Id, primary_key=True, autoincrement=True),
     Column("scope", String(3000), nullable=False),
-    Column("from_entity", _Id, ForeignKey("cat_physical_entities.id", ondelete="CASCADE"), nullable=False),
-    Column("to_entity", _Id, ForeignKey("cat_physical_entities.id", ondelete="CASCADE"), nullable=False),
+    Column(
+        "from_entity",
+        _Id,
+        ForeignKey("cat_physical_entities.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column(
+        "to_entity", _Id, ForeignKey("cat_physical_entities.id", ondelete="CASCADE"), nullable=False
+    ),
     Column("last_update", DateTime, nullable=False),
     UniqueConstraint("scope", "from_entity", "to_entity", name="ux_cat_flow_identity"),
     Index("ix_cat_flows_scope", "scope"),
@@ -115,9 +122,7 @@ class EmbeddedCatalog:
             if self.engine.dialect.name == "postgresql":
                 value = conn.exec_driver_sql("SELECT clock_timestamp() AT TIME ZONE 'UTC'").scalar()
             else:
-                text = conn.exec_driver_sql(
-                    "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"
-                ).scalar()
+                text = conn.exec_driver_sql("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')").scalar()
                 value = datetime.fromisoformat(str(text))
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC)
@@ -141,7 +146,9 @@ class EmbeddedCatalog:
                     conn.execute(
                         systems.update()
                         .where(systems.c.id == sid)
-                        .values(properties={**(props or {}), "openLineageJobSystem": marks + wanted})
+                        .values(
+                            properties={**(props or {}), "openLineageJobSystem": marks + wanted}
+                        )
                     )
         for name, props in names.items():
             if name not in ids:
@@ -218,10 +225,14 @@ class EmbeddedCatalog:
             result.touched[ObjectType.DATA_FLOWS] = touched
         return result
 
-    def _entity_ids(self, conn, keys: list[tuple[int, str, str]]) -> dict[tuple[int, str, str], int]:
+    def _entity_ids(
+        self, conn, keys: list[tuple[int, str, str]]
+    ) -> dict[tuple[int, str, str], int]:
         out: dict[tuple[int, str, str], int] = {}
         for chunk in _chunks(keys):
-            q = select(entities.c.id, entities.c.system_id, entities.c.schema, entities.c.name).where(
+            q = select(
+                entities.c.id, entities.c.system_id, entities.c.schema, entities.c.name
+            ).where(
                 tuple_(entities.c.system_id, entities.c.schema, entities.c.name).in_(list(chunk))
             )
             for eid, sid, schema, name in conn.execute(q):
@@ -257,7 +268,9 @@ class EmbeddedCatalog:
         existing = 0
         for chunk in _chunks(rows):
             existing += conn.execute(
-                select(func.count()).select_from(flows).where(
+                select(func.count())
+                .select_from(flows)
+                .where(
                     tuple_(flows.c.scope, flows.c.from_entity, flows.c.to_entity).in_(
                         [(r["scope"], r["from_entity"], r["to_entity"]) for r in chunk]
                     )

@@ -6,7 +6,6 @@ catalog, so any one of them can be re-materialized for a partition on its own (f
 cleanup with a raised removal cap).
 """
 
-
 from typing import Any
 
 import dagster as dg
@@ -17,9 +16,9 @@ from ol_dagster.defs.resources import CatalogResource, StoreResource
 from ol_dagster.settings import Definition, SnapshotMode
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
 from ol_dagster.sync.cleanup import (
-    BatchFacts,
     CLEANUP_PERMISSION_DENIED,
     REMOVAL_CAP_EXCEEDED,
+    BatchFacts,
     run_cleanup,
 )
 from ol_dagster.sync.upload import build_graph, upload_graph
@@ -33,7 +32,9 @@ class CleanupConfig(dg.Config):
     maxRemovalsPerRun: int | None = None
 
 
-def _batch(context: dg.AssetExecutionContext, store: EventStore, definition: Definition) -> BatchRecord:
+def _batch(
+    context: dg.AssetExecutionContext, store: EventStore, definition: Definition
+) -> BatchRecord:
     batch = store.get_batch(int(context.partition_key))
     if batch.definition != definition.name:
         raise dg.Failure(
@@ -188,7 +189,9 @@ def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinit
         result = outcome.result
         store.record_upload(batch.id, cutoff=outcome.cutoff, result=result.as_dict())
         if not result.succeeded:
-            context.log.error("upload of batch %s failed for %d row(s)", batch.id, len(result.failed))
+            context.log.error(
+                "upload of batch %s failed for %d row(s)", batch.id, len(result.failed)
+            )
         failed_rows = [
             {"objectType": f.object_type, "key": f.key, "reason": f.reason} for f in result.failed
         ]

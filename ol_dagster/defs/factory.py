@@ -20,4 +20,6 @@ def build_definition_defs(definition: Definition) -> dg.Definitions:
         tags={C.DEFINITION_TAG: definition.name},
         description=f"Sync one batch of {definition.name} into its catalog.",
     )
-    return dg.Definitions(assets=assets, jobs=[job], sensors=[build_sensor(definition, partitions, job)])
+    return dg.Definitions(
+        assets=assets, jobs=[job], sensors=[build_sensor(definition, partitions, job)]
+    )

@@ -2,10 +2,10 @@
 
 Each tick seals the stream batches that are due (older than ``limits.batchWindowSeconds`` or
 holding ``limits.maxEventsPerRun`` events), adds a dynamic partition per new batch and requests one
-run per batch in batch order, with ``run_key`` = batch id so the daemon never launches a batch twice.
+run per batch in batch order, with ``run_key`` = batch id so the daemon never launches a batch
+twice.
 The cursor is the last batch id requested.
 """
-
 
 import dagster as dg
 
@@ -35,17 +35,20 @@ def build_sensor(
             max_events=definition.limits.maxEventsPerRun,
         )
         after = int(context.cursor) if context.cursor else 0
+        # A stream batch keeps the id it got with its first event, so one sealed this tick can lie
+        # behind the cursor (a post made during its window was requested first): request it too.
+        late = [str(i) for i in sealed if i <= after]
         pending = store.batches(
             definition.name,
             statuses=[BatchStatus.SEALED],
             after_id=after,
             limit=C.SENSOR_MAX_RUNS_PER_TICK,
         )
-        if not pending:
+        if not pending and not late:
             return dg.SensorResult(
                 skip_reason=f"no new batch (sealed {len(sealed)} stream batch(es) this tick)"
             )
-        keys = [b.partition_key for b in pending]
+        keys = late + [b.partition_key for b in pending]
         return dg.SensorResult(
             run_requests=[
                 dg.RunRequest(
@@ -56,7 +59,7 @@ def build_sensor(
                 for key in keys
             ],
             dynamic_partitions_requests=[partitions.build_add_request(keys)],
-            cursor=str(pending[-1].id),
+            cursor=str(pending[-1].id) if pending else str(after),
         )
 
     return new_batches

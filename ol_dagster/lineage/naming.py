@@ -1,7 +1,8 @@
 """Where a dataset lives in a catalog: its System, schema, name and type, from OpenLineage naming.
 
 OpenLineage identifies a dataset by (namespace, name) with per-store conventions (naming.md):
-``postgres://host:5432`` + ``db.schema.table``, ``s3://bucket`` + object key, ``kafka://host:9092`` +
+``postgres://host:5432`` + ``db.schema.table``, ``s3://bucket`` + object key,
+``kafka://host:9092`` +
 topic... A catalog wants a System (the data source), a schema (database/schema, or folder) and an
 object name. Namespaces are normalized conservatively: a trailing ``/`` is trimmed, case, scheme and
 port are kept as sent (never invented), so ids stay joinable with what other tools record.
@@ -44,7 +45,21 @@ _DOTTED_STORES = {
     "sqlite": 1,
     "clickhouse": 1,
 }
-_FILE_STORES = {"s3", "s3a", "s3n", "gs", "gcs", "abfss", "abfs", "wasbs", "wasb", "hdfs", "dbfs", "file", "adl"}
+_FILE_STORES = {
+    "s3",
+    "s3a",
+    "s3n",
+    "gs",
+    "gcs",
+    "abfss",
+    "abfs",
+    "wasbs",
+    "wasb",
+    "hdfs",
+    "dbfs",
+    "file",
+    "adl",
+}
 _TOPIC_STORES = {"kafka", "pubsub", "kinesis", "pulsar"}
 _TYPE_FACET = {
     "TABLE": TABLE,
@@ -112,7 +127,9 @@ def place_dataset(
     if depth is not None:
         parts = name.split(".")
         if len(parts) > depth:
-            return Placement(system, ".".join(parts[:depth]), ".".join(parts[depth:]), kind or TABLE)
+            return Placement(
+                system, ".".join(parts[:depth]), ".".join(parts[depth:]), kind or TABLE
+            )
         if len(parts) > 1:
             return Placement(system, ".".join(parts[:-1]), parts[-1], kind or TABLE)
         return Placement(system, "", name, kind or TABLE)

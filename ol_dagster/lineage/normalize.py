@@ -39,7 +39,9 @@ FIELD_NOT_IN_SCHEMA = "FIELD_NOT_IN_SCHEMA"
 def _flatten(fields: list[SchemaField], prefix: str = "") -> Iterable[FieldNode]:
     for i, f in enumerate(fields):
         path = f"{prefix}{f.name}"
-        yield FieldNode(path, f.type, f.description, f.ordinal_position or (i + 1 if not prefix else None))
+        yield FieldNode(
+            path, f.type, f.description, f.ordinal_position or (i + 1 if not prefix else None)
+        )
         if f.fields:
             yield from _flatten(f.fields, path + ".")
 
@@ -230,7 +232,7 @@ class _Builder:
     def dataset_event(self, event: DatasetEvent) -> None:
         self.dataset(event.dataset.namespace, event.dataset.name, facet_items(event.dataset.facets))
 
-    # -- finish --------------------------------------------------------------------------------------
+    # -- finish ------------------------------------------------------------------------------
 
     def resolve_field_flows(self) -> None:
         datasets = self.graph.datasets

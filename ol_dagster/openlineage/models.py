@@ -131,7 +131,11 @@ def _kind_of(obj: Any) -> str | None:
         fragment = schema_url.rsplit("#", 1)[1].rsplit("/", 1)[-1]
         if fragment in EventKind._value2member_map_:
             return fragment
-    for key, kind in (("run", EventKind.RUN), ("job", EventKind.JOB), ("dataset", EventKind.DATASET)):
+    for key, kind in (
+        ("run", EventKind.RUN),
+        ("job", EventKind.JOB),
+        ("dataset", EventKind.DATASET),
+    ):
         if key in obj:
             return kind.value
     return None
@@ -164,8 +168,8 @@ def _describe(err: Any) -> EventRejected:
         return EventRejected(path, "is required")
     if kind == "json_invalid":
         return EventRejected("", f"not valid JSON: {err['msg']}")
-    if kind == "model_type" and not path:
-        return EventRejected("", "an event must be a JSON object")
+    if kind in ("model_type", "not_an_event") and not path and not isinstance(err["input"], dict):
+        return EventRejected("", f"an event must be a JSON object, not {_json_type(err['input'])}")
     msg = err["msg"]
     return EventRejected(path, msg.removeprefix("Value error, "))
 
@@ -175,6 +179,23 @@ def parse_event(data: bytes | str | object) -> Event:
     try:
         if isinstance(data, bytes | str):
             return _EVENT.validate_json(data)
+        if not isinstance(data, dict):
+            raise EventRejected("", f"an event must be a JSON object, not {_json_type(data)}")
         return _EVENT.validate_python(data)
     except ValidationError as exc:
         raise _describe(exc.errors(include_url=False)[0]) from None
+
+
+def _json_type(value: object) -> str:
+    match value:
+        case None:
+            return "null"
+        case bool():
+            return "a boolean"
+        case int() | float():
+            return "a number"
+        case str():
+            return "a string"
+        case list():
+            return "an array"
+    return type(value).__name__

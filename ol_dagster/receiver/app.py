@@ -80,9 +80,7 @@ def _summary_answer(intake: Intake, batch_id: int | None, note: str = "") -> JSO
 
 def create_app(settings: Settings, store: EventStore) -> Starlette:
     """Build the app; resolves every definition's token now, so a missing secret stops the start."""
-    tenants = [
-        _Tenant(d.receiver.token.resolve().encode(), d) for d in settings.definitions
-    ]
+    tenants = [_Tenant(d.receiver.token.resolve().encode(), d) for d in settings.definitions]
 
     def authenticate(request: Request) -> Definition | None:
         header = request.headers.get("authorization", "")
@@ -152,7 +150,8 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
         limit = definition.limits.maxEventsPerBatch
         if len(events) > limit:
             return _error(
-                413, f"{len(events)} events exceed limits.maxEventsPerBatch ({limit}); split the batch"
+                413,
+                f"{len(events)} events exceed limits.maxEventsPerBatch ({limit}); split the batch",
             )
         intake = sort_events(events, definition.allowedJobNamespaces)
         if events and not intake.accepted:

@@ -48,7 +48,6 @@ async def read_body(chunks: AsyncIterator[bytes], encoding: str, max_bytes: int)
                 raise too_big
             parts.append(out)
             data = inflater.unconsumed_tail
-    if inflater is not None:
-        if not inflater.eof and (raw or parts):
-            raise BodyError(400, "request body is not valid gzip: the stream is truncated")
+    if inflater is not None and not inflater.eof and (raw or parts):
+        raise BodyError(400, "request body is not valid gzip: the stream is truncated")
     return b"".join(parts)

@@ -1,6 +1,8 @@
 """Sorting a post's events into accepted and rejected, with a reason per rejected event.
 
-Pure: no HTTP, no database. The receiver stores what this accepts; ``ol-dagster inspect`` and the
+Each event is validated against the full OpenLineage models (``openlineage.models``), so a
+standard facet of the wrong shape is refused at the door with its field path. Pure: no HTTP, no
+database. The receiver stores what this accepts; ``ol-dagster inspect`` and the
 tests use the same function, so what a producer is told is exactly what the store holds.
 """
 
@@ -10,7 +12,8 @@ from dataclasses import dataclass, field
 
 import pydantic_core
 
-from ol_dagster.openlineage.envelope import EventRejected, check_envelope, namespace_allowed
+from ol_dagster.openlineage.envelope import EventRejected, namespace_allowed
+from ol_dagster.openlineage.models import DatasetEvent, RunEvent, parse_event
 from ol_dagster.store import NewEvent
 
 
@@ -38,29 +41,30 @@ def sort_events(events: list[object], allowed_job_namespaces: list[str]) -> Inta
     intake = Intake()
     for index, event in enumerate(events):
         try:
-            env = check_envelope(event)
-            if env.job_namespace is not None and not namespace_allowed(
-                env.job_namespace, allowed_job_namespaces
-            ):
+            if isinstance(event, str | bytes):  # parse_event would read it as JSON text
+                raise EventRejected("", "an event must be a JSON object, not a string")
+            parsed = parse_event(event)
+            job = None if isinstance(parsed, DatasetEvent) else parsed.job
+            if job is not None and not namespace_allowed(job.namespace, allowed_job_namespaces):
                 raise EventRejected(
                     "job.namespace",
-                    f"{env.job_namespace!r} is not in this definition's allowedJobNamespaces "
+                    f"{job.namespace!r} is not in this definition's allowedJobNamespaces "
                     f"({', '.join(allowed_job_namespaces)})",
                 )
         except EventRejected as exc:
             intake.rejected.append(Rejection(index, f"event {index}: {exc}"))
             continue
-        assert isinstance(event, dict)
+        run = parsed if isinstance(parsed, RunEvent) else None
         intake.accepted.append(
             NewEvent(
                 raw=pydantic_core.to_json(event),
-                kind=env.kind.value,
-                event_type=env.event_type,
-                event_time=env.event_time,
-                producer=event.get("producer"),
-                job_namespace=env.job_namespace,
-                job_name=env.job_name,
-                run_id=env.run_id,
+                kind=parsed.kind.value,
+                event_type=run.eventType if run else None,
+                event_time=parsed.eventTime,
+                producer=parsed.producer,
+                job_namespace=job.namespace if job else None,
+                job_name=job.name if job else None,
+                run_id=run.run.runId if run else None,
             )
         )
     return intake

@@ -23,7 +23,9 @@ def serve(app: Starlette, host: str, port: int) -> None:
 def serve_in_background(app: Starlette, host: str = "127.0.0.1") -> Iterator[str]:
     """Serve ``app`` on a free port of ``host``; yields the base URL."""
     server = uvicorn.Server(
-        uvicorn.Config(app, host=host, port=0, log_level="warning", access_log=False, lifespan="off")
+        uvicorn.Config(
+            app, host=host, port=0, log_level="warning", access_log=False, lifespan="off"
+        )
     )
     thread = threading.Thread(target=server.run, name="ol-dagster-receiver", daemon=True)
     thread.start()

@@ -277,7 +277,9 @@ class EventStore:
     def record_cleanup(self, batch_id: int, report: dict[str, Any]) -> None:
         self._update(batch_id, cleanup_report=report)
 
-    def set_status(self, batch_id: int, status: BatchStatus, *, now: datetime | None = None) -> None:
+    def set_status(
+        self, batch_id: int, status: BatchStatus, *, now: datetime | None = None
+    ) -> None:
         values: dict[str, Any] = {"status": status}
         if status is BatchStatus.SYNCED:
             values["synced_at"] = _naive(now or utcnow())

@@ -132,7 +132,9 @@ def run_cleanup(
         "warnings": [],
     }
     if facts.dropped.get("DANGLING_FLOW"):
-        report["warnings"].append({"code": "DANGLING_FLOW", "count": facts.dropped["DANGLING_FLOW"]})
+        report["warnings"].append(
+            {"code": "DANGLING_FLOW", "count": facts.dropped["DANGLING_FLOW"]}
+        )
 
     if not definition.cleanup.enabled:
         report["skippedReason"] = CLEANUP_DISABLED

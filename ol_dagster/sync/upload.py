@@ -7,10 +7,9 @@ anything in the run's scopes still older than it was not described by this run.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-
-from collections.abc import Iterable
 
 from ol_dagster.catalog.protocol import Catalog, FailedRow, UploadResult
 from ol_dagster.catalog.systems import dataset_system_rules
@@ -37,5 +36,7 @@ def upload_graph(catalog: Catalog, graph: LineageGraph, definition: Definition) 
         result = UploadResult(failed=[FailedRow("batch", "*", f"{type(exc).__name__}: {exc}")])
     if graph.dangling:
         # dropped by normalization: never touched, so the cleanup removes their earlier copies
-        result.dropped["DANGLING_FLOW"] = result.dropped.get("DANGLING_FLOW", 0) + len(graph.dangling)
+        result.dropped["DANGLING_FLOW"] = result.dropped.get("DANGLING_FLOW", 0) + len(
+            graph.dangling
+        )
     return UploadOutcome(cutoff, result)

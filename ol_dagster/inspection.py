@@ -1,0 +1,50 @@
+"""``ol-dagster inspect``: what ol-dagster makes of some event files, with no store and no catalog.
+
+Per event: accepted, or the precise reason it would be rejected (the same validation the receiver
+applies). Then the counts of the graph the accepted events normalize into, so a producer team can
+check its events before pointing them at a receiver.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ol_dagster.eventfiles import BrokenLine, UnreadableFile, read_events
+from ol_dagster.lineage import normalize
+from ol_dagster.openlineage.envelope import EventRejected
+from ol_dagster.openlineage.models import Event, parse_event
+
+
+def inspect_files(paths: list[str]) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    accepted: list[Event] = []
+    for path in paths:
+        try:
+            events = read_events(path)
+        except UnreadableFile as exc:
+            rows.append({"file": path, "index": 0, "accepted": False, "reason": str(exc)})
+            continue
+        for index, raw in enumerate(events):
+            if isinstance(raw, BrokenLine):
+                rows.append({"file": path, "index": index, "accepted": False, "reason": raw.reason})
+                continue
+            try:
+                accepted.append(parse_event(raw))
+            except EventRejected as exc:
+                rows.append({"file": path, "index": index, "accepted": False, "reason": str(exc)})
+                continue
+            rows.append({"file": path, "index": index, "accepted": True, "reason": None})
+    graph = normalize(accepted)
+    return {"events": rows, "graph": graph.counts()}
+
+
+def render_table(result: dict[str, Any]) -> str:
+    lines = []
+    width = max((len(r["file"]) for r in result["events"]), default=4)
+    for r in result["events"]:
+        verdict = "accepted" if r["accepted"] else f"REJECTED  {r['reason']}"
+        lines.append(f"{r['file']:<{width}}  #{r['index']:<3} {verdict}")
+    ok = sum(r["accepted"] for r in result["events"])
+    lines.append(f"\n{ok} of {len(result['events'])} event(s) accepted")
+    lines.append("graph: " + ", ".join(f"{k} {v}" for k, v in result["graph"].items()))
+    return "\n".join(lines)

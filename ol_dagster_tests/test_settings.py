@@ -1,0 +1,473 @@
+"""The settings file: defaults, path anchoring, and errors that name the offending key."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ol_dagster.settings import (
+    SETTINGS_ENV,
+    EnvSecret,
+    LineageReplacement,
+    SettingsError,
+    SnapshotMode,
+    load_settings,
+)
+from ol_dagster_tests.conftest import TOKENS, settings_data
+
+MINIMAL_DEFINITION = {
+    "name": "minimal",
+    "uuid": "33333333-3333-4333-8333-333333333333",
+    "catalog": "main",
+    "receiver": {"token": {"env": "OL_TEST_TOKEN_MINIMAL"}},
+}
+
+
+def _write(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def _error(path: Path) -> str:
+    with pytest.raises(SettingsError) as info:
+        load_settings(path)
+    return str(info.value)
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> dict[str, Any]:
+    """The conftest's two-definition settings, as a mapping the test may spoil."""
+    return copy.deepcopy(settings_data(tmp_path))
+
+
+@pytest.fixture
+def no_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*TOKENS, "OL_TEST_TOKEN_MINIMAL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+# -- valid files ----------------------------------------------------------------------------------
+
+
+def test_minimal_definition_gets_the_safe_defaults(tmp_path: Path, no_tokens: None) -> None:
+    path = _write(tmp_path / "ol_dagster.yaml", {"definitions": [MINIMAL_DEFINITION]})
+
+    settings = load_settings(path)
+
+    (d,) = settings.definitions
+    assert d.name == "minimal"
+    assert str(d.uuid) == MINIMAL_DEFINITION["uuid"]
+    assert d.catalog == "main"
+    assert d.snapshotMode is SnapshotMode.ADDITIVE
+    assert d.lineageReplacement is LineageReplacement.NONE
+    assert d.allowedJobNamespaces == ["*"]
+    assert d.openLineageSystem is None
+    assert d.job_system == "minimal_jobs"
+    assert d.jobSystems == []
+    assert d.datasetSystems == []
+    assert d.cleanup.enabled is True
+    assert d.cleanup.maxRemovalsPerRun == 500
+    assert d.cleanup.staleJobDays == 30
+    assert d.outputOptions.dryRun is False
+    assert d.receiver.token.env == "OL_TEST_TOKEN_MINIMAL"
+    # the default catalog "main" exists, so the minimal definition is complete
+    assert set(settings.catalogs) == {"main"}
+    assert settings.catalogs["main"].kind == "embedded"
+
+
+def test_explicit_values_override_the_defaults(tmp_path: Path) -> None:
+    definition = {
+        **MINIMAL_DEFINITION,
+        "snapshotMode": "BATCH_SNAPSHOT",
+        "lineageReplacement": "JOB",
+        "allowedJobNamespaces": ["etl", "features"],
+        "openLineageSystem": "custom_jobs",
+        "jobSystems": [{"namespaces": "features*", "system": "ml_jobs"}],
+        "datasetSystems": [
+            {
+                "namespace": "s3://b",
+                "system": "anomalies",
+                "cleanupMode": "CUTOFF",
+                "cleanupDays": 7,
+            }
+        ],
+        "cleanup": {"enabled": False, "maxRemovalsPerRun": 0, "staleJobDays": 3},
+        "limits": {"maxEventsPerRun": 10, "batchWindowSeconds": 5},
+        "outputOptions": {"dryRun": True},
+    }
+    path = _write(tmp_path / "ol_dagster.yaml", {"definitions": [definition]})
+
+    (d,) = load_settings(path).definitions
+
+    assert d.snapshotMode is SnapshotMode.BATCH_SNAPSHOT
+    assert d.lineageReplacement is LineageReplacement.JOB
+    assert d.allowedJobNamespaces == ["etl", "features"]
+    assert d.job_system == "custom_jobs"
+    assert d.jobSystems[0].system == "ml_jobs"
+    assert d.datasetSystems[0].cleanupMode == "CUTOFF"
+    assert d.datasetSystems[0].cleanupDays == 7
+    assert (d.cleanup.enabled, d.cleanup.maxRemovalsPerRun, d.cleanup.staleJobDays) == (
+        False,
+        0,
+        3,
+    )
+    assert (d.limits.maxEventsPerRun, d.limits.batchWindowSeconds) == (10, 5)
+    assert d.outputOptions.dryRun is True
+
+
+def test_conftest_settings_load_without_the_token_variables(
+    write_settings: Callable[..., Path], no_tokens: None
+) -> None:
+    # Loading the settings (what the Dagster UI does at import) never resolves the secrets.
+    settings = load_settings(write_settings())
+
+    assert [d.name for d in settings.definitions] == ["snap", "add"]
+    assert settings.definition("snap").receiver.token.env == "OL_TEST_TOKEN_SNAP"
+    with pytest.raises(SettingsError, match="OL_TEST_TOKEN_SNAP"):
+        settings.definition("snap").receiver.token.resolve()
+
+
+def test_unknown_definition_name_lists_the_known_ones(write_settings: Callable[..., Path]) -> None:
+    settings = load_settings(write_settings())
+    with pytest.raises(SettingsError, match="nope") as info:
+        settings.definition("nope")
+    assert "snap" in str(info.value) and "add" in str(info.value)
+
+
+def test_settings_path_comes_from_the_environment(
+    write_settings: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = write_settings()
+    monkeypatch.chdir(tmp_path.parent)  # no ol_dagster.yaml here
+    monkeypatch.setenv(SETTINGS_ENV, str(path))
+
+    assert [d.name for d in load_settings().definitions] == ["snap", "add"]
+
+
+# -- relative SQLite paths ------------------------------------------------------------------------
+
+
+def test_relative_sqlite_urls_are_anchored_to_the_settings_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf_dir = tmp_path / "conf"
+    path = _write(
+        conf_dir / "ol_dagster.yaml",
+        {
+            "store": {"url": "sqlite:///.ol_dagster/store.db"},
+            "catalogs": {
+                "main": {"kind": "embedded", "url": "sqlite+pysqlite:///data/catalog.db"},
+                "abs": {"kind": "embedded", "url": f"sqlite:///{tmp_path / 'abs.db'}"},
+                "mem": {"kind": "embedded", "url": "sqlite:///:memory:"},
+            },
+            "definitions": [MINIMAL_DEFINITION],
+        },
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+
+    settings = load_settings(Path("..") / "conf" / "ol_dagster.yaml")
+
+    real_conf = conf_dir.resolve()
+    assert settings.store.url == f"sqlite:///{real_conf / '.ol_dagster' / 'store.db'}"
+    assert (
+        settings.catalogs["main"].url == f"sqlite+pysqlite:///{real_conf / 'data' / 'catalog.db'}"
+    )
+    # absolute paths and in-memory databases are left as written
+    assert settings.catalogs["abs"].url == f"sqlite:///{tmp_path / 'abs.db'}"
+    assert settings.catalogs["mem"].url == "sqlite:///:memory:"
+    assert path.exists()
+
+
+def test_non_sqlite_urls_are_left_alone(tmp_path: Path) -> None:
+    url = "postgresql+psycopg://user@db.example.com:5432/ol"
+    path = _write(
+        tmp_path / "ol_dagster.yaml",
+        {"store": {"url": url}, "definitions": [MINIMAL_DEFINITION]},
+    )
+    assert load_settings(path).store.url == url
+
+
+# -- invalid files: every error names the key -----------------------------------------------------
+
+
+def _spoil_snap(data: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    data["definitions"][0].update(changes)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("spoil", "key_path", "hint"),
+    [
+        pytest.param(lambda d: d.update(stor={"url": "x"}), "stor", "unknown key", id="top-level"),
+        pytest.param(
+            lambda d: d["store"].update(uri="sqlite:///x.db"),
+            "store.uri",
+            "unknown key",
+            id="store",
+        ),
+        pytest.param(
+            lambda d: _spoil_snap(d, cleanup={"maxRemovalz": 5}),
+            "definitions.0.cleanup.maxRemovalz",
+            "unknown key",
+            id="nested-cleanup",
+        ),
+        pytest.param(
+            lambda d: d["definitions"][1].update(snapshotmode="ADDITIVE"),
+            "definitions.1.snapshotmode",
+            "unknown key",
+            id="second-definition",
+        ),
+        pytest.param(
+            lambda d: _spoil_snap(d, limits={"batchWindow": 5}),
+            "definitions.0.limits.batchWindow",
+            "unknown key",
+            id="nested-limits",
+        ),
+    ],
+)
+def test_unknown_keys_are_rejected_with_their_path(
+    tmp_path: Path,
+    base: dict[str, Any],
+    spoil: Callable[[dict[str, Any]], object],
+    key_path: str,
+    hint: str,
+) -> None:
+    spoil(base)
+    path = _write(tmp_path / "ol_dagster.yaml", base)
+
+    message = _error(path)
+
+    assert f"{key_path}: {hint}" in message
+    assert str(path) in message
+
+
+@pytest.mark.parametrize(
+    ("changes", "key_path", "hint"),
+    [
+        pytest.param({"snapshotMode": "SNAPSHOT"}, "definitions.0.snapshotMode", "BATCH_SNAPSHOT"),
+        pytest.param({"lineageReplacement": "ALL"}, "definitions.0.lineageReplacement", "JOB"),
+        pytest.param(
+            {"cleanup": {"maxRemovalsPerRun": -1}},
+            "definitions.0.cleanup.maxRemovalsPerRun",
+            "greater than or equal to 0",
+        ),
+        pytest.param(
+            {"cleanup": {"staleJobDays": 0}},
+            "definitions.0.cleanup.staleJobDays",
+            "greater than or equal to 1",
+        ),
+        pytest.param(
+            {"limits": {"maxEventsPerRun": 0}},
+            "definitions.0.limits.maxEventsPerRun",
+            "greater than or equal to 1",
+        ),
+        pytest.param({"uuid": "not-a-uuid"}, "definitions.0.uuid", "UUID"),
+        pytest.param({"name": "my-repo"}, "definitions.0.name", "letters, digits and '_'"),
+        pytest.param({"name": "my repo"}, "definitions.0.name", "letters, digits and '_'"),
+        pytest.param({"name": "1repo"}, "definitions.0.name", "must start with a letter"),
+        pytest.param({"allowedJobNamespaces": []}, "definitions.0.allowedJobNamespaces", "1 item"),
+        pytest.param(
+            {"receiver": {"token": {"env": "NOT A NAME"}}},
+            "definitions.0.receiver.token.env",
+            "pattern",
+        ),
+        pytest.param(
+            {"outputOptions": {"dryRun": "maybe"}},
+            "definitions.0.outputOptions.dryRun",
+            "boolean",
+        ),
+    ],
+)
+def test_wrong_values_are_rejected_with_their_path(
+    tmp_path: Path, base: dict[str, Any], changes: dict[str, Any], key_path: str, hint: str
+) -> None:
+    path = _write(tmp_path / "ol_dagster.yaml", _spoil_snap(base, **changes))
+
+    message = _error(path)
+
+    line = next((ln for ln in message.splitlines() if ln.strip().startswith(f"{key_path}:")), None)
+    assert line is not None, message
+    assert hint in line
+
+
+@pytest.mark.parametrize(
+    ("remove", "key_path"),
+    [
+        (("receiver", "token"), "definitions.0.receiver.token"),
+        (("receiver",), "definitions.0.receiver"),
+        (("uuid",), "definitions.0.uuid"),
+        (("name",), "definitions.0.name"),
+        (("catalog",), "definitions.0.catalog"),
+    ],
+)
+def test_missing_required_keys_are_named(
+    tmp_path: Path, base: dict[str, Any], remove: tuple[str, ...], key_path: str
+) -> None:
+    node = base["definitions"][0]
+    for part in remove[:-1]:
+        node = node[part]
+    del node[remove[-1]]
+    path = _write(tmp_path / "ol_dagster.yaml", base)
+
+    assert f"{key_path}: Field required" in _error(path)
+
+
+def test_literal_token_is_refused_and_not_echoed(tmp_path: Path, base: dict[str, Any]) -> None:
+    secret = "s3cr3t-literal-token-value"
+    path = _write(tmp_path / "ol_dagster.yaml", _spoil_snap(base, receiver={"token": secret}))
+
+    message = _error(path)
+
+    assert "definitions.0.receiver.token" in message
+    assert secret not in message
+
+
+def test_literal_catalog_token_is_refused(tmp_path: Path, base: dict[str, Any]) -> None:
+    base["catalogs"]["main"]["token"] = "literal"
+    path = _write(tmp_path / "ol_dagster.yaml", base)
+
+    assert "catalogs.main.token" in _error(path)
+
+
+@pytest.mark.parametrize(
+    ("changes", "key"),
+    [
+        ({"name": "snap"}, "definitions.1.name"),
+        ({"uuid": "11111111-1111-4111-8111-111111111111"}, "definitions.1.uuid"),
+        (
+            {"receiver": {"token": {"env": "OL_TEST_TOKEN_SNAP"}}},
+            "definitions.1.receiver.token.env",
+        ),
+    ],
+)
+def test_definitions_must_not_share_identity(
+    tmp_path: Path, base: dict[str, Any], changes: dict[str, Any], key: str
+) -> None:
+    base["definitions"][1].update(changes)
+    path = _write(tmp_path / "ol_dagster.yaml", base)
+
+    message = _error(path)
+
+    assert key in message
+    assert "definitions.0" in message
+    assert "already used" in message
+
+
+def test_uuid_duplicates_are_found_whatever_their_spelling(
+    tmp_path: Path, base: dict[str, Any]
+) -> None:
+    # the same identity in upper case is still the same owner value in the catalog
+    base["definitions"][1]["uuid"] = "11111111-1111-4111-8111-111111111111".upper()
+    path = _write(tmp_path / "ol_dagster.yaml", base)
+
+    assert "definitions.1.uuid" in _error(path)
+
+
+def test_definition_must_name_a_known_catalog(tmp_path: Path, base: dict[str, Any]) -> None:
+    base["definitions"][1]["catalog"] = "warehouse"
+    path = _write(tmp_path / "ol_dagster.yaml", base)
+
+    message = _error(path)
+
+    assert "definitions.1.catalog" in message
+    assert "'warehouse'" in message
+    assert "main" in message  # the known catalogs are listed
+
+
+def test_invalid_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "ol_dagster.yaml"
+    path.write_text("definitions:\n  - name: [unclosed\n", encoding="utf-8")
+
+    message = _error(path)
+
+    assert "not valid YAML" in message
+    assert str(path) in message
+
+
+@pytest.mark.parametrize("content", ["- a\n- b\n", "just a string\n", "42\n"])
+def test_file_must_hold_a_mapping(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "ol_dagster.yaml"
+    path.write_text(content, encoding="utf-8")
+
+    message = _error(path)
+
+    assert "mapping" in message
+    assert str(path) in message
+
+
+def test_missing_file_points_at_the_environment_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "nowhere" / "ol_dagster.yaml"
+
+    message = _error(missing)
+    assert str(missing) in message
+    assert SETTINGS_ENV in message
+
+    monkeypatch.setenv(SETTINGS_ENV, str(missing))
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert str(missing) in str(info.value)
+    assert SETTINGS_ENV in str(info.value)
+
+
+# -- secrets --------------------------------------------------------------------------------------
+
+
+def test_env_secret_resolves_at_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = EnvSecret(env="OL_TEST_SECRET_X")
+    monkeypatch.setenv("OL_TEST_SECRET_X", "first")
+    assert secret.resolve() == "first"
+    monkeypatch.setenv("OL_TEST_SECRET_X", "second")
+    assert secret.resolve() == "second"
+
+
+@pytest.mark.parametrize("value", [None, ""])
+def test_env_secret_unset_names_the_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str | None
+) -> None:
+    if value is None:
+        monkeypatch.delenv("OL_TEST_SECRET_X", raising=False)
+    else:
+        monkeypatch.setenv("OL_TEST_SECRET_X", value)
+
+    with pytest.raises(SettingsError, match="OL_TEST_SECRET_X"):
+        EnvSecret(env="OL_TEST_SECRET_X").resolve()
+
+
+def test_secret_value_never_appears_in_reprs(
+    write_settings: Callable[..., Path], tokens: dict[str, str]
+) -> None:
+    settings = load_settings(write_settings())
+    token = settings.definition("snap").receiver.token
+
+    assert token.resolve() == tokens["snap"]
+    for text in (
+        repr(token),
+        str(token),
+        repr(settings),
+        str(settings),
+        repr(settings.definitions),
+    ):
+        assert tokens["snap"] not in text
+        assert tokens["add"] not in text
+    assert "OL_TEST_TOKEN_SNAP" in repr(token)
+
+
+def test_settings_are_frozen(write_settings: Callable[..., Path]) -> None:
+    d = load_settings(write_settings()).definition("snap")
+    with pytest.raises(ValueError):
+        d.name = "other"  # type: ignore[misc]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SETTINGS_ENV, raising=False)
