@@ -75,7 +75,7 @@ def _cmd_sync(args: argparse.Namespace) -> int:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from ol_dagster.inspection import inspect_files, render_table
 
-    result = inspect_files(args.files)
+    result = inspect_files(args.files, lenient=args.lenient)
     print(json.dumps(result, indent=2) if args.json else render_table(result))
     return 0 if all(r["accepted"] for r in result["events"]) else 1
 
@@ -117,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("files", nargs="+")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--lenient",
+        action="store_true",
+        help="read templates: fill a missing envelope, drop broken facets",
+    )
     p.set_defaults(func=_cmd_inspect)
 
     p = sub.add_parser("demo", help="everything on embedded defaults with sample events")

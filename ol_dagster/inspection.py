@@ -12,10 +12,13 @@ from typing import Any
 from ol_dagster.eventfiles import BrokenLine, UnreadableFile, read_events
 from ol_dagster.lineage import normalize
 from ol_dagster.openlineage.envelope import EventRejected
-from ol_dagster.openlineage.models import Event, parse_event
+from ol_dagster.openlineage.models import Event, parse_event, parse_event_lenient
 
 
-def inspect_files(paths: list[str]) -> dict[str, Any]:
+def inspect_files(paths: list[str], *, lenient: bool = False) -> dict[str, Any]:
+    """``lenient`` reads templates and fragments: placeholders for a missing envelope, broken
+    facets dropped (never what the receiver does)."""
+    parse = parse_event_lenient if lenient else parse_event
     rows: list[dict[str, Any]] = []
     accepted: list[Event] = []
     for path in paths:
@@ -29,7 +32,7 @@ def inspect_files(paths: list[str]) -> dict[str, Any]:
                 rows.append({"file": path, "index": index, "accepted": False, "reason": raw.reason})
                 continue
             try:
-                accepted.append(parse_event(raw))
+                accepted.append(parse(raw))
             except EventRejected as exc:
                 rows.append({"file": path, "index": index, "accepted": False, "reason": str(exc)})
                 continue
