@@ -91,7 +91,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ol-dagster", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="ol-dagster", description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
         "--settings", help="settings file (default: $OL_DAGSTER_SETTINGS or ./ol_dagster.yaml)"
     )

@@ -235,26 +235,25 @@ class _Builder:
     # -- finish ------------------------------------------------------------------------------
 
     def resolve_field_flows(self) -> None:
-        datasets = self.graph.datasets
         for flow in self.pending_field_flows:
-            ok = True
-            for end in (flow.source, flow.target):
-                node = datasets.get(end[:2])
-                if node is None:
-                    ok = False
-                    reason = DATASET_NOT_DESCRIBED
-                elif end[2] not in node.fields:
-                    if node.has_schema:
-                        ok, reason = False, FIELD_NOT_IN_SCHEMA
-                    else:
-                        node.fields[end[2]] = FieldNode(end[2])  # known only from lineage
-                if not ok:
-                    self.graph.dangling.append(
-                        DanglingFlow(reason, flow.job, ":".join(flow.source), ":".join(flow.target))
-                    )
-                    break
-            if ok:
+            reason = self._missing_end(flow.source) or self._missing_end(flow.target)
+            if reason is None:
                 self.graph.field_flows.add(flow)
+            else:
+                self.graph.dangling.append(
+                    DanglingFlow(reason, flow.job, ":".join(flow.source), ":".join(flow.target))
+                )
+
+    def _missing_end(self, end: tuple[str, str, str]) -> str | None:
+        """Why a field-flow end is not in the graph, or None (adding fields only lineage names)."""
+        node = self.graph.datasets.get(end[:2])
+        if node is None:
+            return DATASET_NOT_DESCRIBED
+        if end[2] not in node.fields:
+            if node.has_schema:
+                return FIELD_NOT_IN_SCHEMA
+            node.fields[end[2]] = FieldNode(end[2])  # known only from lineage
+        return None
 
 
 def parse_all(raw_events: Iterable[bytes | str | Event]) -> tuple[list[Event], list[str]]:

@@ -10,6 +10,7 @@ by another job (seen in real fixtures) never merges the two jobs: runs are keyed
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -84,7 +85,7 @@ class RunView:
 
 
 def _add_datasets(
-    target: dict[tuple[str, str], DatasetView], datasets: list[Dataset], io_attr: str
+    target: dict[tuple[str, str], DatasetView], datasets: Sequence[Dataset], io_attr: str
 ) -> None:
     for d in datasets:
         view = target.get((d.namespace, d.name))

@@ -69,7 +69,7 @@ class Job(_Model):
 class Dataset(_Model):
     namespace: StrictStr = Field(min_length=1)
     name: StrictStr = Field(min_length=1)
-    facets: DatasetFacets = DatasetFacets()
+    facets: DatasetFacets = Field(default_factory=lambda: DatasetFacets.model_validate({}))
 
 
 class InputDataset(Dataset):
@@ -193,8 +193,8 @@ def _repair(obj: dict[str, Any]) -> dict[str, Any]:
             ]
     run = obj.get("run")
     if isinstance(run, dict) and (not isinstance(run.get("runId"), str) or "{{" in run["runId"]):
-        job = obj.get("job") if isinstance(obj.get("job"), dict) else {}
-        seed = f"{job.get('namespace')}/{job.get('name')}"
+        job = obj.get("job")
+        seed = f"{job.get('namespace')}/{job.get('name')}" if isinstance(job, dict) else "run"
         run["runId"] = str(uuid.uuid5(uuid.NAMESPACE_URL, seed))
     return obj
 

@@ -178,7 +178,7 @@ class EventStore:
                         whole_snapshot=snapshot and not rejections,
                         rejections=list(rejections),
                     )
-                ).inserted_primary_key[0]
+                ).inserted_primary_key[0]  # type: ignore[index]
                 if new_events:
                     conn.execute(events.insert(), _event_rows(batch_id, 0, new_events))
         except OperationalError as exc:
@@ -220,7 +220,7 @@ class EventStore:
                                 whole_snapshot=False,
                                 rejections=[],
                             )
-                        ).inserted_primary_key[0]
+                        ).inserted_primary_key[0]  # type: ignore[index]
                         start, old_rejections = 0, []
                     else:
                         batch_id, start, old_rejections = row[0], row[1], list(row[2] or [])
@@ -340,8 +340,8 @@ class EventStore:
                 ).all()
             for r in rows:
                 yield StoredEvent(
-                    r[0], bytes(r[1]), r[2], r[3], _aware(r[4]), r[5], r[6], r[7], r[8]
-                )  # type: ignore[arg-type]
+                    r[0], bytes(r[1]), r[2], r[3], r[4].replace(tzinfo=UTC), r[5], r[6], r[7], r[8]
+                )
             if len(rows) < _READ_CHUNK:
                 return
             last = rows[-1][0]
