@@ -10,6 +10,7 @@ and counted by reason, never silently lost.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 from ol_dagster.lineage.graph import (
@@ -34,6 +35,8 @@ from ol_dagster.openlineage.models import DatasetEvent, Event, JobEvent, RunEven
 # dangling-flow reasons
 DATASET_NOT_DESCRIBED = "DATASET_NOT_DESCRIBED"
 FIELD_NOT_IN_SCHEMA = "FIELD_NOT_IN_SCHEMA"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _flatten(fields: list[SchemaField], prefix: str = "") -> Iterable[FieldNode]:
@@ -287,10 +290,17 @@ def normalize(
     for view in views:
         for d in (*view.inputs.values(), *view.outputs.values()):
             builder.learn_symlinks(d.facets, d.namespace, d.name)
-    for event in dataset_events:
-        builder.dataset_event(event)
-    for view in views:
-        builder.add_run(view)
+    # in time order, so the latest description of a job or dataset wins whatever the arrival order
+    # (sorted is stable: equal times keep their arrival order)
+    timeline: list[tuple[datetime, DatasetEvent | RunView]] = [
+        (e.eventTime, e) for e in dataset_events
+    ] + [(v.last_event or _EPOCH, v) for v in views]
+    timeline.sort(key=lambda item: item[0])
+    for _, item in timeline:
+        if isinstance(item, DatasetEvent):
+            builder.dataset_event(item)
+        else:
+            builder.add_run(item)
     builder.resolve_field_flows()
     builder.graph.skipped_events = errors
     return builder.graph

@@ -13,11 +13,21 @@ recorded in ``deleted`` of the facet map rather than validated against the facet
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    model_validator,
+)
 
-NonEmpty = Field(min_length=1)
+# An identity part (namespace, name, run id): a string with something in it besides blanks.
+Name = Annotated[str, StringConstraints(strict=True, min_length=1, pattern=r"\S")]
 
 
 class _Facet(BaseModel):
@@ -35,12 +45,12 @@ class _Part(BaseModel):
 
 
 class RunRef(_Part):
-    runId: StrictStr = NonEmpty
+    runId: Name
 
 
 class JobRef(_Part):
-    namespace: StrictStr = NonEmpty
-    name: StrictStr = NonEmpty
+    namespace: Name
+    name: Name
 
 
 class ParentRoot(_Part):
@@ -113,7 +123,7 @@ class DocumentationFacet(_Facet):
 
 
 class Owner(_Part):
-    name: StrictStr = NonEmpty
+    name: Name
     type: StrictStr | None = None
 
 
@@ -125,7 +135,7 @@ class OwnershipFacet(_Facet):
 
 
 class SchemaField(_Part):
-    name: StrictStr = NonEmpty
+    name: Name
     type: StrictStr | None = None
     description: StrictStr | None = None
     ordinal_position: StrictInt | None = None
@@ -144,9 +154,9 @@ class Transformation(_Part):
 
 
 class InputField(_Part):
-    namespace: StrictStr = NonEmpty
-    name: StrictStr = NonEmpty
-    field: StrictStr = NonEmpty
+    namespace: Name
+    name: Name
+    field: Name
     transformations: list[Transformation] = []
 
 
@@ -162,8 +172,8 @@ class ColumnLineageDatasetFacet(_Facet):
 
 
 class SymlinkIdentifier(_Part):
-    namespace: StrictStr = NonEmpty
-    name: StrictStr = NonEmpty
+    namespace: Name
+    name: Name
     type: StrictStr | None = None
 
 
@@ -172,8 +182,8 @@ class SymlinksDatasetFacet(_Facet):
 
 
 class PreviousIdentifier(_Part):
-    namespace: StrictStr = NonEmpty
-    name: StrictStr = NonEmpty
+    namespace: Name
+    name: Name
 
 
 class LifecycleStateChangeDatasetFacet(_Facet):

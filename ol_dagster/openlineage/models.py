@@ -33,6 +33,7 @@ from ol_dagster.openlineage.facets import (
     DatasetFacets,
     InputFacets,
     JobFacets,
+    Name,
     OutputFacets,
     RunFacets,
 )
@@ -56,19 +57,19 @@ class _Model(BaseModel):
 
 
 class Run(_Model):
-    runId: StrictStr = Field(min_length=1)
+    runId: Name
     facets: RunFacets = RunFacets()
 
 
 class Job(_Model):
-    namespace: StrictStr = Field(min_length=1)
-    name: StrictStr = Field(min_length=1)
+    namespace: Name
+    name: Name
     facets: JobFacets = JobFacets()
 
 
 class Dataset(_Model):
-    namespace: StrictStr = Field(min_length=1)
-    name: StrictStr = Field(min_length=1)
+    namespace: Name
+    name: Name
     facets: DatasetFacets = Field(default_factory=lambda: DatasetFacets.model_validate({}))
 
 
@@ -82,7 +83,7 @@ class OutputDataset(Dataset):
 
 class _BaseEvent(_Model):
     eventTime: EventTime
-    producer: StrictStr = Field(min_length=1)
+    producer: Name
     schemaURL: StrictStr | None = None
 
 
@@ -249,8 +250,12 @@ def _describe(err: Any) -> EventRejected:
         return EventRejected("", f"not valid JSON: {err['msg']}")
     if kind in ("model_type", "not_an_event") and not path and not isinstance(err["input"], dict):
         return EventRejected("", f"an event must be a JSON object, not {_json_type(err['input'])}")
-    msg = err["msg"]
-    return EventRejected(path, msg.removeprefix("Value error, "))
+    if kind == "string_pattern_mismatch":
+        return EventRejected(path, "must not be blank")
+    msg = err["msg"].removeprefix("Value error, ")
+    if kind == "literal_error":
+        msg = f"{err['input']!r} is not allowed: {msg[0].lower()}{msg[1:]}"
+    return EventRejected(path, msg)
 
 
 def parse_event(data: bytes | str | object) -> Event:

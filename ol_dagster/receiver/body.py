@@ -48,6 +48,10 @@ async def read_body(chunks: AsyncIterator[bytes], encoding: str, max_bytes: int)
                 raise too_big
             parts.append(out)
             data = inflater.unconsumed_tail
+            if inflater.eof and inflater.unused_data:
+                # a multi-member gzip body (concatenated streams): read every member
+                data = inflater.unused_data + data
+                inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     if inflater is not None and not inflater.eof and (raw or parts):
         raise BodyError(400, "request body is not valid gzip: the stream is truncated")
     return b"".join(parts)

@@ -175,7 +175,8 @@ class EventStore:
                         received_count=received,
                         accepted_count=len(new_events),
                         rejected_count=len(rejections),
-                        whole_snapshot=snapshot and not rejections,
+                        # an empty post describes nothing: never a snapshot to clean against
+                        whole_snapshot=snapshot and not rejections and bool(new_events),
                         rejections=list(rejections),
                     )
                 ).inserted_primary_key[0]  # type: ignore[index]
