@@ -80,6 +80,41 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0 if all(r["accepted"] for r in result["events"]) else 1
 
 
+def _cmd_lineage(args: argparse.Namespace) -> int:
+    from ol_dagster.catalog.embedded.reads import NodeNotFound
+    from ol_dagster.catalog.factory import open_catalog
+
+    settings = load_settings(args.settings)
+    if args.definition:
+        definition = settings.definition(args.definition)
+    elif len(settings.definitions) == 1:
+        definition = settings.definitions[0]
+    else:
+        names = ", ".join(d.name for d in settings.definitions)
+        raise SettingsError(f"several definitions ({names}): choose one with --definition")
+    both = not (args.upstream or args.downstream)
+    catalog = open_catalog(settings, definition.catalog)
+    try:
+        result = catalog.lineage(
+            args.node,
+            depth=args.depth,
+            upstream=args.upstream or both,
+            downstream=args.downstream or both,
+        )
+    except (NodeNotFound, ValueError) as exc:
+        print(f"ol-dagster: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        catalog.close()
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for edge in result["edges"]:
+            print(f"{edge['from']}  ->  {edge['to']}")
+        print(f"{len(result['nodes'])} node(s), {len(result['edges'])} edge(s)")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from ol_dagster.demo import run_demo
 
@@ -123,6 +158,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="read templates: fill a missing envelope, drop broken facets",
     )
     p.set_defaults(func=_cmd_inspect)
+
+    p = sub.add_parser("lineage", help="lineage of a dataset or job, read from the catalog")
+    p.add_argument("node", help="dataset:<namespace>:<name> or job:<namespace>:<name>")
+    p.add_argument("--definition")
+    p.add_argument("--depth", type=int, default=2)
+    direction = p.add_mutually_exclusive_group()
+    direction.add_argument("--upstream", action="store_true")
+    direction.add_argument("--downstream", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_lineage)
 
     p = sub.add_parser("demo", help="everything on embedded defaults with sample events")
     p.set_defaults(func=_cmd_demo)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import httpx
 
 from ol_dagster.catalog.factory import open_catalog
+from ol_dagster.demo_events import FOCUS as DEMO_FOCUS
 from ol_dagster.demo_events import demo_batches
 from ol_dagster.headless import instance_from_env, sync_batches
 from ol_dagster.receiver.app import create_app
@@ -61,14 +62,20 @@ def run_demo(path: str) -> int:
         print(f"    checks : {len(line['checks'])} evaluated, failed: {failed_checks or 'none'}")
 
     catalog = open_catalog(settings, definition.catalog)
+    node = f"dataset:{DEMO_FOCUS[0]}:{DEMO_FOCUS[1]}"
     try:
         counts = getattr(catalog, "counts", lambda: {})()
         jobs = getattr(catalog, "job_names", lambda: [])()
+        upstream = catalog.lineage(node, depth=4, upstream=True, downstream=False)
     finally:
         catalog.close()
-    print(f"\ncatalog {definition.catalog!r} now holds: {counts}")
+    print(f"\ncatalog {definition.catalog!r} now holds:")
+    print("  " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     for job in jobs:
         print(f"  job {job}")
+    print(f"\nupstream of {node} (ol-dagster lineage {node} --upstream --depth 4):")
+    for edge in upstream["edges"]:
+        print(f"  {edge['from']}  ->  {edge['to']}")
     print(
         "\nSee the runs, assets and checks in the UI: make dev  (then open http://127.0.0.1:3000)"
     )

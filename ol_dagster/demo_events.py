@@ -24,6 +24,7 @@ PG = "postgres://warehouse-db:5432"
 S3 = "s3://warehouse-exports"
 
 EXPORT_JOB = ("airflow", "warehouse_daily.export_revenue")
+FOCUS = (PG, "warehouse.analytics.fct_revenue")  # the dataset whose lineage the demo prints
 
 
 def _facet(name: str, version: str, **fields: Any) -> dict[str, Any]:

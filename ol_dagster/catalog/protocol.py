@@ -46,6 +46,7 @@ class UploadResult:
     touched: dict[str, int] = field(default_factory=dict)
     failed: list[FailedRow] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)
+    removed: dict[str, int] = field(default_factory=dict)  # objects a DROP event removed
 
     @property
     def succeeded(self) -> bool:
@@ -59,6 +60,7 @@ class UploadResult:
                 {"objectType": f.object_type, "key": f.key, "reason": f.reason} for f in self.failed
             ],
             "dropped": dict(self.dropped),
+            "removed": dict(self.removed),
             "succeeded": self.succeeded,
         }
 
@@ -83,18 +85,41 @@ class Catalog(Protocol):
     def cleanup_flows(
         self,
         *,
-        scope_prefixes: list[str],
+        scope_prefixes: list[str] = ...,
+        scopes: list[str] = ...,
         before: datetime,
         dry_run: bool,
-    ) -> CleanupCounts: ...
+    ) -> CleanupCounts:
+        """Data, orchestration and field flows of the scopes, last updated before ``before``."""
+        ...
 
     def cleanup_job_system(
         self,
         system: str,
         *,
-        schemas: list[str],
+        schemas: list[str] | None,
         before: datetime,
         dry_run: bool,
-    ) -> CleanupCounts: ...
+    ) -> CleanupCounts:
+        """Job entities and routines of a job System, at schema level (``None``: all schemas)."""
+        ...
+
+    def cleanup_dataset_system(
+        self, system: str, *, before: datetime, dry_run: bool
+    ) -> CleanupCounts:
+        """Dataset entities no longer referenced, and fields the carried schemas no longer have."""
+        ...
+
+    def disable_quality_checks(self, jobs: list[str]) -> int:
+        """Disable (never delete) the checks of these jobs' suites (``<namespace>.<name>``)."""
+        ...
+
+    def systems(self) -> list[dict]:
+        """Systems and their properties (openLineageOwner, openLineageJobSystem, cleanupMode)."""
+        ...
+
+    def lineage(self, node: str, *, depth: int, upstream: bool, downstream: bool) -> dict:
+        """``{"nodes": [{"id", "type"}], "edges": [{"from", "to"}]}`` around a node."""
+        ...
 
     def close(self) -> None: ...

@@ -292,9 +292,9 @@ def normalize(
             builder.learn_symlinks(d.facets, d.namespace, d.name)
     # in time order, so the latest description of a job or dataset wins whatever the arrival order
     # (sorted is stable: equal times keep their arrival order)
-    timeline: list[tuple[datetime, DatasetEvent | RunView]] = [
-        (e.eventTime, e) for e in dataset_events
-    ] + [(v.last_event or _EPOCH, v) for v in views]
+    timeline: list[tuple[datetime, DatasetEvent | RunView]] = []
+    timeline.extend((e.eventTime, e) for e in dataset_events)
+    timeline.extend((v.last_event or _EPOCH, v) for v in views)
     timeline.sort(key=lambda item: item[0])
     for _, item in timeline:
         if isinstance(item, DatasetEvent):

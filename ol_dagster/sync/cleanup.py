@@ -160,6 +160,8 @@ def run_cleanup(
             for call in calls:
                 call.real = call.run(False)
                 report["removedJobs"].extend(call.real.removed_jobs)
+            # seed: quality checks of removed jobs are disabled, never deleted
+            report["disabledQualityChecks"] = catalog.disable_quality_checks(report["removedJobs"])
     except CleanupPermissionDenied:
         report["skippedReason"] = CLEANUP_PERMISSION_DENIED
     report["calls"] = [c.as_dict() for c in calls]

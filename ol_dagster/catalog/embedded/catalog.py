@@ -1,0 +1,603 @@
+"""The embedded catalog's upload and clock; cleanup and reads live beside it.
+
+Uploads are bulk and idempotent: every object is an upsert on its natural key, chunked, one
+transaction per object type, so a failure leaves no half-written flow set, and the same graph twice
+writes nothing new but touches everything. ``created_by`` (the upload's id, kept on conflict) tells
+rows this upload wrote from rows it only touched, without a read before each write.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Table, delete, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+from ol_dagster.catalog.embedded import cleanup as cleanup_ops
+from ol_dagster.catalog.embedded import reads
+from ol_dagster.catalog.embedded.tables import (
+    DATA,
+    JOB,
+    ORCHESTRATION,
+    SYSTEMS_ADMIN,
+    data_flows,
+    entities,
+    field_flows,
+    fields,
+    metadata,
+    quality_checks,
+    quality_suites,
+    routines,
+    run_metrics,
+    statements,
+    systems,
+    users,
+)
+from ol_dagster.catalog.protocol import CleanupCounts, FailedRow, ObjectType, UploadResult
+from ol_dagster.catalog.systems import dataset_policy, dataset_system_rules, job_system_for
+from ol_dagster.db import open_engine
+from ol_dagster.lineage import LineageGraph
+from ol_dagster.lineage.graph import NodeKey
+from ol_dagster.lineage.naming import place_dataset
+from ol_dagster.settings import CleanupMode, Definition
+
+CHUNK = 500
+DEFAULT_USER = "ol-dagster"
+
+EntityKey = tuple[int, str, str]  # (system id, schema, name)
+
+
+def naive(dt: datetime) -> datetime:
+    return dt.astimezone(UTC).replace(tzinfo=None)
+
+
+def chunks(items: Sequence, size: int = CHUNK) -> Iterable[Sequence]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class EmbeddedCatalog:
+    """The ``Catalog`` protocol over a SQLAlchemy database (SQLite file or PostgreSQL)."""
+
+    def __init__(self, url: str, *, user: str = DEFAULT_USER) -> None:
+        self.url = url
+        self.user = user
+        self.engine = open_engine(url)
+        metadata.create_all(self.engine)
+        self._insert = (
+            postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        )
+        with self.engine.begin() as conn:
+            if conn.execute(select(func.count()).select_from(users)).scalar_one() == 0:
+                # a new catalog: its own sync user administers Systems, as Blindata's must
+                conn.execute(users.insert().values(name=user, permissions=[SYSTEMS_ADMIN]))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- users ---------------------------------------------------------------------------------
+
+    def set_permissions(self, user: str, permissions: list[str]) -> None:
+        with self.engine.begin() as conn:
+            if (
+                conn.execute(
+                    update(users).where(users.c.name == user).values(permissions=permissions)
+                ).rowcount
+                == 0
+            ):
+                conn.execute(users.insert().values(name=user, permissions=permissions))
+
+    def _require_admin(self, conn: Connection) -> None:
+        perms = conn.execute(select(users.c.permissions).where(users.c.name == self.user)).scalar()
+        if SYSTEMS_ADMIN not in (perms or []):
+            raise cleanup_ops.CleanupPermissionDenied(
+                f"user {self.user!r} lacks {SYSTEMS_ADMIN}: cleanup refused"
+            )
+
+    # -- clock ---------------------------------------------------------------------------------
+
+    def clock(self) -> datetime:
+        """The database server's time (never the Python process's)."""
+        with self.engine.connect() as conn:
+            if self.engine.dialect.name == "postgresql":
+                value = conn.exec_driver_sql("SELECT clock_timestamp() AT TIME ZONE 'UTC'").scalar()
+            else:
+                text = conn.exec_driver_sql("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')").scalar()
+                value = datetime.fromisoformat(str(text))
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC)
+
+    # -- upload --------------------------------------------------------------------------------
+
+    def _upsert(
+        self,
+        conn: Connection,
+        table: Table,
+        rows: list[dict[str, Any]],
+        keys: list[str],
+        refresh: list[str],
+        upload_id: str,
+    ) -> tuple[list[int], int]:
+        """Upsert ``rows``; returns their ids in order and how many this upload inserted.
+
+        Rows sharing a key (two OpenLineage names for one catalog object) are written once."""
+        position: dict[tuple, int] = {}
+        unique: list[dict[str, Any]] = []
+        for r in rows:
+            k = tuple(r[c] for c in keys)
+            if k in position:
+                unique[position[k]] = r
+            else:
+                position[k] = len(unique)
+                unique.append(r)
+        ids: list[int] = []
+        written = 0
+        id_col = table.c.id if "id" in table.c else table.c[keys[0]]
+        for chunk in chunks(unique):
+            stmt = self._insert(table)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=keys, set_={c: stmt.excluded[c] for c in refresh}
+            ).returning(id_col, table.c.created_by, sort_by_parameter_order=True)
+            for rid, created_by in conn.execute(
+                stmt, [{**r, "created_by": upload_id} for r in chunk]
+            ):
+                ids.append(rid)
+                written += created_by == upload_id
+        return [ids[position[tuple(r[c] for c in keys)]] for r in rows], written
+
+    def _ensure_systems(self, conn: Connection, wanted: dict[str, dict]) -> dict[str, int]:
+        """Get or create Systems; ``wanted`` maps a System to the properties it gets if created."""
+        ids: dict[str, int] = {}
+        for sid, name, props in conn.execute(
+            select(systems.c.id, systems.c.name, systems.c.properties).where(
+                systems.c.name.in_(list(wanted))
+            )
+        ):
+            ids[name] = sid
+            mark = wanted[name].get("openLineageJobSystem")
+            marks = list((props or {}).get("openLineageJobSystem") or [])
+            if mark and mark[0] not in marks:
+                conn.execute(
+                    systems.update()
+                    .where(systems.c.id == sid)
+                    .values(properties={**(props or {}), "openLineageJobSystem": marks + mark})
+                )
+        for name, props in wanted.items():
+            if name not in ids:
+                ids[name] = conn.execute(
+                    systems.insert().values(name=name, properties=props)
+                ).inserted_primary_key[0]  # type: ignore[index]
+        return ids
+
+    def upload(self, graph: LineageGraph, definition: Definition) -> UploadResult:
+        result = UploadResult()
+        now = naive(self.clock())
+        upload_id = str(uuid.uuid4())
+        owner = str(definition.uuid)
+        job_sys = {key: job_system_for(definition, key[0]) for key in graph.jobs}
+        wanted: dict[str, dict] = {
+            s: {"kind": "job", "openLineageJobSystem": [owner]} for s in set(job_sys.values())
+        }
+        for system in sorted({d.system for d in graph.datasets.values()} - set(wanted)):
+            rule = dataset_policy(definition, system)
+            wanted[system] = {
+                "kind": "dataset",
+                "openLineageOwner": owner,
+                "cleanupMode": rule.cleanupMode.value,
+                "cleanupDays": rule.cleanupDays,
+            }
+
+        def step(object_type: str, fn: Callable[[Connection], tuple[int, int]]) -> bool:
+            try:
+                with self.engine.begin() as conn:
+                    written, touched = fn(conn)
+            except SQLAlchemyError as exc:
+                result.failed.append(
+                    FailedRow(
+                        object_type, "*", f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}"
+                    )
+                )
+                return False
+            result.written[object_type] = result.written.get(object_type, 0) + written
+            result.touched[object_type] = result.touched.get(object_type, 0) + touched
+            return True
+
+        state: dict[str, Any] = {}
+
+        def do_systems(conn: Connection) -> tuple[int, int]:
+            state["sys"] = self._ensure_systems(conn, wanted)
+            return 0, 0
+
+        def do_entities(conn: Connection) -> tuple[int, int]:
+            sys_ids = state["sys"]
+            self._apply_renames(conn, graph, definition, sys_ids)
+            rows: list[dict[str, Any]] = []
+            job_keys: list[NodeKey] = []
+            for key, j in graph.jobs.items():
+                job_keys.append(key)
+                rows.append(
+                    {
+                        "system_id": sys_ids[job_sys[key]],
+                        "schema": j.namespace,
+                        "name": j.name,
+                        "type": JOB,
+                        "ol_namespace": j.namespace,
+                        "ol_name": j.name,
+                        "description": j.description,
+                        "properties": {
+                            "integration": j.integration,
+                            "jobType": j.job_type,
+                            "processingType": j.processing_type,
+                            "owners": j.owners,
+                            "sourceCodeLocation": j.source_code_location,
+                        },
+                        "last_update": now,
+                        "fields_update": None,
+                    }
+                )
+            ds_keys: list[NodeKey] = []
+            for key, d in graph.datasets.items():
+                ds_keys.append(key)
+                rows.append(
+                    {
+                        "system_id": sys_ids[d.system],
+                        "schema": d.schema,
+                        "name": d.object_name,
+                        "type": d.type,
+                        "ol_namespace": d.namespace,
+                        "ol_name": d.name,
+                        "description": d.description,
+                        "properties": {"owners": d.owners},
+                        "last_update": now,
+                        "fields_update": now if d.has_schema else None,
+                    }
+                )
+            ids, written = self._upsert(
+                conn,
+                entities,
+                rows,
+                ["system_id", "schema", "name"],
+                [
+                    "type",
+                    "ol_namespace",
+                    "ol_name",
+                    "description",
+                    "properties",
+                    "last_update",
+                    "fields_update",
+                ],
+                upload_id,
+            )
+            state["job_ids"] = dict(zip(job_keys, ids[: len(job_keys)], strict=True))
+            state["ds_ids"] = dict(zip(ds_keys, ids[len(job_keys) :], strict=True))
+            return written, len(set(ids)) - written
+
+        def do_fields(conn: Connection) -> tuple[int, int]:
+            rows, keys = [], []
+            for key, d in graph.datasets.items():
+                eid = state["ds_ids"][key]
+                for f in d.fields.values():
+                    keys.append((key, f.path))
+                    rows.append(
+                        {
+                            "entity_id": eid,
+                            "name": f.path,
+                            "type": f.type,
+                            "description": f.description,
+                            "ordinal_position": f.ordinal,
+                            "last_update": now,
+                        }
+                    )
+            ids, written = self._upsert(
+                conn,
+                fields,
+                rows,
+                ["entity_id", "name"],
+                ["type", "description", "ordinal_position", "last_update"],
+                upload_id,
+            )
+            state["field_ids"] = dict(zip(keys, ids, strict=True))
+            return written, len(rows) - written
+
+        def do_routines(conn: Connection) -> tuple[int, int]:
+            sys_ids = state["sys"]
+            items = list(graph.routines.items())
+            rows = [
+                {
+                    "system_id": sys_ids[job_sys[key]],
+                    "schema": key[0],
+                    "name": key[1],
+                    "last_update": now,
+                }
+                for key, _ in items
+            ]
+            ids, written = self._upsert(
+                conn, routines, rows, ["system_id", "schema", "name"], ["last_update"], upload_id
+            )
+            stmt_rows = [
+                {"routine_id": rid, "text": r.statement, "dialect": r.dialect, "last_update": now}
+                for rid, (_, r) in zip(ids, items, strict=True)
+            ]
+            sids, s_written = self._upsert(
+                conn,
+                statements,
+                stmt_rows,
+                ["routine_id"],
+                ["text", "dialect", "last_update"],
+                upload_id,
+            )
+            state["statement_ids"] = {key: sid for (key, _), sid in zip(items, sids, strict=True)}
+            result.written[ObjectType.STATEMENTS] = s_written
+            result.touched[ObjectType.STATEMENTS] = len(stmt_rows) - s_written
+            return written, len(rows) - written
+
+        def do_flows(conn: Connection) -> tuple[int, int]:
+            ds, jobs, stm = state["ds_ids"], state["job_ids"], state.get("statement_ids", {})
+            rows = [
+                {
+                    "scope": f.scope,
+                    "kind": DATA,
+                    "from_entity": ds[f.source],
+                    "to_entity": ds[f.target],
+                    "statement_id": stm.get(f.job),
+                    "last_update": now,
+                }
+                for f in graph.data_flows
+            ] + [
+                {
+                    "scope": f.scope,
+                    "kind": ORCHESTRATION,
+                    "from_entity": jobs[f.parent],
+                    "to_entity": jobs[f.child],
+                    "statement_id": None,
+                    "last_update": now,
+                }
+                for f in graph.orchestration_flows
+            ]
+            _, written = self._upsert(
+                conn,
+                data_flows,
+                rows,
+                ["scope", "from_entity", "to_entity"],
+                ["kind", "statement_id", "last_update"],
+                upload_id,
+            )
+            fids = state["field_ids"]
+            frows = [
+                {
+                    "scope": f.scope,
+                    "from_field": fids[(f.source[:2], f.source[2])],
+                    "to_field": fids[(f.target[:2], f.target[2])],
+                    "transformation": f.transformation,
+                    "subtype": f.subtype,
+                    "statement_id": stm.get(f.job),
+                    "last_update": now,
+                }
+                for f in graph.field_flows
+            ]
+            _, f_written = self._upsert(
+                conn,
+                field_flows,
+                frows,
+                ["scope", "from_field", "to_field"],
+                ["transformation", "subtype", "statement_id", "last_update"],
+                upload_id,
+            )
+            total = len(rows) + len(frows)
+            return written + f_written, total - written - f_written
+
+        def do_quality(conn: Connection) -> tuple[int, int]:
+            suites = sorted({f"{q.job[0]}.{q.job[1]}" for q in graph.quality_checks.values()})
+            suite_ids: dict[str, int] = {}
+            for chunk in chunks(suites):
+                stmt = self._insert(quality_suites).on_conflict_do_nothing(index_elements=["code"])
+                conn.execute(stmt, [{"code": c} for c in chunk])
+                for sid, code in conn.execute(
+                    select(quality_suites.c.id, quality_suites.c.code).where(
+                        quality_suites.c.code.in_(list(chunk))
+                    )
+                ):
+                    suite_ids[code] = sid
+            rows = [
+                {
+                    "suite_id": suite_ids[f"{q.job[0]}.{q.job[1]}"],
+                    "code": f"{q.dataset[0]}:{q.dataset[1]}|{q.name}|{q.column or ''}",
+                    "dataset": f"{q.dataset[0]}:{q.dataset[1]}",
+                    "assertion": q.name,
+                    "column_name": q.column,
+                    "enabled": True,
+                    "last_success": q.success,
+                    "last_checked": naive(q.checked_at) if q.checked_at else None,
+                    "last_update": now,
+                }
+                for q in graph.quality_checks.values()
+            ]
+            _, written = self._upsert(
+                conn,
+                quality_checks,
+                rows,
+                ["suite_id", "code"],
+                ["enabled", "last_success", "last_checked", "last_update"],
+                upload_id,
+            )
+            return written, len(rows) - written
+
+        def do_metrics(conn: Connection) -> tuple[int, int]:
+            rows = []
+            for key, j in graph.jobs.items():
+                m = j.metrics
+                if not m.runs:
+                    continue
+                rows.append(
+                    {
+                        "entity_id": state["job_ids"][key],
+                        "runs": m.runs,
+                        "failures": m.failures,
+                        "first_run": naive(m.first_run) if m.first_run else None,
+                        "last_run": naive(m.last_run) if m.last_run else None,
+                        "last_duration_seconds": m.last_duration_seconds,
+                        "last_status": m.last_status,
+                        "rows_read": m.rows_read,
+                        "rows_written": m.rows_written,
+                        "bytes_read": m.bytes_read,
+                        "bytes_written": m.bytes_written,
+                    }
+                )
+            for chunk in chunks(rows):
+                stmt = self._insert(run_metrics)
+                conn.execute(
+                    stmt.on_conflict_do_update(
+                        index_elements=["entity_id"],
+                        set_={c: stmt.excluded[c] for c in chunk[0] if c != "entity_id"},
+                    ),
+                    list(chunk),
+                )
+            return 0, 0
+
+        steps: list[tuple[str, Callable[[Connection], tuple[int, int]]]] = [
+            ("systems", do_systems),
+            (ObjectType.PHYSICAL_ENTITIES, do_entities),
+            (ObjectType.PHYSICAL_FIELDS, do_fields),
+            (ObjectType.ROUTINES, do_routines),
+            (ObjectType.DATA_FLOWS, do_flows),
+            ("qualityChecks", do_quality),
+            ("runMetrics", do_metrics),
+        ]
+        for object_type, fn in steps:
+            if not step(object_type, fn):
+                break  # later steps need the ids of this one; the failure blocks the cleanup
+        result.written.pop("systems", None)
+        result.touched.pop("systems", None)
+        if not result.failed:
+            self._apply_drops(graph, definition, result)
+        return result
+
+    def _apply_renames(
+        self, conn: Connection, graph: LineageGraph, definition: Definition, sys_ids: dict[str, int]
+    ) -> None:
+        """A RENAME moves the entity in place (keeping its fields and flows), unless the new name
+        already exists; then the old one is left to the cleanup."""
+        rules = dataset_system_rules(definition)
+        for d in graph.datasets.values():
+            if d.previous is None:
+                continue
+            prev = place_dataset(d.previous[0], d.previous[1], system_rules=rules)
+            old_system = (
+                sys_ids.get(prev.system)
+                or conn.execute(select(systems.c.id).where(systems.c.name == prev.system)).scalar()
+            )
+            if old_system is None:
+                continue
+            target = (sys_ids[d.system], d.schema, d.object_name)
+            exists = conn.execute(
+                select(entities.c.id).where(
+                    entities.c.system_id == target[0],
+                    entities.c.schema == target[1],
+                    entities.c.name == target[2],
+                )
+            ).scalar()
+            if exists is not None:
+                continue
+            conn.execute(
+                update(entities)
+                .where(
+                    entities.c.system_id == old_system,
+                    entities.c.schema == prev.schema,
+                    entities.c.name == prev.name,
+                )
+                .values(
+                    system_id=target[0],
+                    schema=target[1],
+                    name=target[2],
+                    ol_namespace=d.namespace,
+                    ol_name=d.name,
+                )
+            )
+
+    def _apply_drops(
+        self, graph: LineageGraph, definition: Definition, result: UploadResult
+    ) -> None:
+        """A DROP removes the entity when its System's policy lets this definition clean it."""
+        dropped = [d for d in graph.datasets.values() if d.dropped]
+        if not dropped:
+            return
+        owner = str(definition.uuid)
+        removed = 0
+        with self.engine.begin() as conn:
+            for d in dropped:
+                props = (
+                    conn.execute(
+                        select(systems.c.properties).where(systems.c.name == d.system)
+                    ).scalar()
+                    or {}
+                )
+                if props.get("openLineageOwner") != owner:
+                    continue
+                if props.get("cleanupMode", CleanupMode.NONE.value) == CleanupMode.NONE.value:
+                    continue
+                removed += conn.execute(
+                    delete(entities).where(
+                        entities.c.system_id
+                        == select(systems.c.id).where(systems.c.name == d.system).scalar_subquery(),
+                        entities.c.schema == d.schema,
+                        entities.c.name == d.object_name,
+                    )
+                ).rowcount
+        if removed:
+            result.removed = {ObjectType.PHYSICAL_ENTITIES: removed}
+
+    # -- cleanup (see cleanup.py) ----------------------------------------------------------------
+
+    def cleanup_flows(
+        self,
+        *,
+        scope_prefixes: list[str] = (),  # type: ignore[assignment]
+        scopes: list[str] = (),  # type: ignore[assignment]
+        before: datetime,
+        dry_run: bool,
+    ) -> CleanupCounts:
+        with self.engine.begin() as conn:
+            self._require_admin(conn)
+            return cleanup_ops.flows(
+                conn, list(scope_prefixes), list(scopes), naive(before), dry_run
+            )
+
+    def cleanup_job_system(
+        self, system: str, *, schemas: list[str] | None, before: datetime, dry_run: bool
+    ) -> CleanupCounts:
+        with self.engine.begin() as conn:
+            self._require_admin(conn)
+            return cleanup_ops.job_system(conn, system, schemas, naive(before), dry_run)
+
+    def cleanup_dataset_system(
+        self, system: str, *, before: datetime, dry_run: bool
+    ) -> CleanupCounts:
+        with self.engine.begin() as conn:
+            self._require_admin(conn)
+            return cleanup_ops.dataset_system(conn, system, naive(before), dry_run)
+
+    def disable_quality_checks(self, jobs: list[str]) -> int:
+        with self.engine.begin() as conn:
+            return cleanup_ops.disable_quality_checks(conn, jobs)
+
+    # -- reads (see reads.py) --------------------------------------------------------------------
+
+    def systems(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            return reads.list_systems(conn)
+
+    def lineage(self, node: str, *, depth: int, upstream: bool, downstream: bool) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            return reads.lineage(conn, node, depth=depth, upstream=upstream, downstream=downstream)
+
+    def counts(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            return reads.counts(conn)
+
+    def job_names(self) -> list[str]:
+        with self.engine.connect() as conn:
+            return reads.job_names(conn)

@@ -1,0 +1,193 @@
+"""The embedded catalog's cleanup calls: what a scope or a System owns and the run did not touch.
+
+Each call counts first and deletes only when not a dry run, in the caller's transaction, so the dry
+run and the real call see the same rows. Counts are per object type, cascades included (an entity
+takes its fields and the flows that touch it; a routine its statements and their flows), so the
+removal cap compares with what would really go.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, and_, delete, false, func, or_, select, true, update
+
+from ol_dagster.catalog.embedded.tables import (
+    JOB,
+    data_flows,
+    entities,
+    field_flows,
+    fields,
+    quality_checks,
+    quality_suites,
+    routines,
+    statements,
+    systems,
+)
+from ol_dagster.catalog.protocol import CleanupCounts, CleanupPermissionDenied, ObjectType
+
+__all__ = ["CleanupPermissionDenied", "dataset_system", "flows", "job_system"]
+
+_CHUNK = 500
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _count(conn: Connection, table, condition) -> int:
+    return conn.execute(select(func.count()).select_from(table).where(condition)).scalar_one()
+
+
+def _ids(conn: Connection, column, condition) -> list[int]:
+    return [r[0] for r in conn.execute(select(column).where(condition))]
+
+
+def _delete_ids(conn: Connection, table, ids: list[int]) -> None:
+    for i in range(0, len(ids), _CHUNK):
+        conn.execute(delete(table).where(table.c.id.in_(ids[i : i + _CHUNK])))
+
+
+def flows(
+    conn: Connection, prefixes: list[str], scopes: list[str], before: datetime, dry_run: bool
+) -> CleanupCounts:
+    """Data, orchestration and field flows in the scopes, last updated before ``before``."""
+    total = 0
+    for table in (data_flows, field_flows):
+        scope_match = or_(
+            *(table.c.scope.like(_like_prefix(p), escape="\\") for p in prefixes),
+            table.c.scope.in_(scopes) if scopes else false(),
+        )
+        condition = and_(scope_match, table.c.last_update < before)
+        n = _count(conn, table, condition)
+        if n and not dry_run:
+            conn.execute(delete(table).where(condition))
+        total += n
+    return CleanupCounts({ObjectType.DATA_FLOWS: total})
+
+
+def _flows_touching(conn: Connection, entity_ids: list[int], statement_ids: list[int]) -> int:
+    """Flows that go with removed entities or statements (counted before the cascade)."""
+    n = 0
+    for i in range(0, max(len(entity_ids), len(statement_ids)), _CHUNK):
+        e = entity_ids[i : i + _CHUNK]
+        s = statement_ids[i : i + _CHUNK]
+        n += _count(
+            conn,
+            data_flows,
+            or_(
+                data_flows.c.from_entity.in_(e),
+                data_flows.c.to_entity.in_(e),
+                data_flows.c.statement_id.in_(s),
+            ),
+        )
+        n += _count(conn, field_flows, field_flows.c.statement_id.in_(s))
+        if e:
+            field_ids = select(fields.c.id).where(fields.c.entity_id.in_(e))
+            n += _count(
+                conn,
+                field_flows,
+                or_(field_flows.c.from_field.in_(field_ids), field_flows.c.to_field.in_(field_ids)),
+            )
+    return n
+
+
+def _system_id(conn: Connection, system: str) -> int | None:
+    return conn.execute(select(systems.c.id).where(systems.c.name == system)).scalar()
+
+
+def job_system(
+    conn: Connection, system: str, schemas: list[str] | None, before: datetime, dry_run: bool
+) -> CleanupCounts:
+    """Job entities and routines of a job System (at schema level), not touched since ``before``."""
+    sid = _system_id(conn, system)
+    counts: dict[str, int] = {
+        ObjectType.PHYSICAL_ENTITIES: 0,
+        ObjectType.ROUTINES: 0,
+        ObjectType.STATEMENTS: 0,
+        ObjectType.DATA_FLOWS: 0,
+    }
+    if sid is None:
+        return CleanupCounts(counts)
+    in_schemas = (lambda col: col.in_(schemas)) if schemas is not None else (lambda col: true())
+    stale_jobs = conn.execute(
+        select(entities.c.id, entities.c.schema, entities.c.name).where(
+            entities.c.system_id == sid,
+            entities.c.type == JOB,
+            in_schemas(entities.c.schema),
+            entities.c.last_update < before,
+        )
+    ).all()
+    routine_ids = _ids(
+        conn,
+        routines.c.id,
+        and_(
+            routines.c.system_id == sid,
+            in_schemas(routines.c.schema),
+            routines.c.last_update < before,
+        ),
+    )
+    statement_ids = _ids(conn, statements.c.id, statements.c.routine_id.in_(routine_ids))
+    job_ids = [r[0] for r in stale_jobs]
+    counts[ObjectType.PHYSICAL_ENTITIES] = len(job_ids)
+    counts[ObjectType.ROUTINES] = len(routine_ids)
+    counts[ObjectType.STATEMENTS] = len(statement_ids)
+    counts[ObjectType.DATA_FLOWS] = _flows_touching(conn, job_ids, statement_ids)
+    if not dry_run:
+        _delete_ids(conn, routines, routine_ids)  # cascades to statements and their flows
+        _delete_ids(conn, entities, job_ids)  # cascades to orchestration flows and metrics
+    return CleanupCounts(counts, sorted(f"{schema}.{name}" for _, schema, name in stale_jobs))
+
+
+def dataset_system(conn: Connection, system: str, before: datetime, dry_run: bool) -> CleanupCounts:
+    """Dataset entities no longer referenced, and fields of entities whose schema the run carried
+    that the schema no longer has."""
+    sid = _system_id(conn, system)
+    counts: dict[str, int] = {
+        ObjectType.PHYSICAL_ENTITIES: 0,
+        ObjectType.PHYSICAL_FIELDS: 0,
+        ObjectType.DATA_FLOWS: 0,
+    }
+    if sid is None:
+        return CleanupCounts(counts)
+    entity_ids = _ids(
+        conn,
+        entities.c.id,
+        and_(entities.c.system_id == sid, entities.c.type != JOB, entities.c.last_update < before),
+    )
+    carried = select(entities.c.id).where(
+        entities.c.system_id == sid, entities.c.fields_update >= before
+    )
+    field_ids = _ids(
+        conn, fields.c.id, and_(fields.c.entity_id.in_(carried), fields.c.last_update < before)
+    )
+    cascaded_fields = 0
+    for i in range(0, len(entity_ids), _CHUNK):
+        cascaded_fields += _count(conn, fields, fields.c.entity_id.in_(entity_ids[i : i + _CHUNK]))
+    flow_count = _flows_touching(conn, entity_ids, [])
+    for i in range(0, len(field_ids), _CHUNK):
+        chunk = field_ids[i : i + _CHUNK]
+        flow_count += _count(
+            conn,
+            field_flows,
+            or_(field_flows.c.from_field.in_(chunk), field_flows.c.to_field.in_(chunk)),
+        )
+    counts[ObjectType.PHYSICAL_ENTITIES] = len(entity_ids)
+    counts[ObjectType.PHYSICAL_FIELDS] = len(field_ids) + cascaded_fields
+    counts[ObjectType.DATA_FLOWS] = flow_count
+    if not dry_run:
+        _delete_ids(conn, fields, field_ids)
+        _delete_ids(conn, entities, entity_ids)
+    return CleanupCounts(counts)
+
+
+def disable_quality_checks(conn: Connection, jobs: list[str]) -> int:
+    """Quality checks of removed jobs are disabled, never deleted: their history is kept."""
+    if not jobs:
+        return 0
+    suite_ids = select(quality_suites.c.id).where(quality_suites.c.code.in_(jobs))
+    return conn.execute(
+        update(quality_checks)
+        .where(quality_checks.c.suite_id.in_(suite_ids), quality_checks.c.enabled.is_(True))
+        .values(enabled=False)
+    ).rowcount

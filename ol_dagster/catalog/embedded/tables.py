@@ -1,0 +1,189 @@
+"""Tables of the embedded catalog: the Blindata object model, in SQLAlchemy.
+
+Systems hold physical entities (jobs and datasets) with their fields, and system routines with
+their statements. Data flows (entity to entity, data or orchestration) and field flows (field to
+field) are owned by a scope. Quality checks belong to a job's suite and are disabled, never deleted.
+Every object carries ``last_update``, written from the database server's clock at each upload that
+sends it, changed or not: that is what the cutoff cleanup compares with.
+
+Deleting an entity removes its fields and every flow that touches it; deleting a routine removes its
+statements and the flows they carry (seed: "a routine is deleted together with its statements and
+their flows").
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+JOB = "job"  # entity type of jobs; datasets carry table / file / folder / topic / other
+DATA = "data"
+ORCHESTRATION = "orchestration"
+SYSTEMS_ADMIN = "SYSTEMS_ADMIN"
+
+metadata = MetaData()
+
+
+def _fk(table: str) -> ForeignKey:
+    return ForeignKey(f"{table}.id", ondelete="CASCADE")
+
+
+systems = Table(
+    "cat_systems",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("name", String(500), nullable=False, unique=True),
+    Column("properties", JSON, nullable=False, default=dict),
+)
+
+users = Table(
+    "cat_users",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("permissions", JSON, nullable=False, default=list),
+)
+
+entities = Table(
+    "cat_physical_entities",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("system_id", Id, _fk("cat_systems"), nullable=False),
+    Column("schema", String(1000), nullable=False),
+    Column("name", String(2000), nullable=False),
+    Column("type", String(32), nullable=False),
+    Column("ol_namespace", String(2000), nullable=False),  # OpenLineage identity, for lookups
+    Column("ol_name", String(2000), nullable=False),
+    Column("description", Text),
+    Column("properties", JSON, nullable=False, default=dict),
+    Column("last_update", DateTime, nullable=False),
+    Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("fields_update", DateTime),  # last upload that carried the whole field list
+    UniqueConstraint("system_id", "schema", "name", name="ux_cat_entity_identity"),
+    Index("ix_cat_entities_system_type", "system_id", "type", "schema"),
+    Index("ix_cat_entities_ol", "ol_namespace", "ol_name"),
+)
+
+fields = Table(
+    "cat_physical_fields",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("entity_id", Id, _fk("cat_physical_entities"), nullable=False),
+    Column("name", String(2000), nullable=False),
+    Column("type", String(500)),
+    Column("description", Text),
+    Column("ordinal_position", Integer),
+    Column("last_update", DateTime, nullable=False),
+    Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    UniqueConstraint("entity_id", "name", name="ux_cat_field_identity"),
+)
+
+routines = Table(
+    "cat_routines",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("system_id", Id, _fk("cat_systems"), nullable=False),
+    Column("schema", String(1000), nullable=False),
+    Column("name", String(2000), nullable=False),
+    Column("last_update", DateTime, nullable=False),
+    Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    UniqueConstraint("system_id", "schema", "name", name="ux_cat_routine_identity"),
+)
+
+statements = Table(
+    "cat_statements",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("routine_id", Id, _fk("cat_routines"), nullable=False, unique=True),
+    Column("text", Text, nullable=False),
+    Column("dialect", String(100)),
+    Column("last_update", DateTime, nullable=False),
+    Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+)
+
+data_flows = Table(
+    "cat_data_flows",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("scope", String(3000), nullable=False),
+    Column("kind", String(16), nullable=False),  # data | orchestration
+    Column("from_entity", Id, _fk("cat_physical_entities"), nullable=False),
+    Column("to_entity", Id, _fk("cat_physical_entities"), nullable=False),
+    Column("statement_id", Id, _fk("cat_statements")),
+    Column("last_update", DateTime, nullable=False),
+    Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    UniqueConstraint("scope", "from_entity", "to_entity", name="ux_cat_flow_identity"),
+    Index("ix_cat_flows_scope", "scope"),
+    Index("ix_cat_flows_to", "to_entity"),
+)
+
+field_flows = Table(
+    "cat_field_flows",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("scope", String(3000), nullable=False),
+    Column("from_field", Id, _fk("cat_physical_fields"), nullable=False),
+    Column("to_field", Id, _fk("cat_physical_fields"), nullable=False),
+    Column("transformation", String(32)),
+    Column("subtype", String(64)),
+    Column("statement_id", Id, _fk("cat_statements")),
+    Column("last_update", DateTime, nullable=False),
+    Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    UniqueConstraint("scope", "from_field", "to_field", name="ux_cat_field_flow_identity"),
+    Index("ix_cat_field_flows_scope", "scope"),
+)
+
+quality_suites = Table(
+    "cat_quality_suites",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("code", String(3000), nullable=False, unique=True),  # the job: "<namespace>.<name>"
+)
+
+quality_checks = Table(
+    "cat_quality_checks",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("suite_id", Id, _fk("cat_quality_suites"), nullable=False),
+    Column("code", String(3000), nullable=False),  # dataset | assertion | column
+    Column("dataset", String(3000), nullable=False),
+    Column("assertion", String(1000), nullable=False),
+    Column("column_name", String(1000)),
+    Column("enabled", Boolean, nullable=False, default=True),
+    Column("last_success", Boolean),
+    Column("last_checked", DateTime),
+    Column("last_update", DateTime, nullable=False),
+    Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    UniqueConstraint("suite_id", "code", name="ux_cat_quality_check_identity"),
+)
+
+run_metrics = Table(
+    "cat_run_metrics",
+    metadata,
+    Column("entity_id", Id, _fk("cat_physical_entities"), primary_key=True),
+    Column("runs", Integer, nullable=False, default=0),
+    Column("failures", Integer, nullable=False, default=0),
+    Column("first_run", DateTime),
+    Column("last_run", DateTime),
+    Column("last_duration_seconds", Float),
+    Column("last_status", String(16)),
+    Column("rows_read", BigInteger, nullable=False, default=0),
+    Column("rows_written", BigInteger, nullable=False, default=0),
+    Column("bytes_read", BigInteger, nullable=False, default=0),
+    Column("bytes_written", BigInteger, nullable=False, default=0),
+)
