@@ -96,6 +96,7 @@ def test_second_snapshot_removes_the_job_it_no_longer_describes(env):
         "upload_succeeded": True,
         "removal_cap": True,
         "cleanup_permitted": True,
+        "owned_dataset_systems": True,
     }
     assert env["store"].get_batch(second["batchId"]).status is BatchStatus.SYNCED
 

@@ -118,6 +118,10 @@ class Catalog(Protocol):
         """Systems and their properties (openLineageOwner, openLineageJobSystem, cleanupMode)."""
         ...
 
+    def job_schemas(self, system: str) -> list[str]:
+        """The job namespaces (schemas) holding job entities or routines in a job System."""
+        ...
+
     def lineage(self, node: str, *, depth: int, upstream: bool, downstream: bool) -> dict:
         """``{"nodes": [{"id", "type"}], "edges": [{"from", "to"}]}`` around a node."""
         ...

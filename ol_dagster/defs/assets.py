@@ -18,10 +18,15 @@ from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
 from ol_dagster.sync.cleanup import (
     CLEANUP_PERMISSION_DENIED,
     REMOVAL_CAP_EXCEEDED,
+    RUN_FAILED,
+    SHARED_SYSTEM_DOWNGRADED,
+    SUPERSEDED,
+    UPLOAD_FAILED,
     BatchFacts,
     run_cleanup,
+    skipped_report,
 )
-from ol_dagster.sync.upload import build_graph, upload_graph
+from ol_dagster.sync.upload import build_graph, graph_facts, upload_graph
 
 _TABLE_ROWS = 200
 
@@ -183,11 +188,38 @@ def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinit
         catalog's clock before the first write; every object sent is touched, changed or not."""
         store = ol_store.get()
         batch = _batch(context, store, definition)
+        newer = store.newer_synced_snapshot(name, batch.id) if batch.whole_snapshot else None
+        if newer is not None:
+            # an older snapshot must not bring back what a newer one removed
+            store.record_upload(
+                batch.id,
+                cutoff=None,
+                result={
+                    "skippedReason": SUPERSEDED,
+                    "supersededBy": newer,
+                    "runId": context.run_id,
+                },
+            )
+            yield dg.MaterializeResult(
+                metadata={"skippedReason": SUPERSEDED, "supersededBy": newer},
+                check_results=[
+                    dg.AssetCheckResult(
+                        check_name=C.UPLOAD_SUCCEEDED,
+                        passed=True,
+                        description=f"superseded by batch {newer}: nothing uploaded",
+                    )
+                ],
+            )
+            return
         graph = build_graph((e.raw for e in store.iter_events(batch.id)), definition)
         with ol_catalog.open(name) as catalog:
             outcome = upload_graph(catalog, graph, definition)
         result = outcome.result
-        store.record_upload(batch.id, cutoff=outcome.cutoff, result=result.as_dict())
+        store.record_upload(
+            batch.id,
+            cutoff=outcome.cutoff,
+            result={**result.as_dict(), "graph": graph_facts(graph), "runId": context.run_id},
+        )
         if not result.succeeded:
             context.log.error(
                 "upload of batch %s failed for %d row(s)", batch.id, len(result.failed)
@@ -236,6 +268,7 @@ def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinit
         check_specs=[
             dg.AssetCheckSpec(C.REMOVAL_CAP, asset=keys[C.CATALOG_CLEANUP]),
             dg.AssetCheckSpec(C.CLEANUP_PERMITTED, asset=keys[C.CATALOG_CLEANUP]),
+            dg.AssetCheckSpec(C.OWNED_DATASET_SYSTEMS, asset=keys[C.CATALOG_CLEANUP]),
         ],
         **common,
     )
@@ -251,17 +284,29 @@ def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinit
         store = ol_store.get()
         batch = _batch(context, store, definition)
         upload = batch.upload_result
-        if upload is None or batch.cutoff is None:
-            raise dg.Failure(
-                f"batch {batch.id} has no recorded upload: materialize catalog_upload first"
+        cap = config.maxRemovalsPerRun
+        selection = context.run.asset_selection
+        uploaded_in_this_run = selection is None or keys[C.CATALOG_UPLOAD] in selection
+        if upload is None or (uploaded_in_this_run and upload.get("runId") != context.run_id):
+            # the upload of this run never finished: the run failed before the cleanup
+            report = skipped_report(
+                RUN_FAILED, batch.cutoff, cap or definition.cleanup.maxRemovalsPerRun
             )
+        elif upload.get("skippedReason") == SUPERSEDED:
+            report = skipped_report(SUPERSEDED, None, cap or definition.cleanup.maxRemovalsPerRun)
+            report["supersededBy"] = upload.get("supersededBy")
         else:
+            assert batch.cutoff is not None
+            facts_graph = upload.get("graph") or {}
             facts = BatchFacts(
                 posted=batch.kind is BatchKind.POSTED,
                 whole_snapshot=batch.whole_snapshot,
                 accepted=batch.accepted_count,
-                job_namespaces=store.job_namespaces(batch.id),
+                job_namespaces=facts_graph.get("jobNamespaces") or store.job_namespaces(batch.id),
                 upload_succeeded=bool(upload.get("succeeded")),
+                dataset_systems=facts_graph.get("datasetSystems") or [],
+                described_jobs=[tuple(j) for j in facts_graph.get("describedJobs") or []],
+                completed_jobs=[tuple(j) for j in facts_graph.get("completedJobs") or []],
                 dropped=upload.get("dropped") or {},
             )
             with ol_catalog.open(name) as catalog:
@@ -279,9 +324,13 @@ def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinit
                 "tags": dict(context.run.tags),
             }
         store.record_cleanup(batch.id, report)
-        upload_failed = upload is not None and not upload.get("succeeded")
-        store.set_status(batch.id, BatchStatus.FAILED if upload_failed else BatchStatus.SYNCED)
         reason = report["skippedReason"]
+        # the events stay pending (FAILED) when nothing reached the catalog as it should
+        retry = reason in (UPLOAD_FAILED, RUN_FAILED)
+        store.set_status(batch.id, BatchStatus.FAILED if retry else BatchStatus.SYNCED)
+        downgraded = [
+            w["system"] for w in report["warnings"] if w.get("code") == SHARED_SYSTEM_DOWNGRADED
+        ]
         yield dg.MaterializeResult(
             metadata={
                 "report": dg.MetadataValue.json(report),
@@ -304,6 +353,16 @@ def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinit
                     check_name=C.CLEANUP_PERMITTED,
                     passed=reason != CLEANUP_PERMISSION_DENIED,
                     severity=dg.AssetCheckSeverity.WARN,
+                ),
+                dg.AssetCheckResult(
+                    check_name=C.OWNED_DATASET_SYSTEMS,
+                    passed=not downgraded,
+                    severity=dg.AssetCheckSeverity.WARN,
+                    description=None
+                    if not downgraded
+                    else "CUTOFF Systems not owned by this definition alone were cleaned with "
+                    f"DAYS instead (SHARED_SYSTEM_DOWNGRADED): {', '.join(downgraded)}",
+                    metadata={"downgradedSystems": len(downgraded)},
                 ),
             ],
         )

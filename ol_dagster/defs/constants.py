@@ -15,6 +15,9 @@ NO_DANGLING_FLOWS = "no_dangling_flows"
 UPLOAD_SUCCEEDED = "upload_succeeded"
 REMOVAL_CAP = "removal_cap"
 CLEANUP_PERMITTED = "cleanup_permitted"
+OWNED_DATASET_SYSTEMS = "owned_dataset_systems"
+STALE_CLEANUP = "stale_cleanup"
+STALE_CLEANUP_CRON = "0 3 * * *"  # daily, after the night's batch runs
 
 SENSOR_INTERVAL_SECONDS = 15
 SENSOR_MAX_RUNS_PER_TICK = 50

@@ -7,6 +7,7 @@ import dagster as dg
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.assets import build_assets
 from ol_dagster.defs.sensors import build_sensor
+from ol_dagster.defs.stale import build_stale_cleanup
 from ol_dagster.settings import Definition
 
 
@@ -20,6 +21,10 @@ def build_definition_defs(definition: Definition) -> dg.Definitions:
         tags={C.DEFINITION_TAG: definition.name},
         description=f"Sync one batch of {definition.name} into its catalog.",
     )
+    stale_cleanup, stale_schedule = build_stale_cleanup(definition)
     return dg.Definitions(
-        assets=assets, jobs=[job], sensors=[build_sensor(definition, partitions, job)]
+        assets=[*assets, stale_cleanup],
+        jobs=[job],
+        sensors=[build_sensor(definition, partitions, job)],
+        schedules=[stale_schedule],
     )

@@ -171,6 +171,9 @@ class LineageGraph:
     )
     dangling: list[DanglingFlow] = field(default_factory=list)
     skipped_events: list[str] = field(default_factory=list)  # stored events that no longer parse
+    # jobs an event describes completely (a JobEvent, a COMPLETE_SNAPSHOT or PERIODIC event)
+    described_jobs: set[NodeKey] = field(default_factory=set)
+    completed_jobs: set[NodeKey] = field(default_factory=set)  # jobs with a COMPLETE run
 
     @property
     def job_namespaces(self) -> list[str]:

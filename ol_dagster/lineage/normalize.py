@@ -134,6 +134,11 @@ class _Builder:
 
     def add_run(self, view: RunView) -> None:
         job = self.job(view)
+        trigger, content = view.emission
+        if view.run_id is None or content == "COMPLETE_SNAPSHOT" or trigger == "PERIODIC":
+            self.graph.described_jobs.add(job.key)
+        if view.status == "COMPLETE":
+            self.graph.completed_jobs.add(job.key)
         inputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.inputs.values()]
         outputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.outputs.values()]
         for source in inputs:

@@ -272,8 +272,10 @@ class EventStore:
                 )
         return sorted(int(i) for i in ids)
 
-    def record_upload(self, batch_id: int, *, cutoff: datetime, result: dict[str, Any]) -> None:
-        self._update(batch_id, cutoff=_naive(cutoff), upload_result=result)
+    def record_upload(
+        self, batch_id: int, *, cutoff: datetime | None, result: dict[str, Any]
+    ) -> None:
+        self._update(batch_id, cutoff=_naive(cutoff) if cutoff else None, upload_result=result)
 
     def record_cleanup(self, batch_id: int, report: dict[str, Any]) -> None:
         self._update(batch_id, cleanup_report=report)
@@ -364,6 +366,19 @@ class EventStore:
                 )
                 out[name] = {(k if k is not None else "(none)"): int(n) for k, n in rows}
         return out
+
+    def newer_synced_snapshot(self, definition: str, batch_id: int) -> int | None:
+        """A whole snapshot of the definition, later than this batch, already synced."""
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(func.min(batches.c.id)).where(
+                    batches.c.definition == definition,
+                    batches.c.id > batch_id,
+                    batches.c.kind == BatchKind.POSTED,
+                    batches.c.whole_snapshot.is_(True),
+                    batches.c.status == BatchStatus.SYNCED,
+                )
+            ).scalar()
 
     def job_namespaces(self, batch_id: int) -> list[str]:
         with self.engine.connect() as conn:

@@ -4,16 +4,19 @@ OpenLineage has no "this job is gone" event, so the catalog is kept equal to wha
 describe by deleting what a run's scopes own and did not touch (seed
 ``blindata-openlineage-removal-of-deprecated-metadata``):
 
-* **CUTOFF** for a whole snapshot batch of a BATCH_SNAPSHOT definition: in the same run, everything
-  in the batch's job namespaces last updated before the cutoff read at the start of the run.
-* **DAYS** for everything else: what was not updated for ``cleanup.staleJobDays``.
+* **CUTOFF** for a ``/lineage/batch`` to a BATCH_SNAPSHOT definition with every event accepted:
+  every job of every job namespace present in the batch, in the same run, everything last updated
+  before the cutoff read from the catalog clock at the start of the run.
+* **Replaced jobs**: a JobEvent, a PERIODIC / COMPLETE_SNAPSHOT event, or a completed run when
+  ``lineageReplacement`` is JOB fully describes its job: the two scopes of that job get the cutoff,
+  flows call only (its entity is uploaded again anyway).
+* **DAYS** for everything else: what was not updated for ``cleanup.staleJobDays`` (job Systems and
+  flows) or a dataset System's ``cleanupDays``.
 
-A broken input must never wipe lineage, so nothing is deleted when cleanup is disabled, the batch is
-empty, the upload failed, the dry-run counts exceed ``maxRemovalsPerRun``, the catalog refuses the
-cleanup user, or the definition is a dry run. Every call is made as a dry run first.
-
-This first version cleans data flows and job entities; dataset Systems, former job Systems and
-quality suites come with the full seed (issue step 4).
+A broken input must never wipe lineage, so nothing is deleted when the run failed, cleanup is
+disabled, the batch is empty, an upload failed, the dry-run counts summed over the calls exceed
+``maxRemovalsPerRun``, the catalog refuses the cleanup user, or the definition is a dry run. Every
+call is made as a dry run first, and no real call is made before every dry run passed the cap.
 """
 
 from __future__ import annotations
@@ -25,19 +28,26 @@ from typing import Any
 
 from ol_dagster.catalog.protocol import Catalog, CleanupCounts, CleanupPermissionDenied
 from ol_dagster.catalog.systems import job_system_for
-from ol_dagster.lineage.graph import scope_prefix
-from ol_dagster.settings import Definition, SnapshotMode
+from ol_dagster.lineage.graph import flow_scope, orchestration_scope, scope_prefix
+from ol_dagster.openlineage.envelope import namespace_allowed
+from ol_dagster.settings import CleanupMode, Definition, LineageReplacement, SnapshotMode
 
 CUTOFF = "CUTOFF"
 DAYS = "DAYS"
 
 # skippedReason codes
+RUN_FAILED = "RUN_FAILED"
 CLEANUP_DISABLED = "CLEANUP_DISABLED"
 EMPTY_BATCH = "EMPTY_BATCH"
 UPLOAD_FAILED = "UPLOAD_FAILED"
 REMOVAL_CAP_EXCEEDED = "REMOVAL_CAP_EXCEEDED"
 CLEANUP_PERMISSION_DENIED = CleanupPermissionDenied.code
 DRY_RUN = "DRY_RUN"
+SUPERSEDED = "SUPERSEDED"
+
+# warnings
+SHARED_SYSTEM_DOWNGRADED = "SHARED_SYSTEM_DOWNGRADED"
+DANGLING_FLOW = "DANGLING_FLOW"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +55,13 @@ class BatchFacts:
     """What the cleanup needs to know about the batch a run synced."""
 
     posted: bool  # a /lineage/batch post (not single events collected into a stream batch)
-    whole_snapshot: bool  # stored whole with every event accepted, to a BATCH_SNAPSHOT definition
+    whole_snapshot: bool  # stored whole, every event accepted, to a BATCH_SNAPSHOT definition
     accepted: int
     job_namespaces: list[str]
     upload_succeeded: bool
+    dataset_systems: list[str] = field(default_factory=list)  # Systems the batch refers to
+    described_jobs: list[tuple[str, str]] = field(default_factory=list)
+    completed_jobs: list[tuple[str, str]] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)
 
 
@@ -79,74 +92,214 @@ def cleanup_mode(definition: Definition, facts: BatchFacts) -> str:
     return DAYS
 
 
-def _plan(
-    catalog: Catalog, definition: Definition, namespaces: list[str], before: datetime
-) -> list[_Call]:
-    calls: list[_Call] = []
-    if not namespaces:
-        return calls
-    prefixes = [scope_prefix(ns) for ns in namespaces]
-    calls.append(
-        _Call(
-            "flows",
-            {"scopePrefixes": prefixes},
-            lambda dry: catalog.cleanup_flows(scope_prefixes=prefixes, before=before, dry_run=dry),
-        )
+def replaced_jobs(definition: Definition, facts: BatchFacts) -> list[tuple[str, str]]:
+    """Jobs this batch fully describes one by one (outside a snapshot)."""
+    jobs = set(facts.described_jobs)
+    if definition.lineageReplacement is LineageReplacement.JOB:
+        jobs |= set(facts.completed_jobs)
+    return sorted(jobs)
+
+
+def owns_cutoff(definition: Definition, properties: dict[str, Any]) -> bool:
+    """CUTOFF is safe on a dataset System only if this definition is its only producer."""
+    patterns = definition.allowedJobNamespaces
+    return (
+        properties.get("openLineageOwner") == str(definition.uuid)
+        and len(patterns) == 1
+        and "*" not in patterns[0]
     )
-    by_system: dict[str, list[str]] = {}
-    for ns in namespaces:
-        by_system.setdefault(job_system_for(definition, ns), []).append(ns)
-    for system, schemas in sorted(by_system.items()):
-        calls.append(
+
+
+def former_job_systems(definition: Definition, systems: list[dict[str, Any]]) -> list[str]:
+    """The definition's ``openLineageSystem`` when it exists, and every System whose
+    ``openLineageJobSystem`` holds the definition's uuid, unless another definition created it."""
+    uuid = str(definition.uuid)
+    out = []
+    for s in systems:
+        marks = s.get("openLineageJobSystem") or []
+        if s["name"] == definition.job_system or (marks and marks[0] == uuid):
+            out.append(s["name"])
+    return out
+
+
+class _Planner:
+    def __init__(self, catalog: Catalog, definition: Definition, cutoff: datetime) -> None:
+        self.catalog = catalog
+        self.definition = definition
+        self.cutoff = cutoff
+        self.calls: list[_Call] = []
+        self.warnings: list[dict[str, Any]] = []
+        self._systems: list[dict[str, Any]] | None = None
+
+    @property
+    def systems(self) -> list[dict[str, Any]]:
+        if self._systems is None:
+            self._systems = self.catalog.systems()
+        return self._systems
+
+    def days_ago(self, days: int) -> datetime:
+        return self.cutoff - timedelta(days=days)
+
+    def flows(self, *, prefixes: list[str], scopes: list[str], before: datetime) -> None:
+        if not prefixes and not scopes:
+            return
+        description: dict[str, Any] = {"deleteBefore": before.isoformat()}
+        if prefixes:
+            description["scopePrefixes"] = prefixes
+        if scopes:
+            description["scopes"] = scopes
+        self.calls.append(
             _Call(
-                "jobSystem",
-                {"system": system, "schemas": schemas, "level": "schema"},
-                lambda dry, s=system, sc=schemas: catalog.cleanup_job_system(
-                    s, schemas=sc, before=before, dry_run=dry
+                "flows",
+                description,
+                lambda dry: self.catalog.cleanup_flows(
+                    scope_prefixes=prefixes, scopes=scopes, before=before, dry_run=dry
                 ),
             )
         )
-    return calls
+
+    def job_systems(self, namespaces: list[str], before: datetime) -> None:
+        """Each job System for the namespaces it holds, and each former one for all of them."""
+        if not namespaces:
+            return
+        by_system: dict[str, list[str]] = {}
+        for ns in namespaces:
+            by_system.setdefault(job_system_for(self.definition, ns), []).append(ns)
+        known = {s["name"] for s in self.systems}
+        for former in former_job_systems(self.definition, self.systems):
+            # a namespace moved away left its jobs here, untouched: every namespace is looked at
+            by_system[former] = list(namespaces)
+        for system, schemas in sorted(by_system.items()):
+            if system in known:  # a System never created holds nothing to clean
+                self._job_call(system, sorted(schemas), before)
+
+    def _job_call(self, system: str, schemas: list[str], before: datetime) -> None:
+        self.calls.append(
+            _Call(
+                "jobSystem",
+                {
+                    "system": system,
+                    "schemas": schemas,
+                    "level": "schema",
+                    "deleteBefore": before.isoformat(),
+                },
+                lambda dry: self.catalog.cleanup_job_system(
+                    system, schemas=schemas, before=before, dry_run=dry
+                ),
+            )
+        )
+
+    def dataset_system(self, system: str, before: datetime, mode: str) -> None:
+        self.calls.append(
+            _Call(
+                "datasetSystem",
+                {"system": system, "mode": mode, "deleteBefore": before.isoformat()},
+                lambda dry: self.catalog.cleanup_dataset_system(system, before=before, dry_run=dry),
+            )
+        )
+
+    def dataset_systems(self, referred: list[str], *, snapshot: bool) -> None:
+        """CUTOFF Systems the batch refers to (snapshot only, when owned), DAYS Systems after
+        their ``cleanupDays``; a CUTOFF System this definition does not own alone is downgraded."""
+        by_name = {s["name"]: s for s in self.systems}
+        uuid = str(self.definition.uuid)
+        owned = {n for n, s in by_name.items() if s.get("openLineageOwner") == uuid}
+        for name in sorted((set(referred) | owned) & set(by_name)):
+            props = by_name[name]
+            owner = props.get("openLineageOwner")
+            if owner and owner != uuid:
+                continue  # never act on what another definition created
+            mode = props.get("cleanupMode", CleanupMode.NONE.value)
+            days = int(props.get("cleanupDays") or 30)
+            if mode == CleanupMode.CUTOFF.value:
+                if not owns_cutoff(self.definition, props):
+                    self.warnings.append({"code": SHARED_SYSTEM_DOWNGRADED, "system": name})
+                    self.dataset_system(name, self.days_ago(days), DAYS)
+                elif snapshot and name in referred:
+                    self.dataset_system(name, self.cutoff, CUTOFF)
+            elif mode == CleanupMode.DAYS.value:
+                self.dataset_system(name, self.days_ago(days), DAYS)
 
 
-def run_cleanup(
-    catalog: Catalog,
-    definition: Definition,
-    facts: BatchFacts,
-    *,
-    cutoff: datetime,
-    max_removals: int | None = None,
-) -> dict[str, Any]:
-    """Plan, guard and (when allowed) carry out the cleanup; returns the seed's report."""
+def plan_batch(
+    catalog: Catalog, definition: Definition, facts: BatchFacts, cutoff: datetime
+) -> tuple[str, _Planner]:
+    """The calls a synced batch makes, by the rules of the seed."""
     mode = cleanup_mode(definition, facts)
-    cap = definition.cleanup.maxRemovalsPerRun if max_removals is None else max_removals
-    before = cutoff if mode == CUTOFF else cutoff - timedelta(days=definition.cleanup.staleJobDays)
-    report: dict[str, Any] = {
+    p = _Planner(catalog, definition, cutoff)
+    if mode == CUTOFF:
+        namespaces = sorted(set(facts.job_namespaces))
+        p.flows(prefixes=[scope_prefix(ns) for ns in namespaces], scopes=[], before=cutoff)
+        p.job_systems(namespaces, cutoff)
+        p.dataset_systems(facts.dataset_systems, snapshot=True)
+        return mode, p
+    jobs = replaced_jobs(definition, facts)
+    scopes = [s for j in jobs for s in (flow_scope(*j), orchestration_scope(*j))]
+    p.flows(prefixes=[], scopes=scopes, before=cutoff)
+    stale = p.days_ago(definition.cleanup.staleJobDays)
+    namespaces = sorted(
+        ns
+        for ns in set(facts.job_namespaces)
+        if namespace_allowed(ns, definition.allowedJobNamespaces)
+    )
+    p.flows(prefixes=[scope_prefix(ns) for ns in namespaces], scopes=[], before=stale)
+    p.job_systems(namespaces, stale)
+    p.dataset_systems(facts.dataset_systems, snapshot=False)
+    return mode, p
+
+
+def plan_stale(catalog: Catalog, definition: Definition, cutoff: datetime) -> tuple[str, _Planner]:
+    """The daily day-based cleanup: every job namespace the catalog holds for this definition."""
+    p = _Planner(catalog, definition, cutoff)
+    stale = p.days_ago(definition.cleanup.staleJobDays)
+    systems = {definition.job_system, *former_job_systems(definition, p.systems)}
+    systems |= {r.system for r in definition.jobSystems}
+    namespaces = sorted(
+        {
+            ns
+            for s in sorted(systems)
+            for ns in catalog.job_schemas(s)
+            if namespace_allowed(ns, definition.allowedJobNamespaces)
+        }
+    )
+    p.flows(prefixes=[scope_prefix(ns) for ns in namespaces], scopes=[], before=stale)
+    p.job_systems(namespaces, stale)
+    p.dataset_systems([], snapshot=False)
+    return DAYS, p
+
+
+def new_report(mode: str | None, cutoff: datetime | None, cap: int) -> dict[str, Any]:
+    return {
         "mode": mode,
-        "cutoff": cutoff.isoformat(),
-        "deleteBefore": before.isoformat(),
+        "cutoff": cutoff.isoformat() if cutoff else None,
         "skippedReason": None,
         "maxRemovalsPerRun": cap,
+        "plannedRemovals": 0,
         "calls": [],
         "removedJobs": [],
         "warnings": [],
     }
-    if facts.dropped.get("DANGLING_FLOW"):
-        report["warnings"].append(
-            {"code": "DANGLING_FLOW", "count": facts.dropped["DANGLING_FLOW"]}
-        )
 
-    if not definition.cleanup.enabled:
-        report["skippedReason"] = CLEANUP_DISABLED
-        return report
-    if facts.accepted == 0:
-        report["skippedReason"] = EMPTY_BATCH
-        return report
-    if not facts.upload_succeeded:
-        report["skippedReason"] = UPLOAD_FAILED
-        return report
 
-    calls = _plan(catalog, definition, facts.job_namespaces, before)
+def skipped_report(reason: str, cutoff: datetime | None, cap: int) -> dict[str, Any]:
+    """The report of a run stopped before any call could be planned (failed, superseded...)."""
+    report = new_report(None, cutoff, cap)
+    report["skippedReason"] = reason
+    return report
+
+
+def execute(
+    catalog: Catalog,
+    definition: Definition,
+    mode: str,
+    planner: _Planner,
+    report: dict[str, Any],
+    cap: int,
+) -> dict[str, Any]:
+    """Dry-run every call, check the cap, then make the real calls (unless a dry run)."""
+    report["mode"] = mode
+    report["warnings"].extend(planner.warnings)
+    calls = planner.calls
     try:
         for call in calls:
             call.dry = call.run(True)
@@ -160,10 +313,49 @@ def run_cleanup(
             for call in calls:
                 call.real = call.run(False)
                 report["removedJobs"].extend(call.real.removed_jobs)
+            report["removedJobs"] = sorted(set(report["removedJobs"]))
             # seed: quality checks of removed jobs are disabled, never deleted
             report["disabledQualityChecks"] = catalog.disable_quality_checks(report["removedJobs"])
     except CleanupPermissionDenied:
         report["skippedReason"] = CLEANUP_PERMISSION_DENIED
     report["calls"] = [c.as_dict() for c in calls]
-    report["removedJobs"] = sorted(report["removedJobs"])
     return report
+
+
+def run_cleanup(
+    catalog: Catalog,
+    definition: Definition,
+    facts: BatchFacts,
+    *,
+    cutoff: datetime,
+    max_removals: int | None = None,
+) -> dict[str, Any]:
+    """Plan, guard and (when allowed) carry out a batch's cleanup; returns the seed's report."""
+    cap = definition.cleanup.maxRemovalsPerRun if max_removals is None else max_removals
+    report = new_report(cleanup_mode(definition, facts), cutoff, cap)
+    if facts.dropped.get(DANGLING_FLOW):
+        report["warnings"].append({"code": DANGLING_FLOW, "count": facts.dropped[DANGLING_FLOW]})
+    for skipped, reason in (
+        (not definition.cleanup.enabled, CLEANUP_DISABLED),
+        (facts.accepted == 0, EMPTY_BATCH),
+        (not facts.upload_succeeded, UPLOAD_FAILED),
+    ):
+        if skipped:
+            report["skippedReason"] = reason
+            return report
+    mode, planner = plan_batch(catalog, definition, facts, cutoff)
+    return execute(catalog, definition, mode, planner, report, cap)
+
+
+def run_stale_cleanup(
+    catalog: Catalog, definition: Definition, *, max_removals: int | None = None
+) -> dict[str, Any]:
+    """The daily day-based cleanup of a definition (``<definition>/stale_cleanup``)."""
+    cap = definition.cleanup.maxRemovalsPerRun if max_removals is None else max_removals
+    cutoff = catalog.clock()
+    report = new_report(DAYS, cutoff, cap)
+    if not definition.cleanup.enabled:
+        report["skippedReason"] = CLEANUP_DISABLED
+        return report
+    mode, planner = plan_stale(catalog, definition, cutoff)
+    return execute(catalog, definition, mode, planner, report, cap)

@@ -28,6 +28,16 @@ def build_graph(raw_events: Iterable[bytes], definition: Definition) -> LineageG
     return normalize(raw_events, dataset_systems=dataset_system_rules(definition))
 
 
+def graph_facts(graph: LineageGraph) -> dict[str, list]:
+    """What the cleanup needs from the graph, recorded with the upload for the cleanup step."""
+    return {
+        "jobNamespaces": graph.job_namespaces,
+        "datasetSystems": sorted({d.system for d in graph.datasets.values()}),
+        "describedJobs": sorted(list(k) for k in graph.described_jobs),
+        "completedJobs": sorted(list(k) for k in graph.completed_jobs),
+    }
+
+
 def upload_graph(catalog: Catalog, graph: LineageGraph, definition: Definition) -> UploadOutcome:
     cutoff = catalog.clock()
     try:

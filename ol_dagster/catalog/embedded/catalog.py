@@ -590,6 +590,10 @@ class EmbeddedCatalog:
         with self.engine.connect() as conn:
             return reads.list_systems(conn)
 
+    def job_schemas(self, system: str) -> list[str]:
+        with self.engine.connect() as conn:
+            return reads.job_schemas(conn, system)
+
     def lineage(self, node: str, *, depth: int, upstream: bool, downstream: bool) -> dict[str, Any]:
         with self.engine.connect() as conn:
             return reads.lineage(conn, node, depth=depth, upstream=upstream, downstream=downstream)

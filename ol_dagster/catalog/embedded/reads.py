@@ -46,6 +46,16 @@ def counts(conn: Connection) -> dict[str, int]:
     }
 
 
+def job_schemas(conn: Connection, system: str) -> list[str]:
+    sid = select(t.systems.c.id).where(t.systems.c.name == system).scalar_subquery()
+    e, r = t.entities.c, t.routines.c
+    found = {
+        s for (s,) in conn.execute(select(e.schema).where(e.system_id == sid, e.type == t.JOB))
+    }
+    found |= {s for (s,) in conn.execute(select(r.schema).where(r.system_id == sid))}
+    return sorted(found)
+
+
 def job_names(conn: Connection) -> list[str]:
     e = t.entities.c
     rows = conn.execute(select(e.schema, e.name).where(e.type == t.JOB).order_by(e.schema, e.name))
