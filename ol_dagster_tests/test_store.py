@@ -551,7 +551,7 @@ def test_older_store_is_migrated_on_open(store_url: str, monkeypatch: pytest.Mon
     old = EventStore(store_url)
     batch_id = old.add_posted_batch("snap", [ev(0)], received=1)
     old.dispose()
-    assert schema.SCHEMA_VERSION == 1  # the simulation below starts from the current version
+    cur = schema.SCHEMA_VERSION  # the simulation below upgrades from the current version
 
     calls: list[int] = []
 
@@ -560,14 +560,14 @@ def test_older_store_is_migrated_on_open(store_url: str, monkeypatch: pytest.Mon
         conn.execute(text("ALTER TABLE ol_batches ADD COLUMN note VARCHAR(200)"))
         conn.execute(text("CREATE TABLE ol_v2_extra (id INTEGER PRIMARY KEY, label VARCHAR(20))"))
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(schema, "MIGRATIONS", {1: to_v2})
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", cur + 1)
+    monkeypatch.setattr(schema, "MIGRATIONS", {cur: to_v2})
 
     migrated = EventStore(store_url)
     try:
         assert calls == [1]
-        assert migrated.schema_version == 2
-        assert _recorded_version(migrated) == 2
+        assert migrated.schema_version == cur + 1
+        assert _recorded_version(migrated) == cur + 1
         with migrated.engine.connect() as conn:
             insp = inspect(conn)
             assert "note" in {c["name"] for c in insp.get_columns("ol_batches")}
@@ -581,7 +581,7 @@ def test_older_store_is_migrated_on_open(store_url: str, monkeypatch: pytest.Mon
     again = EventStore(store_url)
     try:
         assert calls == [1]
-        assert again.schema_version == 2
+        assert again.schema_version == cur + 1
     finally:
         again.dispose()
 
@@ -597,17 +597,18 @@ def test_failed_migration_leaves_the_store_at_its_old_version(
         conn.execute(text("ALTER TABLE ol_batches ADD COLUMN half VARCHAR(10)"))
         raise RuntimeError("migration bug")
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(schema, "MIGRATIONS", {1: broken})
+    cur = schema.SCHEMA_VERSION
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", cur + 1)
+    monkeypatch.setattr(schema, "MIGRATIONS", {cur: broken})
 
     with pytest.raises(RuntimeError, match="migration bug"):
         EventStore(store_url)
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 1)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", cur)
     store = EventStore(store_url)
     try:
-        assert store.schema_version == 1
-        assert _recorded_version(store) == 1
+        assert store.schema_version == cur
+        assert _recorded_version(store) == cur
         with store.engine.connect() as conn:
             insp = inspect(conn)
             assert "ol_v2_broken" not in insp.get_table_names()
@@ -631,14 +632,15 @@ def test_migrations_run_in_order_across_several_versions(
 
         return run
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 4)
-    monkeypatch.setattr(schema, "MIGRATIONS", {1: step(1), 2: step(2), 3: step(3)})
+    cur = schema.SCHEMA_VERSION
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", cur + 3)
+    monkeypatch.setattr(schema, "MIGRATIONS", {cur: step(1), cur + 1: step(2), cur + 2: step(3)})
 
     store = EventStore(store_url)
     try:
         assert seen == [1, 2, 3]
-        assert store.schema_version == 4
-        assert _recorded_version(store) == 4
+        assert store.schema_version == cur + 3
+        assert _recorded_version(store) == cur + 3
     finally:
         store.dispose()
 
@@ -671,3 +673,45 @@ def test_two_sqlite_store_objects_share_one_open_stream_batch(tmp_path: Path) ->
     finally:
         one.dispose()
         two.dispose()
+
+
+def test_a_version_1_store_gains_retry_bookkeeping_on_open(store_url: str) -> None:
+    """The real v1 -> v2 migration: a store written before retries existed keeps its batches and
+    gets the attempts / next_attempt_at columns, so failed syncs can be retried."""
+    store = EventStore(store_url)
+    batch_id = store.add_posted_batch("snap", [ev(0)], received=1)
+    with store.engine.begin() as conn:  # turn it back into a version-1 store
+        conn.execute(text("ALTER TABLE ol_batches DROP COLUMN attempts"))
+        conn.execute(text("ALTER TABLE ol_batches DROP COLUMN next_attempt_at"))
+        conn.execute(
+            schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="1")
+        )
+    store.dispose()
+
+    upgraded = EventStore(store_url)
+    try:
+        assert upgraded.schema_version == schema.SCHEMA_VERSION >= 2
+        batch = upgraded.get_batch(batch_id)
+        assert batch.attempts == 0 and batch.next_attempt_at is None
+        upgraded.set_status(batch_id, BatchStatus.FAILED)
+        failed = upgraded.get_batch(batch_id)
+        assert failed.attempts == 1 and failed.next_attempt_at is not None
+        assert [e.raw for e in upgraded.iter_events(batch_id)] == [ev(0).raw]
+    finally:
+        upgraded.dispose()
+
+
+def test_failed_batches_are_due_for_retry_after_a_growing_backoff(event_store: EventStore) -> None:
+    batch_id = event_store.add_posted_batch("snap", [ev(0)], received=1)
+    t0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+    event_store.set_status(batch_id, BatchStatus.FAILED, now=t0)
+    assert event_store.due_retries("snap", now=t0) == []
+    assert [b.id for b in event_store.due_retries("snap", now=t0 + timedelta(minutes=1))] == [
+        batch_id
+    ]
+    event_store.set_status(batch_id, BatchStatus.FAILED, now=t0)  # the retry failed too
+    assert event_store.due_retries("snap", now=t0 + timedelta(minutes=1)) == []
+    assert event_store.get_batch(batch_id).attempts == 2
+    assert event_store.due_retries("snap", now=t0 + timedelta(minutes=2))
+    event_store.set_status(batch_id, BatchStatus.SYNCED, now=t0)
+    assert event_store.due_retries("snap", now=t0 + timedelta(days=1)) == []

@@ -4,7 +4,9 @@ Each tick seals the stream batches that are due (older than ``limits.batchWindow
 holding ``limits.maxEventsPerRun`` events), adds a dynamic partition per new batch and requests one
 run per batch in batch order, with ``run_key`` = batch id so the daemon never launches a batch
 twice.
-The cursor is the last batch id requested.
+The cursor is the last batch id requested. A batch whose sync failed (its upload failed, or the
+run did) keeps its events and is requested again once its backoff has passed (1, 2, 4... minutes,
+at most an hour), with run key ``<batch id>:retry<attempts>``.
 """
 
 import dagster as dg
@@ -44,19 +46,23 @@ def build_sensor(
             after_id=after,
             limit=C.SENSOR_MAX_RUNS_PER_TICK,
         )
-        if not pending and not late:
+        # a failed sync keeps its events: retried once its backoff passed, under a new run key
+        retries = store.due_retries(definition.name)
+        if not pending and not late and not retries:
             return dg.SensorResult(
                 skip_reason=f"no new batch (sealed {len(sealed)} stream batch(es) this tick)"
             )
         keys = late + [b.partition_key for b in pending]
+        requests = [(b.partition_key, f"{b.id}:retry{b.attempts}") for b in retries]
+        requests += [(key, key) for key in keys]
         return dg.SensorResult(
             run_requests=[
                 dg.RunRequest(
-                    run_key=key,
+                    run_key=run_key,
                     partition_key=key,
                     tags={C.DEFINITION_TAG: definition.name, C.BATCH_TAG: key},
                 )
-                for key in keys
+                for key, run_key in requests
             ],
             dynamic_partitions_requests=[partitions.build_add_request(keys)],
             cursor=str(pending[-1].id) if pending else str(after),

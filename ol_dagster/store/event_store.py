@@ -22,6 +22,15 @@ from ol_dagster.store.schema import BatchKind, BatchStatus, batches, events
 _READ_CHUNK = 2_000
 
 
+RETRY_BASE = timedelta(minutes=1)
+RETRY_MAX = timedelta(hours=1)
+
+
+def retry_backoff(attempts: int) -> timedelta:
+    """1, 2, 4 ... minutes after each failed sync, at most an hour."""
+    return min(RETRY_BASE * 2 ** max(attempts - 1, 0), RETRY_MAX)
+
+
 class StoreUnavailable(RuntimeError):
     """The store's database cannot be reached; callers should answer "retry later"."""
 
@@ -83,6 +92,8 @@ class BatchRecord:
     upload_result: dict[str, Any] | None = None
     cleanup_report: dict[str, Any] | None = None
     synced_at: datetime | None = None
+    attempts: int = 0
+    next_attempt_at: datetime | None = None
 
     @property
     def partition_key(self) -> str:
@@ -107,6 +118,8 @@ def _record(row: Any) -> BatchRecord:
         upload_result=m["upload_result"],
         cleanup_report=m["cleanup_report"],
         synced_at=_aware(m["synced_at"]),
+        attempts=m["attempts"] or 0,
+        next_attempt_at=_aware(m["next_attempt_at"]),
     )
 
 
@@ -283,10 +296,32 @@ class EventStore:
     def set_status(
         self, batch_id: int, status: BatchStatus, *, now: datetime | None = None
     ) -> None:
+        """SYNCED ends a batch; FAILED keeps its events pending for a retry after a backoff."""
+        now_n = _naive(now or utcnow())
         values: dict[str, Any] = {"status": status}
         if status is BatchStatus.SYNCED:
-            values["synced_at"] = _naive(now or utcnow())
+            values["synced_at"] = now_n
+            values["next_attempt_at"] = None
+        if status is BatchStatus.FAILED:
+            attempts = self.get_batch(batch_id).attempts + 1
+            values["attempts"] = attempts
+            values["next_attempt_at"] = now_n + retry_backoff(attempts)
         self._update(batch_id, **values)
+
+    def due_retries(self, definition: str, *, now: datetime | None = None) -> list[BatchRecord]:
+        """FAILED batches whose backoff has passed, in batch order."""
+        now_n = _naive(now or utcnow())
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(batches)
+                .where(
+                    batches.c.definition == definition,
+                    batches.c.status == BatchStatus.FAILED,
+                    batches.c.next_attempt_at <= now_n,
+                )
+                .order_by(batches.c.id)
+            )
+            return [_record(r) for r in rows]
 
     def _update(self, batch_id: int, **values: Any) -> None:
         with self.engine.begin() as conn:

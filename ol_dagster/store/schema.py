@@ -31,7 +31,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; BigInteger elsewhere.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -76,6 +76,9 @@ batches = Table(
     Column("upload_result", JSON),
     Column("cleanup_report", JSON),
     Column("synced_at", DateTime),
+    # version 2: failed syncs are retried with backoff
+    Column("attempts", Integer, nullable=False, default=0, server_default="0"),
+    Column("next_attempt_at", DateTime),
     Index("ix_ol_batches_definition_status", "definition", "status", "id"),
     # At most one open stream batch per definition, even with several receivers racing.
     Index(
@@ -110,8 +113,15 @@ class StoreVersionError(RuntimeError):
     """The store's schema is newer than this ol-dagster understands."""
 
 
+def _v1_to_v2(conn: Connection) -> None:
+    """Retry bookkeeping: how often a batch's sync failed and when to try it again."""
+    conn.exec_driver_sql("ALTER TABLE ol_batches ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0")
+    datetime_type = "TIMESTAMP" if conn.dialect.name == "postgresql" else "DATETIME"
+    conn.exec_driver_sql(f"ALTER TABLE ol_batches ADD COLUMN next_attempt_at {datetime_type}")
+
+
 # version -> function bringing a store at that version to version + 1
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
 
 
 def _read_version(conn: Connection) -> int | None:
