@@ -50,7 +50,12 @@ def run_demo(path: str) -> int:
         cleanup = line["cleanup"] or {}
         written = sum((upload.get("written") or {}).values())
         touched = sum((upload.get("touched") or {}).values())
-        removed = ", ".join(cleanup.get("removedJobs") or []) or "nothing"
+        removed = ", ".join(cleanup.get("removedJobs") or []) or "none"
+        totals: dict[str, int] = {}
+        for call in cleanup.get("calls") or []:
+            for kind, n in (call.get("real") or {}).items():
+                totals[kind] = totals.get(kind, 0) + n
+        removed_objects = ", ".join(f"{k} {v}" for k, v in totals.items() if v) or "nothing"
         failed_checks = [k for k, ok in line["checks"].items() if not ok]
         print(f"  batch {line['batchId']} ({title}): {line['status']}")
         print(f"    upload : {written} new object(s), {touched} re-sent and touched")
@@ -59,6 +64,7 @@ def run_demo(path: str) -> int:
             f"skipped: {cleanup.get('skippedReason') or 'no'}, "
             f"removed jobs: {removed}"
         )
+        print(f"    removed: {removed_objects}")
         print(f"    checks : {len(line['checks'])} evaluated, failed: {failed_checks or 'none'}")
 
     catalog = open_catalog(settings, definition.catalog)

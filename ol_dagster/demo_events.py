@@ -23,7 +23,9 @@ FACET = "https://openlineage.io/spec/facets/"
 PG = "postgres://warehouse-db:5432"
 S3 = "s3://warehouse-exports"
 
-EXPORT_JOB = ("airflow", "warehouse_daily.export_revenue")
+# One repository, one job namespace: the snapshot describes everything it owns (seed's Example).
+NS = "warehouse"
+EXPORT_JOB = (NS, "warehouse_daily.export_revenue")
 FOCUS = (PG, "warehouse.analytics.fct_revenue")  # the dataset whose lineage the demo prints
 
 
@@ -71,20 +73,20 @@ _FCT = ["order_date", "revenue"]
 
 # (namespace, name, integration, jobType, inputs, outputs, sql, parent)
 _JOBS: list[tuple] = [
-    ("airflow", "warehouse_daily", "AIRFLOW", "DAG", [], [], None, None),
+    (NS, "warehouse_daily", "AIRFLOW", "DAG", [], [], None, None),
     (
-        "airflow",
+        NS,
         "warehouse_daily.load_orders",
         "AIRFLOW",
         "TASK",
         [_dataset("s3://raw-landing", "orders/orders.csv")],
         [_dataset(PG, "warehouse.raw.orders", _ORDERS)],
         "COPY raw.orders FROM 's3://raw-landing/orders/orders.csv'",
-        ("airflow", "warehouse_daily"),
+        (NS, "warehouse_daily"),
     ),
     (
-        "dbt",
-        "warehouse.analytics.stg_orders",
+        NS,
+        "dbt.stg_orders",
         "DBT",
         "MODEL",
         [_dataset(PG, "warehouse.raw.orders", _ORDERS)],
@@ -102,11 +104,11 @@ _JOBS: list[tuple] = [
             )
         ],
         "select order_id, customer_id, amount, ordered_at::date as order_date from raw.orders",
-        ("airflow", "warehouse_daily"),
+        (NS, "warehouse_daily"),
     ),
     (
-        "dbt",
-        "warehouse.analytics.fct_revenue",
+        NS,
+        "dbt.fct_revenue",
         "DBT",
         "MODEL",
         [_dataset(PG, "warehouse.analytics.stg_orders", _STG)],
@@ -122,11 +124,11 @@ _JOBS: list[tuple] = [
             )
         ],
         "select order_date, sum(amount) as revenue from analytics.stg_orders group by 1",
-        ("airflow", "warehouse_daily"),
+        (NS, "warehouse_daily"),
     ),
     (
-        "spark",
-        "customer_features.execute_insert_into_hadoop_fs_relation_command",
+        NS,
+        "spark.customer_features",
         "SPARK",
         "JOB",
         [_dataset(PG, "warehouse.analytics.stg_orders", _STG)],
@@ -141,7 +143,7 @@ _JOBS: list[tuple] = [
         [_dataset(PG, "warehouse.analytics.fct_revenue", _FCT)],
         [_dataset(S3, "revenue/daily.parquet", _FCT)],
         None,
-        ("airflow", "warehouse_daily"),
+        (NS, "warehouse_daily"),
     ),
 ]
 

@@ -199,8 +199,9 @@ class _Planner:
         )
 
     def dataset_systems(self, referred: list[str], *, snapshot: bool) -> None:
-        """CUTOFF Systems the batch refers to (snapshot only, when owned), DAYS Systems after
-        their ``cleanupDays``; a CUTOFF System this definition does not own alone is downgraded."""
+        """CUTOFF Systems the batch refers to or this definition owns (snapshot only, when owned
+        alone), DAYS Systems after their ``cleanupDays``; a CUTOFF System this definition does not
+        own alone is cleaned with DAYS and reported SHARED_SYSTEM_DOWNGRADED."""
         by_name = {s["name"]: s for s in self.systems}
         uuid = str(self.definition.uuid)
         owned = {n for n, s in by_name.items() if s.get("openLineageOwner") == uuid}
@@ -215,7 +216,9 @@ class _Planner:
                 if not owns_cutoff(self.definition, props):
                     self.warnings.append({"code": SHARED_SYSTEM_DOWNGRADED, "system": name})
                     self.dataset_system(name, self.days_ago(days), DAYS)
-                elif snapshot and name in referred:
+                elif snapshot:
+                    # owned alone: the snapshot describes all of it, including what it no longer
+                    # refers to at all (seed's Example: the retired job's S3 entity goes too)
                     self.dataset_system(name, self.cutoff, CUTOFF)
             elif mode == CleanupMode.DAYS.value:
                 self.dataset_system(name, self.days_ago(days), DAYS)

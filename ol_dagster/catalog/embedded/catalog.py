@@ -124,30 +124,28 @@ class EmbeddedCatalog:
     ) -> tuple[list[int], int]:
         """Upsert ``rows``; returns their ids in order and how many this upload inserted.
 
-        Rows sharing a key (two OpenLineage names for one catalog object) are written once."""
-        position: dict[tuple, int] = {}
-        unique: list[dict[str, Any]] = []
+        Rows sharing a key (two OpenLineage names for one catalog object) are written once.
+        RETURNING gives each row's key with its id, so ids are matched by key, not by position:
+        ``sort_by_parameter_order`` cannot order an upsert (PostgreSQL sorts the returned rows by
+        id, which puts existing rows before new ones; SQLite falls back to one row a statement)."""
+        unique: dict[tuple, dict[str, Any]] = {}
         for r in rows:
-            k = tuple(r[c] for c in keys)
-            if k in position:
-                unique[position[k]] = r
-            else:
-                position[k] = len(unique)
-                unique.append(r)
-        ids: list[int] = []
+            unique[tuple(r[c] for c in keys)] = r
+        ids: dict[tuple, int] = {}
         written = 0
         id_col = table.c.id if "id" in table.c else table.c[keys[0]]
-        for chunk in chunks(unique):
+        key_cols = [table.c[c] for c in keys]
+        for chunk in chunks(list(unique.values())):
             stmt = self._insert(table)
             stmt = stmt.on_conflict_do_update(
                 index_elements=keys, set_={c: stmt.excluded[c] for c in refresh}
-            ).returning(id_col, table.c.created_by, sort_by_parameter_order=True)
-            for rid, created_by in conn.execute(
+            ).returning(id_col, table.c.created_by, *key_cols)
+            for rid, created_by, *key in conn.execute(
                 stmt, [{**r, "created_by": upload_id} for r in chunk]
             ):
-                ids.append(rid)
+                ids[tuple(key)] = rid
                 written += created_by == upload_id
-        return [ids[position[tuple(r[c] for c in keys)]] for r in rows], written
+        return [ids[tuple(r[c] for c in keys)] for r in rows], written
 
     def _ensure_systems(self, conn: Connection, wanted: dict[str, dict]) -> dict[str, int]:
         """Get or create Systems; ``wanted`` maps a System to the properties it gets if created."""

@@ -66,30 +66,42 @@ def flows(
     return CleanupCounts({ObjectType.DATA_FLOWS: total})
 
 
-def _flows_touching(conn: Connection, entity_ids: list[int], statement_ids: list[int]) -> int:
-    """Flows that go with removed entities or statements (counted before the cascade)."""
-    n = 0
-    for i in range(0, max(len(entity_ids), len(statement_ids)), _CHUNK):
-        e = entity_ids[i : i + _CHUNK]
-        s = statement_ids[i : i + _CHUNK]
-        n += _count(
-            conn,
-            data_flows,
-            or_(
-                data_flows.c.from_entity.in_(e),
-                data_flows.c.to_entity.in_(e),
-                data_flows.c.statement_id.in_(s),
-            ),
-        )
-        n += _count(conn, field_flows, field_flows.c.statement_id.in_(s))
-        if e:
-            field_ids = select(fields.c.id).where(fields.c.entity_id.in_(e))
-            n += _count(
+def _chunked(ids: list[int]) -> list[list[int]]:
+    return [ids[i : i + _CHUNK] for i in range(0, len(ids), _CHUNK)]
+
+
+def _flows_touching(
+    conn: Connection,
+    entity_ids: list[int],
+    statement_ids: list[int],
+    field_ids: list[int] = (),  # type: ignore[assignment]
+) -> int:
+    """Flows that go with removed entities, statements or fields (counted before the cascade).
+
+    Flow ids are collected, so a flow that goes for two reasons (a field flow between a removed
+    field and a field of a removed entity, or ends in two chunks) is counted once, as it is
+    deleted once."""
+    data: set[int] = set()
+    field: set[int] = set()
+    ff = field_flows.c
+    for e in _chunked(entity_ids):
+        data.update(
+            _ids(
                 conn,
-                field_flows,
-                or_(field_flows.c.from_field.in_(field_ids), field_flows.c.to_field.in_(field_ids)),
+                data_flows.c.id,
+                or_(data_flows.c.from_entity.in_(e), data_flows.c.to_entity.in_(e)),
             )
-    return n
+        )
+        of_entities = select(fields.c.id).where(fields.c.entity_id.in_(e))
+        field.update(
+            _ids(conn, ff.id, or_(ff.from_field.in_(of_entities), ff.to_field.in_(of_entities)))
+        )
+    for s in _chunked(statement_ids):
+        data.update(_ids(conn, data_flows.c.id, data_flows.c.statement_id.in_(s)))
+        field.update(_ids(conn, ff.id, ff.statement_id.in_(s)))
+    for f in _chunked(list(field_ids)):
+        field.update(_ids(conn, ff.id, or_(ff.from_field.in_(f), ff.to_field.in_(f))))
+    return len(data) + len(field)
 
 
 def _system_id(conn: Connection, system: str) -> int | None:
@@ -164,17 +176,10 @@ def dataset_system(conn: Connection, system: str, before: datetime, dry_run: boo
     cascaded_fields = 0
     for i in range(0, len(entity_ids), _CHUNK):
         cascaded_fields += _count(conn, fields, fields.c.entity_id.in_(entity_ids[i : i + _CHUNK]))
-    flow_count = _flows_touching(conn, entity_ids, [])
-    for i in range(0, len(field_ids), _CHUNK):
-        chunk = field_ids[i : i + _CHUNK]
-        flow_count += _count(
-            conn,
-            field_flows,
-            or_(field_flows.c.from_field.in_(chunk), field_flows.c.to_field.in_(chunk)),
-        )
     counts[ObjectType.PHYSICAL_ENTITIES] = len(entity_ids)
+    # disjoint: a field is judged stale only on an entity the run carried, hence touched
     counts[ObjectType.PHYSICAL_FIELDS] = len(field_ids) + cascaded_fields
-    counts[ObjectType.DATA_FLOWS] = flow_count
+    counts[ObjectType.DATA_FLOWS] = _flows_touching(conn, entity_ids, [], field_ids)
     if not dry_run:
         _delete_ids(conn, fields, field_ids)
         _delete_ids(conn, entities, entity_ids)
