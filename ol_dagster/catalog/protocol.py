@@ -8,6 +8,7 @@ anything is deleted.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -80,7 +81,15 @@ class Catalog(Protocol):
         """The catalog's own time, as an aware UTC datetime."""
         ...
 
-    def upload(self, graph: LineageGraph, definition: Definition) -> UploadResult: ...
+    def upload(
+        self,
+        graph: LineageGraph,
+        definition: Definition,
+        raw_events: Callable[[], Iterable[bytes]] | None = None,
+    ) -> UploadResult:
+        """Write everything the graph describes. Catalogs that take OpenLineage events (Marquez,
+        OpenMetadata) read them from ``raw_events`` (the batch's accepted events)."""
+        ...
 
     def cleanup_flows(
         self,

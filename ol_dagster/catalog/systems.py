@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from ol_dagster.lineage import LineageGraph
 from ol_dagster.settings import CleanupMode, DatasetSystemRule, Definition
 
 
@@ -30,3 +31,23 @@ def dataset_policy(definition: Definition, system: str) -> DatasetSystemRule:
         if rule.system == system:
             return rule
     return DatasetSystemRule(namespace=system, system=system, cleanupMode=CleanupMode.NONE)
+
+
+def wanted_systems(graph: LineageGraph, definition: Definition) -> dict[str, dict]:
+    """The Systems an upload of ``graph`` uses, with the properties each gets when created:
+    job Systems carry ``openLineageJobSystem`` = [uuid]; dataset Systems ``openLineageOwner`` and
+    the policy of their ``datasetSystems`` rule (cleanupMode NONE by default)."""
+    owner = str(definition.uuid)
+    wanted: dict[str, dict] = {
+        job_system_for(definition, ns): {"kind": "job", "openLineageJobSystem": [owner]}
+        for ns in graph.job_namespaces
+    }
+    for system in sorted({d.system for d in graph.datasets.values()} - set(wanted)):
+        rule = dataset_policy(definition, system)
+        wanted[system] = {
+            "kind": "dataset",
+            "openLineageOwner": owner,
+            "cleanupMode": rule.cleanupMode.value,
+            "cleanupDays": rule.cleanupDays,
+        }
+    return wanted

@@ -213,7 +213,9 @@ def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinit
             return
         graph = build_graph((e.raw for e in store.iter_events(batch.id)), definition)
         with ol_catalog.open(name) as catalog:
-            outcome = upload_graph(catalog, graph, definition)
+            outcome = upload_graph(
+                catalog, graph, definition, lambda: (e.raw for e in store.iter_events(batch.id))
+            )
         result = outcome.result
         store.record_upload(
             batch.id,

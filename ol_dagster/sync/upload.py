@@ -7,7 +7,7 @@ anything in the run's scopes still older than it was not described by this run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -38,10 +38,15 @@ def graph_facts(graph: LineageGraph) -> dict[str, list]:
     }
 
 
-def upload_graph(catalog: Catalog, graph: LineageGraph, definition: Definition) -> UploadOutcome:
+def upload_graph(
+    catalog: Catalog,
+    graph: LineageGraph,
+    definition: Definition,
+    raw_events: Callable[[], Iterable[bytes]] | None = None,
+) -> UploadOutcome:
     cutoff = catalog.clock()
     try:
-        result = catalog.upload(graph, definition)
+        result = catalog.upload(graph, definition, raw_events)
     except Exception as exc:  # a failed upload must be recorded, never crash past the guard
         result = UploadResult(failed=[FailedRow("batch", "*", f"{type(exc).__name__}: {exc}")])
     if graph.dangling:

@@ -38,7 +38,7 @@ from ol_dagster.catalog.embedded.tables import (
     users,
 )
 from ol_dagster.catalog.protocol import CleanupCounts, FailedRow, ObjectType, UploadResult
-from ol_dagster.catalog.systems import dataset_policy, dataset_system_rules, job_system_for
+from ol_dagster.catalog.systems import dataset_system_rules, job_system_for, wanted_systems
 from ol_dagster.db import open_engine
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
@@ -171,23 +171,18 @@ class EmbeddedCatalog:
                 ).inserted_primary_key[0]  # type: ignore[index]
         return ids
 
-    def upload(self, graph: LineageGraph, definition: Definition) -> UploadResult:
+    def upload(
+        self,
+        graph: LineageGraph,
+        definition: Definition,
+        raw_events: Callable[[], Iterable[bytes]] | None = None,
+    ) -> UploadResult:
+        """``raw_events`` is for catalogs that take OpenLineage events; this one takes the graph."""
         result = UploadResult()
         now = naive(self.clock())
         upload_id = str(uuid.uuid4())
-        owner = str(definition.uuid)
         job_sys = {key: job_system_for(definition, key[0]) for key in graph.jobs}
-        wanted: dict[str, dict] = {
-            s: {"kind": "job", "openLineageJobSystem": [owner]} for s in set(job_sys.values())
-        }
-        for system in sorted({d.system for d in graph.datasets.values()} - set(wanted)):
-            rule = dataset_policy(definition, system)
-            wanted[system] = {
-                "kind": "dataset",
-                "openLineageOwner": owner,
-                "cleanupMode": rule.cleanupMode.value,
-                "cleanupDays": rule.cleanupDays,
-            }
+        wanted = wanted_systems(graph, definition)
 
         def step(object_type: str, fn: Callable[[Connection], tuple[int, int]]) -> bool:
             try:
