@@ -77,7 +77,7 @@ def tokens(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 
 def settings_data(tmp_path: Path, **definition_overrides: Any) -> dict[str, Any]:
-    """Two definitions: ``snap`` (BATCH_SNAPSHOT, namespaces etl/features) and ``add`` (ADDITIVE)."""
+    """Two definitions: ``snap`` (BATCH_SNAPSHOT, namespaces etl, features) and ``add``."""
     snap: dict[str, Any] = {
         "name": "snap",
         "uuid": "11111111-1111-4111-8111-111111111111",

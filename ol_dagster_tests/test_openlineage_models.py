@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from ol_dagster.lineage.runs import facet_items
 from ol_dagster.openlineage.envelope import EventKind, EventRejected
+from ol_dagster.openlineage.facets import DeletedFacet
 from ol_dagster.openlineage.models import (
     DatasetEvent,
     JobEvent,
@@ -423,10 +425,12 @@ def test_deleted_facets_are_collected_and_not_validated() -> None:
     ]
     for event in parse_both(data):
         assert event.job.facets.deleted == frozenset({"jobType"})
-        assert event.job.facets.jobType is None
+        # a marker, not a facet: nothing downstream reads it as a jobType
+        assert isinstance(event.job.facets.jobType, DeletedFacet)
+        assert "jobType" not in facet_items(event.job.facets)
         assert event.job.facets.documentation.description == "kept"
         assert event.outputs[0].facets.deleted == frozenset({"schema"})
-        assert event.outputs[0].facets.schema_ is None
+        assert "schema" not in facet_items(event.outputs[0].facets)
 
 
 def test_deleted_false_is_an_ordinary_facet() -> None:

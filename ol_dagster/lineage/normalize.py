@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage.graph import (
     DanglingFlow,
     DataFlow,
@@ -284,6 +285,13 @@ def normalize(
     dataset_systems: list[tuple[str, str]] = (),  # type: ignore[assignment]
 ) -> LineageGraph:
     """Build the graph of a batch; ``dataset_systems`` are (namespace pattern, System) rules."""
+    with gc_paused():
+        return _normalize(raw_events, dataset_systems)
+
+
+def _normalize(
+    raw_events: Iterable[bytes | str | Event], dataset_systems: list[tuple[str, str]]
+) -> LineageGraph:
     events, errors = parse_all(raw_events)
     builder = _Builder(list(dataset_systems))
     dataset_events = [e for e in events if isinstance(e, DatasetEvent)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ol_dagster.openlineage.facets import _FacetMap
+from ol_dagster.openlineage.facets import DeletedFacet, _FacetMap
 from ol_dagster.openlineage.models import Dataset, JobEvent, RunEvent
 
 TERMINAL = frozenset({"COMPLETE", "FAIL", "ABORT"})
@@ -25,13 +25,15 @@ def facet_items(facets: _FacetMap) -> dict[str, Any]:
     """A facet map as ``{facet name: facet}``, typed facets and custom ones alike."""
     out: dict[str, Any] = {}
     for name, info in type(facets).model_fields.items():
-        if name == "deleted":
-            continue
         value = getattr(facets, name)
-        if value is not None:
+        if value is not None and not isinstance(value, DeletedFacet):
             out[info.alias or name] = value
     if facets.__pydantic_extra__:
-        out.update(facets.__pydantic_extra__)
+        out.update(
+            (k, v)
+            for k, v in facets.__pydantic_extra__.items()
+            if not (isinstance(v, dict) and v.get("_deleted") is True)
+        )
     return out
 
 

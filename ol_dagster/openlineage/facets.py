@@ -23,7 +23,6 @@ from pydantic import (
     StrictInt,
     StrictStr,
     StringConstraints,
-    model_validator,
 )
 
 # An identity part (namespace, name, run id): a string with something in it besides blanks.
@@ -128,7 +127,7 @@ class Owner(_Part):
 
 
 class OwnershipFacet(_Facet):
-    owners: list[Owner] = []
+    owners: list[Owner] = Field(default_factory=list)
 
 
 # -- dataset facets ------------------------------------------------------------------------------
@@ -139,11 +138,11 @@ class SchemaField(_Part):
     type: StrictStr | None = None
     description: StrictStr | None = None
     ordinal_position: StrictInt | None = None
-    fields: list[SchemaField] = []
+    fields: list[SchemaField] = Field(default_factory=list)
 
 
 class SchemaDatasetFacet(_Facet):
-    fields: list[SchemaField] = []
+    fields: list[SchemaField] = Field(default_factory=list)
 
 
 class Transformation(_Part):
@@ -157,18 +156,18 @@ class InputField(_Part):
     namespace: Name
     name: Name
     field: Name
-    transformations: list[Transformation] = []
+    transformations: list[Transformation] = Field(default_factory=list)
 
 
 class ColumnLineageField(_Part):
-    inputFields: list[InputField] = []
+    inputFields: list[InputField] = Field(default_factory=list)
     transformationType: StrictStr | None = None
     transformationDescription: StrictStr | None = None
 
 
 class ColumnLineageDatasetFacet(_Facet):
-    fields: dict[str, ColumnLineageField] = {}
-    dataset: list[InputField] = []
+    fields: dict[str, ColumnLineageField] = Field(default_factory=dict)
+    dataset: list[InputField] = Field(default_factory=list)
 
 
 class SymlinkIdentifier(_Part):
@@ -178,7 +177,7 @@ class SymlinkIdentifier(_Part):
 
 
 class SymlinksDatasetFacet(_Facet):
-    identifiers: list[SymlinkIdentifier] = []
+    identifiers: list[SymlinkIdentifier] = Field(default_factory=list)
 
 
 class PreviousIdentifier(_Part):
@@ -230,24 +229,38 @@ class StatisticsFacet(_Facet):
 # -- facet maps ----------------------------------------------------------------------------------
 
 
+class DeletedFacet(BaseModel):
+    """``{"_deleted": true}``: the producer removes this facet (spec: job and dataset facets)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+
+    deleted: Literal[True] = Field(alias="_deleted")
+
+
+# A typed facet is tried in order, in Rust: a deletion marker first (it fails at once on a normal
+# facet), then the facet itself: no Python runs per facet, events validate from bytes in one go.
+_LTR = Field(union_mode="left_to_right")
+
+# Validation error locations name the union member tried; these are not fields of the event.
+
+
 class _FacetMap(BaseModel):
-    """A facet map: known facets typed, unknown ones kept as they are, ``_deleted`` collected."""
+    """A facet map: known facets typed, unknown ones kept as they are, ``_deleted`` marked."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
-    deleted: frozenset[str] = frozenset()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _collect_deleted(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        deleted = {k for k, v in data.items() if isinstance(v, dict) and v.get("_deleted") is True}
-        if not deleted:
-            return data
-        kept = {k: v for k, v in data.items() if k not in deleted}
-        kept["deleted"] = frozenset(deleted)
-        return kept
+    @property
+    def deleted(self) -> frozenset[str]:
+        """Names of the facets this map deletes."""
+        out = {
+            info.alias or name
+            for name, info in type(self).model_fields.items()
+            if isinstance(getattr(self, name), DeletedFacet)
+        }
+        for name, value in (self.__pydantic_extra__ or {}).items():
+            if isinstance(value, dict) and value.get("_deleted") is True:
+                out.add(name)
+        return frozenset(out)
 
     def custom(self) -> dict[str, Any]:
         """The facets this model does not type (custom and non-lineage standard facets)."""
@@ -255,42 +268,51 @@ class _FacetMap(BaseModel):
 
 
 class RunFacets(_FacetMap):
-    parent: ParentRunFacet | None = None
-    nominalTime: NominalTimeRunFacet | None = None
-    errorMessage: ErrorMessageRunFacet | None = None
-    processing_engine: ProcessingEngineRunFacet | None = None
+    parent: Annotated[DeletedFacet | ParentRunFacet | None, _LTR] = None
+    nominalTime: Annotated[DeletedFacet | NominalTimeRunFacet | None, _LTR] = None
+    errorMessage: Annotated[DeletedFacet | ErrorMessageRunFacet | None, _LTR] = None
+    processing_engine: Annotated[DeletedFacet | ProcessingEngineRunFacet | None, _LTR] = None
 
 
 class JobFacets(_FacetMap):
-    jobType: JobTypeJobFacet | None = None
-    sql: SQLJobFacet | None = None
-    sourceCode: SourceCodeJobFacet | None = None
-    sourceCodeLocation: SourceCodeLocationJobFacet | None = None
-    documentation: DocumentationFacet | None = None
-    ownership: OwnershipFacet | None = None
+    jobType: Annotated[DeletedFacet | JobTypeJobFacet | None, _LTR] = None
+    sql: Annotated[DeletedFacet | SQLJobFacet | None, _LTR] = None
+    sourceCode: Annotated[DeletedFacet | SourceCodeJobFacet | None, _LTR] = None
+    sourceCodeLocation: Annotated[DeletedFacet | SourceCodeLocationJobFacet | None, _LTR] = None
+    documentation: Annotated[DeletedFacet | DocumentationFacet | None, _LTR] = None
+    ownership: Annotated[DeletedFacet | OwnershipFacet | None, _LTR] = None
 
 
 class DatasetFacets(_FacetMap):
-    schema_: SchemaDatasetFacet | None = Field(None, alias="schema")
-    columnLineage: ColumnLineageDatasetFacet | None = None
-    symlinks: SymlinksDatasetFacet | None = None
-    lifecycleStateChange: LifecycleStateChangeDatasetFacet | None = None
-    dataSource: DatasourceDatasetFacet | None = None
-    datasetType: DatasetTypeDatasetFacet | None = None
-    documentation: DocumentationFacet | None = None
-    ownership: OwnershipFacet | None = None
+    schema_: Annotated[DeletedFacet | SchemaDatasetFacet | None, _LTR] = Field(None, alias="schema")
+    columnLineage: Annotated[DeletedFacet | ColumnLineageDatasetFacet | None, _LTR] = None
+    symlinks: Annotated[DeletedFacet | SymlinksDatasetFacet | None, _LTR] = None
+    lifecycleStateChange: Annotated[
+        DeletedFacet | LifecycleStateChangeDatasetFacet | None, _LTR
+    ] = None
+    dataSource: Annotated[DeletedFacet | DatasourceDatasetFacet | None, _LTR] = None
+    datasetType: Annotated[DeletedFacet | DatasetTypeDatasetFacet | None, _LTR] = None
+    documentation: Annotated[DeletedFacet | DocumentationFacet | None, _LTR] = None
+    ownership: Annotated[DeletedFacet | OwnershipFacet | None, _LTR] = None
     # dbt 1.40 sends assertions as a dataset facet too; the spec has them as an input facet
-    dataQualityAssertions: DataQualityAssertionsFacet | None = None
-    dataQualityMetrics: DataQualityMetricsFacet | None = None
+    dataQualityAssertions: Annotated[DeletedFacet | DataQualityAssertionsFacet | None, _LTR] = None
+    dataQualityMetrics: Annotated[DeletedFacet | DataQualityMetricsFacet | None, _LTR] = None
 
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
 
 
 class InputFacets(_FacetMap):
-    dataQualityAssertions: DataQualityAssertionsFacet | None = None
-    dataQualityMetrics: DataQualityMetricsFacet | None = None
-    inputStatistics: StatisticsFacet | None = None
+    dataQualityAssertions: Annotated[DeletedFacet | DataQualityAssertionsFacet | None, _LTR] = None
+    dataQualityMetrics: Annotated[DeletedFacet | DataQualityMetricsFacet | None, _LTR] = None
+    inputStatistics: Annotated[DeletedFacet | StatisticsFacet | None, _LTR] = None
 
 
 class OutputFacets(_FacetMap):
-    outputStatistics: StatisticsFacet | None = None
+    outputStatistics: Annotated[DeletedFacet | StatisticsFacet | None, _LTR] = None
+
+
+MODEL_NAMES = frozenset(
+    name
+    for name, obj in list(globals().items())
+    if isinstance(obj, type) and issubclass(obj, BaseModel)
+)

@@ -30,6 +30,7 @@ from pydantic import (
 
 from ol_dagster.openlineage.envelope import EventKind, EventRejected, parse_event_time
 from ol_dagster.openlineage.facets import (
+    MODEL_NAMES,
     DatasetFacets,
     InputFacets,
     JobFacets,
@@ -58,13 +59,13 @@ class _Model(BaseModel):
 
 class Run(_Model):
     runId: Name
-    facets: RunFacets = RunFacets()
+    facets: RunFacets = Field(default_factory=RunFacets)
 
 
 class Job(_Model):
     namespace: Name
     name: Name
-    facets: JobFacets = JobFacets()
+    facets: JobFacets = Field(default_factory=JobFacets)
 
 
 class Dataset(_Model):
@@ -74,11 +75,11 @@ class Dataset(_Model):
 
 
 class InputDataset(Dataset):
-    inputFacets: InputFacets = InputFacets()
+    inputFacets: InputFacets = Field(default_factory=InputFacets)
 
 
 class OutputDataset(Dataset):
-    outputFacets: OutputFacets = OutputFacets()
+    outputFacets: OutputFacets = Field(default_factory=OutputFacets)
 
 
 class _BaseEvent(_Model):
@@ -92,8 +93,8 @@ class RunEvent(_BaseEvent):
     eventType: EventType | None = None
     run: Run
     job: Job
-    inputs: list[InputDataset] = []
-    outputs: list[OutputDataset] = []
+    inputs: list[InputDataset] = Field(default_factory=list)
+    outputs: list[OutputDataset] = Field(default_factory=list)
 
 
 class JobEvent(_BaseEvent):
@@ -107,8 +108,8 @@ class JobEvent(_BaseEvent):
         return data
 
     job: Job
-    inputs: list[InputDataset] = []
-    outputs: list[OutputDataset] = []
+    inputs: list[InputDataset] = Field(default_factory=list)
+    outputs: list[OutputDataset] = Field(default_factory=list)
 
 
 class DatasetEvent(_BaseEvent):
@@ -230,18 +231,29 @@ def parse_event_lenient(data: Any) -> Event:
         try:
             return _EVENT.validate_python(obj)
         except ValidationError as exc:
-            loc = list(exc.errors(include_url=False)[0]["loc"])
-            if loc and loc[0] in EventKind._value2member_map_:
-                loc = loc[1:]
+            loc = _field_path(_first_error(exc)["loc"])
             if not _drop_broken_facet(obj, loc):
-                raise _describe(exc.errors(include_url=False)[0]) from None
+                raise _describe(_first_error(exc)) from None
     raise EventRejected("", "too many broken facets")
 
 
+def _field_path(loc: Any) -> list[Any]:
+    """An error location without the union members pydantic tried (they are not fields)."""
+    return [p for p in loc if p not in EventKind._value2member_map_ and p not in MODEL_NAMES]
+
+
+def _first_error(exc: ValidationError) -> Any:
+    """The error that explains the failure: not the one of a facet's deletion-marker branch or of
+    its ``None`` branch, which fail for every facet that is really there."""
+    errors = exc.errors(include_url=False)
+    for err in errors:
+        if "DeletedFacet" not in err["loc"] and err["type"] != "none_required":
+            return err
+    return errors[0]
+
+
 def _describe(err: Any) -> EventRejected:
-    loc = list(err["loc"])
-    if loc and loc[0] in EventKind._value2member_map_:
-        loc = loc[1:]  # the union tag, not a field
+    loc = _field_path(err["loc"])
     path = ".".join(str(p) for p in loc)
     kind = err["type"]
     if kind == "missing":
@@ -267,7 +279,7 @@ def parse_event(data: bytes | str | object) -> Event:
             raise EventRejected("", f"an event must be a JSON object, not {_json_type(data)}")
         return _EVENT.validate_python(data)
     except ValidationError as exc:
-        raise _describe(exc.errors(include_url=False)[0]) from None
+        raise _describe(_first_error(exc)) from None
 
 
 def _json_type(value: object) -> str:

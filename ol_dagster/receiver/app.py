@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from ol_dagster.gcpause import gc_paused
 from ol_dagster.receiver.body import BodyError, read_body
 from ol_dagster.receiver.intake import Intake, sort_events
 from ol_dagster.settings import Definition, Settings, SnapshotMode
@@ -109,7 +110,8 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
         if not body.strip():
             return _error(400, "request body is empty: send a JSON object")
         try:
-            return pydantic_core.from_json(body)
+            with gc_paused():
+                return pydantic_core.from_json(body)
         except ValueError as exc:
             return _error(400, f"request body is not valid JSON: {exc}")
 

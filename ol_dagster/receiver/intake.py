@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pydantic_core
 
+from ol_dagster.gcpause import gc_paused
 from ol_dagster.openlineage.envelope import EventRejected, namespace_allowed
 from ol_dagster.openlineage.models import DatasetEvent, RunEvent, parse_event
 from ol_dagster.store import NewEvent
@@ -38,6 +39,11 @@ class Intake:
 
 
 def sort_events(events: list[object], allowed_job_namespaces: list[str]) -> Intake:
+    with gc_paused():
+        return _sort_events(events, allowed_job_namespaces)
+
+
+def _sort_events(events: list[object], allowed_job_namespaces: list[str]) -> Intake:
     intake = Intake()
     for index, event in enumerate(events):
         try:
