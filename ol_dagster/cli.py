@@ -93,7 +93,7 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
         names = ", ".join(d.name for d in settings.definitions)
         raise SettingsError(f"several definitions ({names}): choose one with --definition")
     both = not (args.upstream or args.downstream)
-    catalog = open_catalog(settings, definition.catalog)
+    catalog = open_catalog(settings, definition.catalog, definition=definition.name)
     try:
         result = catalog.lineage(
             args.node,

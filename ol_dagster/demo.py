@@ -67,7 +67,7 @@ def run_demo(path: str) -> int:
         print(f"    removed: {removed_objects}")
         print(f"    checks : {len(line['checks'])} evaluated, failed: {failed_checks or 'none'}")
 
-    catalog = open_catalog(settings, definition.catalog)
+    catalog = open_catalog(settings, definition.catalog, definition=definition.name)
     node = f"dataset:{DEMO_FOCUS[0]}:{DEMO_FOCUS[1]}"
     try:
         counts = getattr(catalog, "counts", lambda: {})()

@@ -75,10 +75,27 @@ class StoreSettings(_Model):
 
 
 class CatalogSettings(_Model):
-    # openmetadata, marquez and blindata backends are not built yet (see README "Not yet").
-    kind: Literal["embedded"] = "embedded"
+    """A catalog: ``embedded`` (a database URL) or an HTTP server (its base URL)."""
+
+    kind: Literal["embedded", "openmetadata", "marquez", "blindata"] = "embedded"
     url: str = DEFAULT_CATALOG_URL
-    token: EnvSecret | None = None
+    token: EnvSecret | None = None  # bearer token (OpenMetadata JWT, Blindata token)
+    apiKey: EnvSecret | None = None  # Blindata API key (with ``user``), instead of a token
+    tenant: str | None = None  # Blindata X-BD-Tenant
+    user: str = "ol-dagster"  # the cleanup user (embedded; Blindata API-key user)
+    timeoutSeconds: Annotated[float, Field(gt=0)] = 30.0
+    maxRetries: Annotated[int, Field(ge=0)] = 4
+    chunkSize: Annotated[int, Field(ge=1)] = 100  # events per OpenMetadata batch request
+    concurrency: Annotated[int, Field(ge=1)] = 8  # parallel Marquez posts
+    serviceMapping: dict[str, str] = {}  # OpenMetadata: OL namespace -> OM service (for FQNs)
+
+    @model_validator(mode="after")
+    def _http_url(self) -> CatalogSettings:
+        if self.kind != "embedded" and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"a {self.kind} catalog needs an http(s) URL, not {self.url!r}")
+        if self.kind == "blindata" and not self.tenant:
+            raise ValueError("a blindata catalog needs 'tenant' (the X-BD-Tenant header)")
+        return self
 
 
 class JobSystemRule(_Model):

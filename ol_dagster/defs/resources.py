@@ -44,7 +44,9 @@ class CatalogResource(SettingsBacked):
     @contextmanager
     def open(self, definition_name: str) -> Iterator[Catalog]:
         settings = self.settings()
-        catalog = open_catalog(settings, settings.definition(definition_name).catalog)
+        catalog = open_catalog(
+            settings, settings.definition(definition_name).catalog, definition=definition_name
+        )
         try:
             yield catalog
         finally:

@@ -1,0 +1,274 @@
+"""The ``Catalog`` protocol for catalogs that take OpenLineage events and cannot clean by scope.
+
+OpenMetadata and Marquez receive the batch's accepted events through their own OpenLineage
+endpoints. What a definition sent is then recorded in the sync ledger (edges with their scope,
+jobs, datasets) with the catalog's time, so the cleanup works unchanged: its calls select the
+ledger entries last touched before the cutoff, and the backend deletes them through its API.
+
+A backend implements five things: ``send`` (the events, answering per event), ``clock`` (the
+server's time), and the three deletes. Everything else (Systems and their properties, dry runs,
+counts, removed job names, lineage reads) is here, once.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from ol_dagster.catalog.http import (
+    CatalogRefused,
+    CatalogUnavailable,
+    HttpCatalogClient,
+    RetryPolicy,
+)
+from ol_dagster.catalog.ledger import DATASET, EDGE, JOB, Entry, Ledger, LedgerItem
+from ol_dagster.catalog.protocol import (
+    CleanupCounts,
+    CleanupPermissionDenied,
+    FailedRow,
+    ObjectType,
+    UploadResult,
+)
+from ol_dagster.catalog.systems import job_system_for, wanted_systems
+from ol_dagster.db import open_engine
+from ol_dagster.lineage import LineageGraph
+from ol_dagster.lineage.graph import NodeKey
+from ol_dagster.settings import CatalogSettings, Definition
+
+
+@dataclass(slots=True)
+class SendOutcome:
+    """What the server said about the events: which failed (index, reason), which datasets it
+    could not resolve (dropped rows, by reason: they do not block the cleanup)."""
+
+    failed: list[tuple[int, str]] = field(default_factory=list)
+    unresolved: dict[NodeKey, str] = field(default_factory=dict)
+    sent: int = 0
+
+
+def node_identity(key: NodeKey) -> str:
+    return f"{key[0]}|{key[1]}"
+
+
+class LedgerCatalog(ABC):
+    """Base of the event-taking HTTP catalogs; ``definition`` scopes the ledger."""
+
+    kind = "ledger"
+
+    def __init__(
+        self,
+        name: str,
+        cfg: CatalogSettings,
+        *,
+        store_url: str,
+        definition: str,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.definition_name = definition
+        kwargs: dict[str, Any] = {"sleep": sleep} if sleep else {}
+        self.http = HttpCatalogClient(
+            cfg.url,
+            headers=self.headers(cfg),
+            timeout=cfg.timeoutSeconds,
+            policy=RetryPolicy(max_retries=cfg.maxRetries),
+            transport=transport,
+            **kwargs,
+        )
+        self._engine = open_engine(store_url)
+        self.ledger = Ledger(self._engine, name)
+
+    def close(self) -> None:
+        self.http.close()
+        self._engine.dispose()
+
+    # -- what a backend provides ----------------------------------------------------------------
+
+    def headers(self, cfg: CatalogSettings) -> dict[str, str]:
+        """Auth headers; the secret is read from the environment here, when the catalog opens."""
+        return {"Authorization": f"Bearer {cfg.token.resolve()}"} if cfg.token else {}
+
+    @abstractmethod
+    def clock(self) -> datetime: ...
+
+    @abstractmethod
+    def send(self, events: Sequence[bytes]) -> SendOutcome: ...
+
+    @abstractmethod
+    def delete_edge(self, item: LedgerItem) -> None: ...
+
+    @abstractmethod
+    def delete_job(self, item: LedgerItem) -> None: ...
+
+    @abstractmethod
+    def delete_dataset(self, item: LedgerItem) -> None: ...
+
+    def edge_payload(self, source: NodeKey, target: NodeKey) -> dict[str, Any]:
+        """The catalog identity of an edge, kept in the ledger for its delete."""
+        return {
+            "from": {"namespace": source[0], "name": source[1]},
+            "to": {"namespace": target[0], "name": target[1]},
+        }
+
+    # -- upload ----------------------------------------------------------------------------------
+
+    def upload(
+        self,
+        graph: LineageGraph,
+        definition: Definition,
+        raw_events: Callable[[], Iterable[bytes]] | None = None,
+    ) -> UploadResult:
+        result = UploadResult()
+        events = list(raw_events()) if raw_events else []
+        now = self.clock()
+        try:
+            outcome = self.send(events)
+        except (CatalogUnavailable, CatalogRefused) as exc:
+            result.failed.append(FailedRow("events", "*", str(exc)))
+            return result
+        for index, reason in outcome.failed:
+            result.failed.append(FailedRow("events", f"event {index}", reason))
+        for reason in outcome.unresolved.values():
+            result.dropped[reason] = result.dropped.get(reason, 0) + 1
+        if result.failed:
+            return result  # nothing is recorded as touched: the cleanup is blocked anyway
+
+        self.ledger.ensure_systems(wanted_systems(graph, definition))
+        resolved = {k for k in graph.datasets if k not in outcome.unresolved}
+        entries: list[LedgerItem] = [
+            LedgerItem(
+                JOB,
+                node_identity(key),
+                {"namespace": key[0], "name": key[1]},
+                system=job_system_for(definition, key[0]),
+                schema=key[0],
+            )
+            for key in graph.jobs
+        ]
+        entries += [
+            LedgerItem(
+                DATASET,
+                node_identity(key),
+                {"namespace": key[0], "name": key[1]},
+                system=graph.datasets[key].system,
+            )
+            for key in resolved
+        ]
+        edges = [f for f in graph.data_flows if f.source in resolved and f.target in resolved]
+        entries += [
+            LedgerItem(
+                EDGE,
+                f"{f.scope}|{node_identity(f.source)}|{node_identity(f.target)}",
+                self.edge_payload(f.source, f.target),
+                scope=f.scope,
+            )
+            for f in edges
+        ]
+        self.ledger.touch(self.definition_name, entries, now)
+        result.touched[ObjectType.PHYSICAL_ENTITIES] = len(graph.jobs) + len(resolved)
+        result.touched[ObjectType.DATA_FLOWS] = len(edges)
+        return result
+
+    # -- cleanup through the ledger ---------------------------------------------------------
+
+    def _remove(
+        self, entries: list[Entry], delete: Callable[[LedgerItem], None], dry_run: bool
+    ) -> None:
+        if dry_run:
+            return
+        done: list[int] = []
+        try:
+            for entry in entries:
+                try:
+                    delete(entry.item)
+                except CatalogRefused as exc:
+                    if exc.status == 403:
+                        raise CleanupPermissionDenied(str(exc)) from None
+                    if exc.status != 404:  # 404: already gone, which is what was wanted
+                        raise
+                done.append(entry.id)
+        finally:
+            self.ledger.forget(done)
+
+    def cleanup_flows(
+        self,
+        *,
+        scope_prefixes: Sequence[str] = (),
+        scopes: Sequence[str] = (),
+        before: datetime,
+        dry_run: bool,
+    ) -> CleanupCounts:
+        stale = self.ledger.stale(
+            self.definition_name, EDGE, before=before, scope_prefixes=scope_prefixes, scopes=scopes
+        )
+        self._remove(stale, self.delete_edge, dry_run)
+        return CleanupCounts({ObjectType.DATA_FLOWS: len(stale)})
+
+    def cleanup_job_system(
+        self, system: str, *, schemas: list[str] | None, before: datetime, dry_run: bool
+    ) -> CleanupCounts:
+        stale = self.ledger.stale(
+            self.definition_name, JOB, before=before, system=system, schemas=schemas
+        )
+        self._remove(stale, self.delete_job, dry_run)
+        names = sorted(f"{e.item.payload['namespace']}.{e.item.payload['name']}" for e in stale)
+        return CleanupCounts({ObjectType.PHYSICAL_ENTITIES: len(stale)}, names)
+
+    def cleanup_dataset_system(
+        self, system: str, *, before: datetime, dry_run: bool
+    ) -> CleanupCounts:
+        stale = self.ledger.stale(self.definition_name, DATASET, before=before, system=system)
+        self._remove(stale, self.delete_dataset, dry_run)
+        return CleanupCounts({ObjectType.PHYSICAL_ENTITIES: len(stale)})
+
+    def disable_quality_checks(self, jobs: list[str]) -> int:
+        return 0  # neither catalog keeps quality checks ol-dagster could disable
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def systems(self) -> list[dict[str, Any]]:
+        return self.ledger.systems()
+
+    def job_schemas(self, system: str) -> list[str]:
+        return self.ledger.job_schemas(system)
+
+    def lineage(self, node: str, *, depth: int, upstream: bool, downstream: bool) -> dict[str, Any]:
+        """What this definition uploaded, read back from the ledger (the catalog's own lineage
+        API is the place to see what everyone else uploaded too)."""
+        from ol_dagster.catalog.embedded.reads import NodeNotFound
+
+        edges: set[tuple[str, str]] = set()
+        for item in self.ledger.all(EDGE, self.definition_name):
+            src, dst = item.payload["from"], item.payload["to"]
+            job_ns, _, job_name = (item.scope or "")[3:].partition("|")
+            job = f"job:{job_ns}:{job_name}"
+            edges.add((f"dataset:{src['namespace']}:{src['name']}", job))
+            edges.add((job, f"dataset:{dst['namespace']}:{dst['name']}"))
+        known = {n for e in edges for n in e} | {
+            f"job:{i.payload['namespace']}:{i.payload['name']}"
+            for i in self.ledger.all(JOB, self.definition_name)
+        }
+        if node not in known:
+            raise NodeNotFound(f"{node} is not in what this definition uploaded")
+        nodes, seen_edges = {node}, set()
+        for up, wanted in ((True, upstream), (False, downstream)):
+            frontier = {node}
+            for _ in range(depth if wanted else 0):
+                nxt = set()
+                for a, b in edges:
+                    if (b if up else a) in frontier:
+                        seen_edges.add((a, b))
+                        nxt.add(a if up else b)
+                nodes |= nxt
+                frontier = nxt
+        return {
+            "nodes": [{"id": n, "type": n.split(":", 1)[0]} for n in sorted(nodes)],
+            "edges": [{"from": a, "to": b} for a, b in sorted(seen_edges)],
+        }
