@@ -12,7 +12,9 @@ counts, removed job names, lineage reads) is here, once.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -49,6 +51,7 @@ class SendOutcome:
     failed: list[tuple[int, str]] = field(default_factory=list)
     unresolved: dict[NodeKey, str] = field(default_factory=dict)
     sent: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)  # events not sent, by reason
 
 
 def node_identity(key: NodeKey) -> str:
@@ -137,6 +140,8 @@ class LedgerCatalog(ABC):
             result.failed.append(FailedRow("events", f"event {index}", reason))
         for reason in outcome.unresolved.values():
             result.dropped[reason] = result.dropped.get(reason, 0) + 1
+        for reason, count in outcome.skipped.items():
+            result.dropped[reason] = result.dropped.get(reason, 0) + count
         if result.failed:
             return result  # nothing is recorded as touched: the cleanup is blocked anyway
 
@@ -178,16 +183,33 @@ class LedgerCatalog(ABC):
 
     # -- cleanup through the ledger ---------------------------------------------------------
 
+    def held_key(self, item: LedgerItem) -> str:
+        """What names the catalog object behind a ledger entry: the same object can be held by
+        several entries (an edge two jobs write, a dataset two definitions refer to)."""
+        if item.kind == EDGE:
+            return json.dumps(item.payload, sort_keys=True)
+        return f"{item.kind}|{item.identity}"
+
+    def _held_elsewhere(self, entries: list[Entry]) -> set[str]:
+        """Objects that a ledger entry other than ``entries`` still holds (another scope, another
+        definition): removing the stale entry must not delete what someone still describes."""
+        kinds = {e.item.kind for e in entries}
+        held = Counter(self.held_key(i) for kind in kinds for i in self.ledger.all(kind))
+        held.subtract(self.held_key(e.item) for e in entries)
+        return {key for key, count in held.items() if count > 0}
+
     def _remove(
         self, entries: list[Entry], delete: Callable[[LedgerItem], None], dry_run: bool
     ) -> None:
-        if dry_run:
+        if dry_run or not entries:
             return
+        held = self._held_elsewhere(entries)
         done: list[int] = []
         try:
             for entry in entries:
                 try:
-                    delete(entry.item)
+                    if self.held_key(entry.item) not in held:
+                        delete(entry.item)
                 except CatalogRefused as exc:
                     if exc.status == 403:
                         raise CleanupPermissionDenied(str(exc)) from None
@@ -271,4 +293,48 @@ class LedgerCatalog(ABC):
         return {
             "nodes": [{"id": n, "type": n.split(":", 1)[0]} for n in sorted(nodes)],
             "edges": [{"from": a, "to": b} for a, b in sorted(seen_edges)],
+        }
+
+    def export_state(self, definition: Definition) -> dict[str, Any]:
+        """What this definition uploaded (jobs, their datasets), for the asset graph."""
+        jobs: dict[str, dict[str, Any]] = {
+            f"{i.payload['namespace']}|{i.payload['name']}": {
+                "namespace": i.payload["namespace"],
+                "name": i.payload["name"],
+                "description": None,
+                "integration": None,
+                "jobType": None,
+                "owners": [],
+                "inputs": [],
+                "outputs": [],
+            }
+            for i in self.ledger.all(JOB, self.definition_name)
+        }
+        datasets: dict[str, dict[str, Any]] = {}
+        for i in self.ledger.all(DATASET, self.definition_name):
+            datasets[i.identity] = {
+                "namespace": i.payload["namespace"],
+                "name": i.payload["name"],
+                "type": "other",
+                "system": i.system,
+                "description": None,
+                "owners": [],
+                "fields": [],
+            }
+        for i in self.ledger.all(EDGE, self.definition_name):
+            job_ns, _, job_name = (i.scope or "")[3:].partition("|")
+            job = jobs.get(f"{job_ns}|{job_name}")
+            if job is None:
+                continue
+            src, dst = i.payload["from"], i.payload["to"]
+            for side, end in (("inputs", src), ("outputs", dst)):
+                pair = [end["namespace"], end["name"]]
+                if pair not in job[side]:
+                    job[side].append(pair)
+        return {
+            "version": 1,
+            "jobs": sorted(jobs.values(), key=lambda j: (j["namespace"], j["name"])),
+            "datasets": sorted(datasets.values(), key=lambda d: (d["namespace"], d["name"])),
+            "parents": [],
+            "columnLineage": [],
         }

@@ -11,8 +11,10 @@ from typing import Any
 import dagster as dg
 
 from ol_dagster.defs import constants as C
+from ol_dagster.defs.lineage_assets import OpenLineageTranslator, job_asset_key
 from ol_dagster.defs.report import cleanup_markdown, counts_markdown, rows_markdown
 from ol_dagster.defs.resources import CatalogResource, StoreResource
+from ol_dagster.lineage_state import export_state
 from ol_dagster.settings import Definition, SnapshotMode
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
 from ol_dagster.sync.cleanup import (
@@ -48,7 +50,44 @@ def _batch(
     return batch
 
 
-def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinition) -> list:
+def _observe_runs(context: dg.AssetExecutionContext, graph, translator: OpenLineageTranslator):
+    """Runless observations on the synced job assets, so their pages keep a run history."""
+    for job in graph.jobs.values():
+        m = job.metrics
+        if not m.runs:
+            continue
+        context.instance.report_runless_asset_event(
+            dg.AssetObservation(
+                asset_key=job_asset_key(translator, job.namespace, job.name),
+                metadata={
+                    "lastRunStatus": m.last_status or "",
+                    "lastRunTime": dg.MetadataValue.timestamp(m.last_run) if m.last_run else "",
+                    "lastRunDurationSeconds": m.last_duration_seconds or 0.0,
+                    "runs": m.runs,
+                    "failures": m.failures,
+                    "rowsWritten": m.rows_written,
+                    "bytesWritten": m.bytes_written,
+                    "batchId": context.partition_key,
+                },
+            )
+        )
+
+
+def refresh_lineage_state(context, catalog, definition: Definition, store: EventStore) -> None:
+    """After a sync, snapshot what the definition has synced for the asset graph. The UI shows new
+    nodes when the code location is next loaded (a reload, or the next process start)."""
+    state = export_state(catalog, definition)
+    if state is None:
+        context.log.info("catalog cannot export its lineage: the asset graph keeps its snapshot")
+        return
+    store.save_lineage_state(definition.name, state)
+
+
+def build_assets(
+    definition: Definition,
+    partitions: dg.DynamicPartitionsDefinition,
+    translator: OpenLineageTranslator,
+) -> list:
     name = definition.name
     keys = {
         a: dg.AssetKey([name, a])
@@ -222,6 +261,8 @@ def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinit
             cutoff=outcome.cutoff,
             result={**result.as_dict(), "graph": graph_facts(graph), "runId": context.run_id},
         )
+        if result.succeeded:
+            _observe_runs(context, graph, translator)
         if not result.succeeded:
             context.log.error(
                 "upload of batch %s failed for %d row(s)", batch.id, len(result.failed)
@@ -319,6 +360,7 @@ def build_assets(definition: Definition, partitions: dg.DynamicPartitionsDefinit
                     cutoff=batch.cutoff,
                     max_removals=config.maxRemovalsPerRun,
                 )
+                refresh_lineage_state(context, catalog, definition, store)
         if config.maxRemovalsPerRun is not None:
             report["override"] = {
                 "maxRemovalsPerRun": config.maxRemovalsPerRun,

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import dagster as dg
 
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.assets import build_assets
+from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_specs
 from ol_dagster.defs.sensors import build_sensor
 from ol_dagster.defs.stale import build_stale_cleanup
 from ol_dagster.settings import Definition
 
 
-def build_definition_defs(definition: Definition) -> dg.Definitions:
+def build_definition_defs(
+    definition: Definition, *, translator: OpenLineageTranslator, state: dict[str, Any]
+) -> dg.Definitions:
     partitions = dg.DynamicPartitionsDefinition(name=definition.partitions_name)
-    assets = build_assets(definition, partitions)
+    assets = build_assets(definition, partitions, translator)
     job = dg.define_asset_job(
         name=definition.job_name,
         selection=dg.AssetSelection.assets(*assets),
@@ -23,7 +28,7 @@ def build_definition_defs(definition: Definition) -> dg.Definitions:
     )
     stale_cleanup, stale_schedule = build_stale_cleanup(definition)
     return dg.Definitions(
-        assets=[*assets, stale_cleanup],
+        assets=[*assets, stale_cleanup, *build_lineage_specs(definition.name, state, translator)],
         jobs=[job],
         sensors=[build_sensor(definition, partitions, job)],
         schedules=[stale_schedule],

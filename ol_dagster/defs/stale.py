@@ -9,9 +9,9 @@ and report as the per-batch cleanup apply.
 import dagster as dg
 
 from ol_dagster.defs import constants as C
-from ol_dagster.defs.assets import CleanupConfig
+from ol_dagster.defs.assets import CleanupConfig, refresh_lineage_state
 from ol_dagster.defs.report import cleanup_markdown
-from ol_dagster.defs.resources import CatalogResource
+from ol_dagster.defs.resources import CatalogResource, StoreResource
 from ol_dagster.settings import Definition
 from ol_dagster.sync.cleanup import (
     CLEANUP_PERMISSION_DENIED,
@@ -36,12 +36,16 @@ def build_stale_cleanup(
         tags={C.DEFINITION_TAG: definition.name},
     )
     def stale_cleanup(
-        context: dg.AssetExecutionContext, config: CleanupConfig, ol_catalog: CatalogResource
+        context: dg.AssetExecutionContext,
+        config: CleanupConfig,
+        ol_catalog: CatalogResource,
+        ol_store: StoreResource,
     ):
         """What this definition's producers have not described for staleJobDays (and DAYS
         dataset Systems after their cleanupDays), removed from the catalog."""
         with ol_catalog.open(definition.name) as catalog:
             report = run_stale_cleanup(catalog, definition, max_removals=config.maxRemovalsPerRun)
+            refresh_lineage_state(context, catalog, definition, ol_store.get())
         if config.maxRemovalsPerRun is not None:
             report["override"] = {
                 "maxRemovalsPerRun": config.maxRemovalsPerRun,

@@ -415,6 +415,27 @@ class EventStore:
                 )
             ).scalar()
 
+    def save_lineage_state(
+        self, definition: str, state: dict[str, Any], *, now: datetime | None = None
+    ) -> None:
+        values = {"state": state, "refreshed_at": _naive(now or utcnow())}
+        with self.engine.begin() as conn:
+            updated = conn.execute(
+                schema.lineage_state.update()
+                .where(schema.lineage_state.c.definition == definition)
+                .values(**values)
+            ).rowcount
+            if not updated:
+                conn.execute(schema.lineage_state.insert().values(definition=definition, **values))
+
+    def lineage_state(self, definition: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(schema.lineage_state.c.state).where(
+                    schema.lineage_state.c.definition == definition
+                )
+            ).scalar()
+
     def job_namespaces(self, batch_id: int) -> list[str]:
         with self.engine.connect() as conn:
             rows = conn.execute(

@@ -31,7 +31,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; BigInteger elsewhere.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -109,6 +109,16 @@ events = Table(
 )
 
 
+lineage_state = Table(
+    "ol_lineage_state",
+    metadata,
+    # version 3: what each definition has synced, for the asset graph (read at definitions load)
+    Column("definition", String(200), primary_key=True),
+    Column("state", JSON, nullable=False),
+    Column("refreshed_at", DateTime, nullable=False),
+)
+
+
 class StoreVersionError(RuntimeError):
     """The store's schema is newer than this ol-dagster understands."""
 
@@ -120,8 +130,13 @@ def _v1_to_v2(conn: Connection) -> None:
     conn.exec_driver_sql(f"ALTER TABLE ol_batches ADD COLUMN next_attempt_at {datetime_type}")
 
 
+def _v2_to_v3(conn: Connection) -> None:
+    """The synced-lineage state the asset graph is built from."""
+    lineage_state.create(conn, checkfirst=True)
+
+
 # version -> function bringing a store at that version to version + 1
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def _read_version(conn: Connection) -> int | None:

@@ -18,7 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
 from ol_dagster.catalog.embedded import cleanup as cleanup_ops
-from ol_dagster.catalog.embedded import reads
+from ol_dagster.catalog.embedded import export, reads
 from ol_dagster.catalog.embedded.tables import (
     DATA,
     JOB,
@@ -43,6 +43,7 @@ from ol_dagster.db import open_engine
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.lineage.naming import place_dataset
+from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import CleanupMode, Definition
 
 CHUNK = 500
@@ -590,6 +591,15 @@ class EmbeddedCatalog:
     def lineage(self, node: str, *, depth: int, upstream: bool, downstream: bool) -> dict[str, Any]:
         with self.engine.connect() as conn:
             return reads.lineage(conn, node, depth=depth, upstream=upstream, downstream=downstream)
+
+    def export_state(self, definition: Definition) -> dict[str, Any]:
+        """What ``definition`` has synced here, for the asset graph (see ``lineage_state``)."""
+        with self.engine.connect() as conn:
+            return export.export_state(
+                conn,
+                str(definition.uuid),
+                lambda ns: namespace_allowed(ns, definition.allowedJobNamespaces),
+            )
 
     def counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:

@@ -1,0 +1,157 @@
+"""What a definition has synced into the embedded catalog, as the lineage state of the asset graph.
+
+After each sync the catalog (after its cleanup, so what it holds is what producers still describe)
+is read once for the definition: its jobs (in the job Systems it marks), the data flows of their
+scopes with the datasets at both ends, those datasets' fields, and the field flows. Dagster builds
+its external assets from this state at load, never from the catalog.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, select
+from sqlalchemy.orm import aliased
+
+from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.lineage_state import STATE_VERSION
+
+
+def _scope_job(scope: str) -> tuple[str, str]:
+    ns, _, name = scope[3:].partition("|")
+    return ns, name.removesuffix("#orchestration")
+
+
+def export_state(conn: Connection, uuid: str, allowed: Any) -> dict[str, Any]:
+    """``allowed(namespace) -> bool`` filters the job namespaces of the definition."""
+    e = t.entities.c
+    job_systems = [
+        sid
+        for sid, props in conn.execute(select(t.systems.c.id, t.systems.c.properties))
+        if uuid in ((props or {}).get("openLineageJobSystem") or [])
+    ]
+    jobs: dict[tuple[str, str], dict[str, Any]] = {}
+    job_ids: dict[int, tuple[str, str]] = {}
+    for eid, ns, name, desc, props in conn.execute(
+        select(e.id, e.ol_namespace, e.ol_name, e.description, e.properties).where(
+            e.type == t.JOB, e.system_id.in_(job_systems)
+        )
+    ):
+        if not allowed(ns):
+            continue
+        props = props or {}
+        jobs[(ns, name)] = {
+            "namespace": ns,
+            "name": name,
+            "description": desc,
+            "integration": props.get("integration"),
+            "jobType": props.get("jobType"),
+            "owners": props.get("owners") or [],
+            "inputs": [],
+            "outputs": [],
+        }
+        job_ids[eid] = (ns, name)
+
+    src, dst = aliased(t.entities), aliased(t.entities)
+    f = t.data_flows.c
+    dataset_ids: set[int] = set()
+    io: dict[tuple[str, str], tuple[set, set]] = {}
+    for scope, s_id, s_ns, s_name, d_id, d_ns, d_name in conn.execute(
+        select(
+            f.scope,
+            src.c.id,
+            src.c.ol_namespace,
+            src.c.ol_name,
+            dst.c.id,
+            dst.c.ol_namespace,
+            dst.c.ol_name,
+        )
+        .join(src, src.c.id == f.from_entity)
+        .join(dst, dst.c.id == f.to_entity)
+        .where(f.kind == t.DATA)
+    ):
+        job = _scope_job(scope)
+        if job not in jobs:
+            continue
+        ins, outs = io.setdefault(job, (set(), set()))
+        ins.add((s_ns, s_name))
+        outs.add((d_ns, d_name))
+        dataset_ids |= {s_id, d_id}
+    for job, (ins, outs) in io.items():
+        jobs[job]["inputs"] = sorted([list(k) for k in ins])
+        jobs[job]["outputs"] = sorted([list(k) for k in outs])
+
+    parents = []
+    for p_id, c_id in conn.execute(
+        select(f.from_entity, f.to_entity).where(f.kind == t.ORCHESTRATION)
+    ):
+        if p_id in job_ids and c_id in job_ids:
+            parents.append([list(job_ids[p_id]), list(job_ids[c_id])])
+
+    datasets: dict[int, dict[str, Any]] = {}
+    ids = sorted(dataset_ids)
+    for i in range(0, len(ids), 500):
+        for eid, ns, name, typ, desc, props, system in conn.execute(
+            select(
+                e.id,
+                e.ol_namespace,
+                e.ol_name,
+                e.type,
+                e.description,
+                e.properties,
+                t.systems.c.name,
+            )
+            .join(t.systems, t.systems.c.id == e.system_id)
+            .where(e.id.in_(ids[i : i + 500]))
+        ):
+            datasets[eid] = {
+                "namespace": ns,
+                "name": name,
+                "type": typ,
+                "system": system,
+                "description": desc,
+                "owners": (props or {}).get("owners") or [],
+                "fields": [],
+            }
+        fc = t.fields.c
+        for entity_id, fname, ftype, fdesc in conn.execute(
+            select(fc.entity_id, fc.name, fc.type, fc.description)
+            .where(fc.entity_id.in_(ids[i : i + 500]))
+            .order_by(fc.entity_id, fc.ordinal_position, fc.name)
+        ):
+            datasets[entity_id]["fields"].append(
+                {"name": fname, "type": ftype, "description": fdesc}
+            )
+
+    ff = t.field_flows.c
+    sf, df = aliased(t.fields), aliased(t.fields)
+    column_lineage: dict[tuple[int, str], set[tuple[str, str, str]]] = {}
+    for scope, s_entity, s_field, d_entity, d_field in conn.execute(
+        select(ff.scope, sf.c.entity_id, sf.c.name, df.c.entity_id, df.c.name)
+        .join(sf, sf.c.id == ff.from_field)
+        .join(df, df.c.id == ff.to_field)
+    ):
+        if _scope_job(scope) not in jobs or s_entity not in datasets or d_entity not in datasets:
+            continue
+        s = datasets[s_entity]
+        column_lineage.setdefault((d_entity, d_field), set()).add(
+            (s["namespace"], s["name"], s_field)
+        )
+
+    return {
+        "version": STATE_VERSION,
+        "jobs": sorted(jobs.values(), key=lambda j: (j["namespace"], j["name"])),
+        "datasets": sorted(datasets.values(), key=lambda d: (d["namespace"], d["name"])),
+        "parents": sorted(parents),
+        "columnLineage": sorted(
+            [
+                {
+                    "dataset": [datasets[eid]["namespace"], datasets[eid]["name"]],
+                    "field": field,
+                    "inputs": sorted(list(x) for x in inputs),
+                }
+                for (eid, field), inputs in column_lineage.items()
+            ],
+            key=lambda c: (c["dataset"], c["field"]),
+        ),
+    }

@@ -1,0 +1,198 @@
+"""Synced lineage in Dagster's asset graph: jobs and datasets other tools reported, as assets.
+
+Dagster only draws lineage it runs itself. Engineers already look at the asset graph, so every job
+and dataset a definition has synced appears there as an external ``AssetSpec``: a dataset depends
+on the jobs that write it, a job on the datasets it reads; kinds from the job's integration and the
+dataset's store; owners and descriptions from the facets; ``dagster/column_schema`` and
+``dagster/column_lineage`` where the catalog has fields and field flows.
+
+The specs are built from the lineage state in the store (refreshed after each sync), never from the
+catalog at load. ``OpenLineageTranslator`` maps a state node to a spec, in the dagster-sling style:
+subclass it to change keys, groups or metadata, and pass it to ``build_defs(translator=...)``.
+"""
+
+import hashlib
+import re
+from typing import Any
+
+import dagster as dg
+
+from ol_dagster.lineage.naming import scheme_of
+
+_SLUG = re.compile(r"[^A-Za-z0-9_.\-]+")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_STORE_KINDS = {
+    "postgresql": "postgres",
+    "s3a": "s3",
+    "gs": "gcs",
+    "abfss": "azure",
+    "wasbs": "azure",
+}
+
+
+def _slug(text: str) -> str:
+    return _SLUG.sub("_", text).strip("_") or "_"
+
+
+def _owners(names: list[str]) -> list[str]:
+    """Dagster takes e-mail addresses and ``team:`` names; other owner names stay in metadata."""
+    out = []
+    for name in names:
+        if _EMAIL.match(name):
+            out.append(name)
+        elif name.startswith("team:") and len(name) > 5:
+            out.append("team:" + _slug(name[5:]))
+    return out
+
+
+class OpenLineageTranslator:
+    """Maps a synced job or dataset (a node of the lineage state) to an ``AssetSpec``."""
+
+    def get_group_name(self, definition: str) -> str:
+        return f"{definition}_lineage"
+
+    def get_dataset_key(self, namespace: str, name: str) -> dg.AssetKey:
+        return dg.AssetKey([_slug(namespace), _slug(name)])
+
+    def get_job_key(self, namespace: str, name: str) -> dg.AssetKey:
+        return dg.AssetKey([_slug(namespace), _slug(name)])
+
+    def get_dataset_kinds(self, dataset: dict[str, Any]) -> set[str]:
+        scheme = scheme_of(dataset["namespace"])
+        return {_STORE_KINDS.get(scheme, scheme)} if scheme.isidentifier() else set()
+
+    def get_job_kinds(self, job: dict[str, Any]) -> set[str]:
+        integration = (job.get("integration") or "").lower()
+        return {integration} if integration else {"openlineage"}
+
+    def get_dataset_spec(
+        self,
+        dataset: dict[str, Any],
+        *,
+        key: dg.AssetKey,
+        deps: list[dg.AssetKey],
+        group: str,
+        column_lineage: dg.TableColumnLineage | None,
+    ) -> dg.AssetSpec:
+        metadata: dict[str, Any] = {
+            "openlineage/namespace": dataset["namespace"],
+            "openlineage/name": dataset["name"],
+            "catalog/system": dataset.get("system") or "",
+            "catalog/type": dataset.get("type") or "",
+        }
+        if dataset.get("fields"):
+            metadata["dagster/column_schema"] = dg.TableSchema(
+                columns=[
+                    dg.TableColumn(
+                        name=f["name"],
+                        type=f.get("type") or "unknown",
+                        description=f.get("description"),
+                    )
+                    for f in dataset["fields"]
+                ]
+            )
+        if column_lineage is not None:
+            metadata["dagster/column_lineage"] = column_lineage
+        if dataset.get("owners"):
+            metadata["openlineage/owners"] = ", ".join(dataset["owners"])
+        return dg.AssetSpec(
+            key=key,
+            deps=deps,
+            description=dataset.get("description") or f"{dataset['namespace']} {dataset['name']}",
+            group_name=group,
+            kinds=self.get_dataset_kinds(dataset),
+            owners=_owners(dataset.get("owners") or []),
+            metadata=metadata,
+        )
+
+    def get_job_spec(
+        self, job: dict[str, Any], *, key: dg.AssetKey, deps: list[dg.AssetKey], group: str
+    ) -> dg.AssetSpec:
+        metadata: dict[str, Any] = {
+            "openlineage/namespace": job["namespace"],
+            "openlineage/name": job["name"],
+            "openlineage/jobType": job.get("jobType") or "",
+        }
+        if job.get("owners"):
+            metadata["openlineage/owners"] = ", ".join(job["owners"])
+        return dg.AssetSpec(
+            key=key,
+            deps=deps,
+            description=job.get("description")
+            or f"OpenLineage job {job['namespace']} {job['name']}",
+            group_name=group,
+            kinds=self.get_job_kinds(job),
+            owners=_owners(job.get("owners") or []),
+            metadata=metadata,
+        )
+
+
+class _Keys:
+    """Keys for every node, made unique when two nodes would slug to the same key."""
+
+    def __init__(self, translator: OpenLineageTranslator) -> None:
+        self.translator = translator
+        self.by_node: dict[tuple[str, str, str], dg.AssetKey] = {}
+        self.taken: set[dg.AssetKey] = set()
+
+    def key(self, kind: str, namespace: str, name: str) -> dg.AssetKey:
+        node = (kind, namespace, name)
+        if node not in self.by_node:
+            t = self.translator
+            key = (t.get_job_key if kind == "job" else t.get_dataset_key)(namespace, name)
+            if key in self.taken:
+                digest = hashlib.sha1("|".join(node).encode()).hexdigest()[:8]
+                key = dg.AssetKey([*key.path[:-1], f"{key.path[-1]}_{digest}"])
+            self.taken.add(key)
+            self.by_node[node] = key
+        return self.by_node[node]
+
+
+def build_lineage_specs(
+    definition: str, state: dict[str, Any], translator: OpenLineageTranslator
+) -> list[dg.AssetSpec]:
+    keys = _Keys(translator)
+    group = translator.get_group_name(definition)
+    writers: dict[tuple[str, str], list[dg.AssetKey]] = {}
+    specs: list[dg.AssetSpec] = []
+    for job in state.get("jobs", []):
+        job_key = keys.key("job", job["namespace"], job["name"])
+        for ns, name in job.get("outputs", []):
+            writers.setdefault((ns, name), []).append(job_key)
+    lineage: dict[tuple[str, str], dict[str, list[dg.TableColumnDep]]] = {}
+    for cl in state.get("columnLineage", []):
+        deps = [
+            dg.TableColumnDep(asset_key=keys.key("dataset", ns, name), column_name=field)
+            for ns, name, field in cl["inputs"]
+        ]
+        lineage.setdefault(tuple(cl["dataset"]), {})[cl["field"]] = deps  # type: ignore[index]
+    for job in state.get("jobs", []):
+        specs.append(
+            translator.get_job_spec(
+                job,
+                key=keys.key("job", job["namespace"], job["name"]),
+                deps=sorted(
+                    {keys.key("dataset", ns, name) for ns, name in job.get("inputs", [])},
+                    key=lambda k: k.path,
+                ),
+                group=group,
+            )
+        )
+    for ds in state.get("datasets", []):
+        node = (ds["namespace"], ds["name"])
+        cl = lineage.get(node)
+        specs.append(
+            translator.get_dataset_spec(
+                ds,
+                key=keys.key("dataset", *node),
+                deps=sorted(set(writers.get(node, [])), key=lambda k: k.path),
+                group=group,
+                column_lineage=dg.TableColumnLineage(deps_by_column=cl) if cl else None,
+            )
+        )
+    return specs
+
+
+def job_asset_key(translator: OpenLineageTranslator, namespace: str, name: str) -> dg.AssetKey:
+    """The key a job's observations are recorded on (collisions aside, as in the specs)."""
+    return translator.get_job_key(namespace, name)
