@@ -81,9 +81,7 @@ class PostgresServer:
         if not self.stopped:
             self.stopped = True
             subprocess.run(
-                _as_postgres(
-                    [self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop"]
-                ),
+                _as_postgres([self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop"]),
                 capture_output=True,
             )
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -26,11 +26,21 @@ PG = "postgres://db:5432"
 
 def _repo_snapshot(*, with_anomalies: bool = True) -> dict:
     events = [
-        run_event("etl", "build_daily_kpi", inputs=[(PG, "shop.public.orders")], outputs=[(PG, "shop.kpi.daily")]),
+        run_event(
+            "etl",
+            "build_daily_kpi",
+            inputs=[(PG, "shop.public.orders")],
+            outputs=[(PG, "shop.kpi.daily")],
+        ),
     ]
     if with_anomalies:
         events.append(
-            run_event("etl", "features.export_anomalies", inputs=[(PG, "shop.kpi.daily")], outputs=[(S3, "anomalies")])
+            run_event(
+                "etl",
+                "features.export_anomalies",
+                inputs=[(PG, "shop.kpi.daily")],
+                outputs=[(S3, "anomalies")],
+            )
         )
     return {"events": events}
 
@@ -128,12 +138,14 @@ def test_removal_cap_blocks_every_real_call_and_an_override_lifts_it(env, write_
     # A person raises the cap for this partition only, by re-materializing catalog_cleanup.
     defs = build_defs(env["path"])
     cleanup_key = dg.AssetKey(["snap", "catalog_cleanup"])
-    result = defs.resolve_implicit_global_asset_job_def().get_subset(
-        asset_selection={cleanup_key}
-    ).execute_in_process(
-        instance=env["instance"],
-        partition_key=str(line["batchId"]),
-        run_config={"ops": {"snap__catalog_cleanup": {"config": {"maxRemovalsPerRun": 10}}}},
+    result = (
+        defs.resolve_implicit_global_asset_job_def()
+        .get_subset(asset_selection={cleanup_key})
+        .execute_in_process(
+            instance=env["instance"],
+            partition_key=str(line["batchId"]),
+            run_config={"ops": {"snap__catalog_cleanup": {"config": {"maxRemovalsPerRun": 10}}}},
+        )
     )
     assert result.success
     report = env["store"].get_batch(line["batchId"]).cleanup_report

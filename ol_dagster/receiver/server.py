@@ -20,11 +20,20 @@ def serve(app: Starlette, host: str, port: int) -> None:
 
 
 @contextmanager
-def serve_in_background(app: Starlette, host: str = "127.0.0.1") -> Iterator[str]:
-    """Serve ``app`` on a free port of ``host``; yields the base URL."""
+def serve_in_background(
+    app: Starlette, host: str = "127.0.0.1", *, date_header: bool = True
+) -> Iterator[str]:
+    """Serve ``app`` on a free port of ``host``; yields the base URL. ``date_header=False`` leaves
+    the ``Date`` header to the app (a fake catalog whose clock the tests set)."""
     server = uvicorn.Server(
         uvicorn.Config(
-            app, host=host, port=0, log_level="warning", access_log=False, lifespan="off"
+            app,
+            host=host,
+            port=0,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            date_header=date_header,
         )
     )
     thread = threading.Thread(target=server.run, name="ol-dagster-receiver", daemon=True)

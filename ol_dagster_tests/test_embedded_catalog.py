@@ -1,0 +1,1073 @@
+"""The embedded catalog (issue 4): upload, Systems, renames, drops, cleanup calls and lineage reads.
+
+Every test runs on SQLite (a file in ``tmp_path``) and on a real throwaway PostgreSQL (the
+``catalog_url`` fixture). Graphs are built by the real normalization from small hand-written
+events, and the catalog tables are read directly to check what a user of the catalog would see.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event, func, select, text
+
+from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.embedded.reads import NodeNotFound
+from ol_dagster.catalog.protocol import CleanupPermissionDenied, ObjectType, UploadResult
+from ol_dagster.lineage import LineageGraph
+from ol_dagster.settings import Definition, parse_settings
+from ol_dagster.sync.upload import build_graph, upload_graph
+from ol_dagster_tests.conftest import run_event, settings_data
+
+WH = "postgres://db:5432"
+LAKE = "s3://lake"
+SNAP_UUID = "11111111-1111-4111-8111-111111111111"
+ADD_UUID = "22222222-2222-4222-8222-222222222222"
+
+ENTITIES = ObjectType.PHYSICAL_ENTITIES
+FIELDS = ObjectType.PHYSICAL_FIELDS
+ROUTINES = ObjectType.ROUTINES
+STATEMENTS = ObjectType.STATEMENTS
+FLOWS = ObjectType.DATA_FLOWS
+QUALITY = "qualityChecks"
+
+TOUCHED_TABLES = [
+    t.entities,
+    t.fields,
+    t.routines,
+    t.statements,
+    t.data_flows,
+    t.field_flows,
+    t.quality_checks,
+]
+
+
+# -- fixtures and helpers -------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'catalog.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def catalog(catalog_url: str) -> Iterator[EmbeddedCatalog]:
+    c = EmbeddedCatalog(catalog_url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def definition(tmp_path: Path) -> Callable[..., Definition]:
+    """``definition(**snap_overrides)``; ``definition(data=..., name=...)`` for a full mapping."""
+
+    def make(name: str = "snap", data: dict[str, Any] | None = None, **overrides: Any):
+        return parse_settings(data or settings_data(tmp_path, **overrides)).definition(name)
+
+    return make
+
+
+def ds(
+    namespace: str,
+    name: str,
+    fields: list[str] | None = None,
+    lineage: dict[str, list[tuple[str, str, str]]] | None = None,
+    *,
+    lifecycle: str | None = None,
+    previous: tuple[str, str] | None = None,
+    checks: list[tuple[str, str | None]] = (),  # type: ignore[assignment]
+) -> dict[str, Any]:
+    """A dataset of an event: ``fields`` is the schema facet (None: no schema facet), ``lineage``
+    maps an output field to its (namespace, name, field) inputs, ``checks`` are assertions."""
+    facets: dict[str, Any] = {}
+    if fields is not None:
+        facets["schema"] = {"fields": [{"name": f, "type": "integer"} for f in fields]}
+    if lineage:
+        facets["columnLineage"] = {
+            "fields": {
+                out: {"inputFields": [{"namespace": n, "name": d, "field": f} for n, d, f in ins]}
+                for out, ins in lineage.items()
+            }
+        }
+    if lifecycle:
+        change: dict[str, Any] = {"lifecycleStateChange": lifecycle}
+        if previous:
+            change["previousIdentifier"] = {"namespace": previous[0], "name": previous[1]}
+        facets["lifecycleStateChange"] = change
+    out: dict[str, Any] = {"namespace": namespace, "name": name, "facets": facets}
+    if checks:
+        out["inputFacets"] = {
+            "dataQualityAssertions": {
+                "assertions": [{"assertion": a, "column": c, "success": True} for a, c in checks]
+            }
+        }
+    return out
+
+
+def job(
+    namespace: str,
+    name: str,
+    inputs: list[dict] = (),  # type: ignore[assignment]
+    outputs: list[dict] = (),  # type: ignore[assignment]
+    *,
+    sql: str | None = None,
+    parent: tuple[str, str] | None = None,
+    minute: int = 0,
+) -> dict[str, Any]:
+    e = run_event(namespace, name, event_time=f"2026-11-01T02:{minute:02d}:00.000Z")
+    e["inputs"] = list(inputs)
+    e["outputs"] = list(outputs)
+    if sql:
+        e["job"]["facets"] = {"sql": {"query": sql, "dialect": "postgres"}}
+    if parent:
+        e["run"]["facets"] = {
+            "parent": {
+                "run": {"runId": str(uuid.uuid4())},
+                "job": {"namespace": parent[0], "name": parent[1]},
+            }
+        }
+    return e
+
+
+def dataset_event(dataset: dict[str, Any], minute: int = 30) -> dict[str, Any]:
+    return {
+        "eventTime": f"2026-11-01T02:{minute:02d}:00.000Z",
+        "producer": "https://example.com/ol-dagster-tests",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent",
+        "dataset": dataset,
+    }
+
+
+def graph_of(events: list[dict], definition: Definition) -> LineageGraph:
+    return build_graph([json.dumps(e).encode() for e in events], definition)
+
+
+def load_orders(**kw: Any) -> dict:
+    """etl.load_orders: orders_raw(id, amount) -> orders(id, amount), column by column, with SQL."""
+    return job(
+        "etl",
+        "load_orders",
+        [ds(WH, "shop.public.orders_raw", ["id", "amount"])],
+        [
+            ds(
+                WH,
+                "shop.public.orders",
+                ["id", "amount"],
+                {
+                    "id": [(WH, "shop.public.orders_raw", "id")],
+                    "amount": [(WH, "shop.public.orders_raw", "amount")],
+                },
+            )
+        ],
+        sql="insert into shop.public.orders select id, amount from shop.public.orders_raw",
+        **kw,
+    )
+
+
+def build_kpi(**kw: Any) -> dict:
+    """etl.build_kpi: orders -> s3 kpi/daily.parquet(total), with a not_null check on orders.id."""
+    return job(
+        "etl",
+        "build_kpi",
+        [ds(WH, "shop.public.orders", checks=[("not_null", "id")])],
+        [
+            ds(
+                LAKE,
+                "kpi/daily.parquet",
+                ["total"],
+                {"total": [(WH, "shop.public.orders", "amount")]},
+            )
+        ],
+        sql="select sum(amount) as total from shop.public.orders",
+        minute=5,
+        **kw,
+    )
+
+
+def export_anomalies() -> dict:
+    """features.export_anomalies: kpi -> anomalies, no SQL, no column lineage."""
+    return job(
+        "features",
+        "export_anomalies",
+        [ds(LAKE, "kpi/daily.parquet")],
+        [ds(LAKE, "anomalies/out.csv")],
+        minute=10,
+    )
+
+
+def shop_events() -> list[dict]:
+    """The small known graph: 3 jobs (daily is load_orders' parent), 3 datasets, 5 fields,
+    2 routines with 2 statements, 2 data + 1 orchestration + 3 field flows, 1 quality check."""
+    return [load_orders(parent=("etl", "daily")), build_kpi()]
+
+
+def rows(catalog: EmbeddedCatalog, table, *where) -> list[dict[str, Any]]:
+    with catalog.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(select(table).where(*where))]
+
+
+def count(catalog: EmbeddedCatalog, table, *where) -> int:
+    with catalog.engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(table).where(*where)).scalar_one()
+
+
+def table_counts(catalog: EmbeddedCatalog) -> dict[str, int]:
+    return {tbl.name: count(catalog, tbl) for tbl in t.metadata.sorted_tables}
+
+
+def entity(catalog: EmbeddedCatalog, ol_name: str) -> dict[str, Any] | None:
+    found = rows(catalog, t.entities, t.entities.c.ol_name == ol_name)
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def system_name(catalog: EmbeddedCatalog, system_id: int) -> str:
+    return rows(catalog, t.systems, t.systems.c.id == system_id)[0]["name"]
+
+
+def field_names(catalog: EmbeddedCatalog, entity_id: int) -> set[str]:
+    return {f["name"] for f in rows(catalog, t.fields, t.fields.c.entity_id == entity_id)}
+
+
+def naive(dt: datetime) -> datetime:
+    return dt.astimezone(UTC).replace(tzinfo=None)
+
+
+def db_epoch(catalog: EmbeddedCatalog) -> float:
+    """The database server's own "now", as seconds since the epoch (time-zone free)."""
+    with catalog.engine.connect() as conn:
+        if catalog.engine.dialect.name == "postgresql":
+            return float(
+                conn.exec_driver_sql("SELECT extract(epoch FROM clock_timestamp())").scalar()
+            )
+        return float(
+            conn.exec_driver_sql("SELECT (julianday('now') - 2440587.5) * 86400.0").scalar()
+        )
+
+
+def written(result: UploadResult) -> dict[str, int]:
+    return {k: v for k, v in result.written.items() if v}
+
+
+def touched(result: UploadResult) -> dict[str, int]:
+    return {k: v for k, v in result.touched.items() if v}
+
+
+# -- clock ----------------------------------------------------------------------------------------
+
+
+def test_clock_is_the_database_clock_in_utc(catalog: EmbeddedCatalog) -> None:
+    before = catalog.clock()
+    server = db_epoch(catalog)
+    after = catalog.clock()
+
+    for value in (before, after):
+        assert value.tzinfo is not None and value.utcoffset() == timedelta(0)
+    # 2 ms of slack: SQLite's "now" has millisecond resolution
+    assert before.timestamp() - 0.002 <= server <= after.timestamp() + 0.002
+    assert after - before < timedelta(seconds=5)
+
+    readings = []
+    for _ in range(5):
+        readings.append(catalog.clock())
+        time.sleep(0.002)
+    assert readings == sorted(readings)
+    assert readings[-1] > readings[0]
+
+
+@pytest.mark.postgres
+def test_clock_is_utc_whatever_the_session_time_zone(pg_url: str) -> None:
+    # A server or role configured for local time must not shift the cutoff by hours.
+    catalog = EmbeddedCatalog(pg_url + "?options=-c%20TimeZone%3DAsia/Kolkata")
+    try:
+        with catalog.engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW TimeZone").scalar() == "Asia/Kolkata"
+        before = catalog.clock()
+        server = db_epoch(catalog)
+        after = catalog.clock()
+        assert before.utcoffset() == timedelta(0)
+        assert before.timestamp() <= server <= after.timestamp()
+    finally:
+        catalog.close()
+
+
+def test_upload_stamps_every_row_with_the_catalog_clock(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    before = catalog.clock()
+    catalog.upload(graph_of(shop_events(), definition()), definition())
+    after = catalog.clock()
+
+    for table in TOUCHED_TABLES:
+        stamps = [r["last_update"] for r in rows(catalog, table)]
+        assert stamps, table.name
+        for stamp in stamps:
+            # stored naive UTC; millisecond slack for SQLite's resolution
+            assert naive(before) - timedelta(milliseconds=2) <= stamp, table.name
+            assert stamp <= naive(after) + timedelta(milliseconds=2), table.name
+
+
+# -- upload: counts, idempotence, touching ------------------------------------------------------
+
+
+def test_upload_counts_each_object_type_of_a_known_graph(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    d = definition()
+    result = catalog.upload(graph_of(shop_events(), d), d)
+
+    assert result.succeeded and result.failed == []
+    assert result.dropped == {} and result.removed == {}
+    assert written(result) == {
+        ENTITIES: 6,  # jobs load_orders, build_kpi, daily; datasets orders_raw, orders, kpi
+        FIELDS: 5,  # orders_raw.id/amount, orders.id/amount, kpi.total
+        ROUTINES: 2,  # the two jobs with SQL
+        STATEMENTS: 2,
+        FLOWS: 6,  # 2 data + 1 orchestration + 3 field flows
+        QUALITY: 1,
+    }
+    assert touched(result) == {}
+    assert catalog.counts() == {
+        "systems": 3,  # snap_jobs, postgres://db:5432, s3://lake
+        "jobs": 3,
+        "datasets": 3,
+        "fields": 5,
+        "routines": 2,
+        "dataFlows": 2,
+        "orchestrationFlows": 1,
+        "fieldFlows": 3,
+        "qualityChecks": 1,
+        "disabledQualityChecks": 0,
+    }
+    assert catalog.job_names() == ["etl.build_kpi", "etl.daily", "etl.load_orders"]
+
+
+def test_second_identical_upload_writes_nothing_but_touches_everything(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    d = definition()
+    graph = graph_of(shop_events(), d)
+    first = catalog.upload(graph, d)
+    ids_before = {tbl.name: sorted(r["id"] for r in rows(catalog, tbl)) for tbl in TOUCHED_TABLES}
+    counts_before = table_counts(catalog)
+    between = catalog.clock()
+
+    second = catalog.upload(graph, d)
+
+    assert second.succeeded
+    assert written(second) == {}
+    assert touched(second) == written(first)
+    assert table_counts(catalog) == counts_before
+    assert {
+        tbl.name: sorted(r["id"] for r in rows(catalog, tbl)) for tbl in TOUCHED_TABLES
+    } == ids_before
+    for table in TOUCHED_TABLES:
+        stale = [r for r in rows(catalog, table) if r["last_update"] < naive(between)]
+        assert stale == [], f"{table.name}: rows not touched by the second upload"
+
+
+def test_a_changed_graph_writes_only_what_is_new(catalog: EmbeddedCatalog, definition) -> None:
+    d = definition()
+    catalog.upload(graph_of([load_orders()], d), d)
+    result = catalog.upload(graph_of([load_orders(), build_kpi()], d), d)
+
+    # new: build_kpi + kpi; orders and its fields (already there) are only touched
+    assert written(result) == {
+        ENTITIES: 2,
+        FIELDS: 1,
+        ROUTINES: 1,
+        STATEMENTS: 1,
+        FLOWS: 2,
+        QUALITY: 1,
+    }
+    assert touched(result) == {ENTITIES: 3, FIELDS: 4, ROUTINES: 1, STATEMENTS: 1, FLOWS: 3}
+
+
+# -- Systems ---------------------------------------------------------------------------------------
+
+
+def test_dataset_systems_are_created_with_owner_and_rule_policy(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    d = definition(
+        datasetSystems=[
+            {"namespace": "s3://lake", "system": "lake", "cleanupMode": "CUTOFF", "cleanupDays": 7}
+        ]
+    )
+    catalog.upload(graph_of(shop_events(), d), d)
+
+    by_name = {s["name"]: s for s in catalog.systems()}
+    assert set(by_name) == {"lake", WH, "snap_jobs"}
+    assert [s["name"] for s in catalog.systems()] == sorted(by_name)
+    assert by_name["lake"]["openLineageOwner"] == SNAP_UUID
+    assert by_name["lake"]["cleanupMode"] == "CUTOFF"
+    assert by_name["lake"]["cleanupDays"] == 7
+    # no rule: never cleaned by this job (NONE), 30 days
+    assert by_name[WH]["openLineageOwner"] == SNAP_UUID
+    assert by_name[WH]["cleanupMode"] == "NONE"
+    assert by_name[WH]["cleanupDays"] == 30
+    kpi = entity(catalog, "kpi/daily.parquet")
+    assert kpi is not None and system_name(catalog, kpi["system_id"]) == "lake"
+    assert (kpi["schema"], kpi["name"], kpi["type"]) == ("kpi", "daily.parquet", "file")
+
+
+def test_a_system_keeps_the_owner_that_created_it(catalog: EmbeddedCatalog, tmp_path) -> None:
+    data = settings_data(tmp_path)
+    data["definitions"][1]["datasetSystems"] = [
+        {"namespace": "s3://lake", "system": "lake", "cleanupMode": "CUTOFF"}
+    ]
+    data["definitions"][0]["datasetSystems"] = [{"namespace": "s3://lake", "system": "lake"}]
+    settings = parse_settings(data)
+    add, snap = settings.definition("add"), settings.definition("snap")
+
+    catalog.upload(graph_of([build_kpi()], add), add)
+    catalog.upload(graph_of([build_kpi()], snap), snap)
+
+    lake = next(s for s in catalog.systems() if s["name"] == "lake")
+    assert lake["openLineageOwner"] == ADD_UUID
+    assert lake["cleanupMode"] == "CUTOFF"
+
+
+def test_job_entities_and_routines_go_to_their_job_system(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    d = definition(
+        openLineageSystem="etl_jobs",
+        jobSystems=[{"namespaces": "features*", "system": "feature_jobs"}],
+    )
+    events = [
+        load_orders(),
+        job("features.v2", "score", [ds(LAKE, "kpi/daily.parquet")], [], sql="select 1"),
+    ]
+    catalog.upload(graph_of(events, d), d)
+
+    jobs = {e["ol_name"]: e for e in rows(catalog, t.entities, t.entities.c.type == t.JOB)}
+    assert system_name(catalog, jobs["load_orders"]["system_id"]) == "etl_jobs"
+    assert system_name(catalog, jobs["score"]["system_id"]) == "feature_jobs"
+    # a job entity lives at schema = its job namespace
+    assert (jobs["load_orders"]["schema"], jobs["load_orders"]["name"]) == ("etl", "load_orders")
+    assert (jobs["score"]["schema"], jobs["score"]["name"]) == ("features.v2", "score")
+    routines = {
+        (system_name(catalog, r["system_id"]), r["schema"], r["name"])
+        for r in rows(catalog, t.routines)
+    }
+    assert routines == {
+        ("etl_jobs", "etl", "load_orders"),
+        ("feature_jobs", "features.v2", "score"),
+    }
+    systems = {s["name"]: s for s in catalog.systems()}
+    assert systems["etl_jobs"]["openLineageJobSystem"] == [SNAP_UUID]
+    assert systems["feature_jobs"]["openLineageJobSystem"] == [SNAP_UUID]
+    # dataset Systems are not marked as job Systems, and job Systems carry no dataset owner
+    assert "openLineageJobSystem" not in systems[WH]
+    assert "openLineageOwner" not in systems["etl_jobs"]
+
+
+def test_without_a_rule_jobs_go_to_the_default_job_system(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    d = definition()  # no openLineageSystem, no jobSystems
+    catalog.upload(graph_of([load_orders()], d), d)
+    (job_row,) = rows(catalog, t.entities, t.entities.c.type == t.JOB)
+    assert system_name(catalog, job_row["system_id"]) == "snap_jobs"
+    (routine,) = rows(catalog, t.routines)
+    assert system_name(catalog, routine["system_id"]) == "snap_jobs"
+
+
+def test_a_second_definition_appends_its_job_system_mark(
+    catalog: EmbeddedCatalog, tmp_path
+) -> None:
+    data = settings_data(tmp_path, openLineageSystem="etl_jobs")
+    data["definitions"][1]["openLineageSystem"] = "etl_jobs"
+    settings = parse_settings(data)
+    snap, add = settings.definition("snap"), settings.definition("add")
+
+    catalog.upload(graph_of([load_orders()], snap), snap)
+    catalog.upload(graph_of([build_kpi()], add), add)
+    catalog.upload(graph_of([load_orders()], snap), snap)  # already marked: not repeated
+
+    etl_jobs = next(s for s in catalog.systems() if s["name"] == "etl_jobs")
+    assert etl_jobs["openLineageJobSystem"] == [SNAP_UUID, ADD_UUID]
+    assert count(catalog, t.systems, t.systems.c.name == "etl_jobs") == 1
+
+
+# -- renames and drops -------------------------------------------------------------------------
+
+
+def test_a_rename_updates_the_entity_in_place(catalog: EmbeddedCatalog, definition) -> None:
+    d = definition()
+    catalog.upload(graph_of([load_orders(), build_kpi()], d), d)
+    old = entity(catalog, "shop.public.orders")
+    assert old is not None
+    old_fields = {f["id"] for f in rows(catalog, t.fields, t.fields.c.entity_id == old["id"])}
+    old_flows = {
+        f["id"] for f in rows(catalog, t.data_flows, t.data_flows.c.to_entity == old["id"])
+    }
+    downstream = rows(catalog, t.data_flows, t.data_flows.c.from_entity == old["id"])
+    assert len(old_fields) == 2 and len(old_flows) == 1 and len(downstream) == 1
+
+    renamed = job(
+        "etl",
+        "load_orders",
+        [ds(WH, "shop.public.orders_raw", ["id", "amount"])],
+        [
+            ds(
+                WH,
+                "shop.public.orders_v2",
+                ["id", "amount"],
+                {
+                    "id": [(WH, "shop.public.orders_raw", "id")],
+                    "amount": [(WH, "shop.public.orders_raw", "amount")],
+                },
+                lifecycle="RENAME",
+                previous=(WH, "shop.public.orders"),
+            )
+        ],
+        sql="insert into shop.public.orders_v2 select id, amount from shop.public.orders_raw",
+    )
+    result = catalog.upload(graph_of([renamed], d), d)
+
+    assert result.succeeded
+    assert result.written.get(ENTITIES) == 0  # moved, not created
+    assert result.written.get(FIELDS) == 0
+    assert entity(catalog, "shop.public.orders") is None
+    new = entity(catalog, "shop.public.orders_v2")
+    assert new is not None
+    assert new["id"] == old["id"]
+    assert (new["schema"], new["name"], new["ol_namespace"]) == ("shop.public", "orders_v2", WH)
+    new_fields = {f["id"] for f in rows(catalog, t.fields, t.fields.c.entity_id == new["id"])}
+    assert new_fields == old_fields
+    assert {
+        f["id"] for f in rows(catalog, t.data_flows, t.data_flows.c.to_entity == new["id"])
+    } == (old_flows)
+    # the downstream flow of build_kpi (not in this upload) still reads the same entity
+    assert rows(catalog, t.data_flows, t.data_flows.c.from_entity == new["id"]) == downstream
+    with pytest.raises(NodeNotFound):
+        catalog.lineage(f"dataset:{WH}:shop.public.orders", depth=1, upstream=True, downstream=True)
+    around = catalog.lineage(
+        f"dataset:{WH}:shop.public.orders_v2", depth=1, upstream=True, downstream=True
+    )
+    assert {n["id"] for n in around["nodes"]} == {
+        f"dataset:{WH}:shop.public.orders_v2",
+        "job:etl:load_orders",
+        "job:etl:build_kpi",
+    }
+
+
+def _drop_kpi() -> dict:
+    return dataset_event(ds(LAKE, "kpi/daily.parquet", lifecycle="DROP"))
+
+
+@pytest.mark.parametrize(
+    ("mode", "removed"),
+    [("CUTOFF", True), ("DAYS", True), ("NONE", False), (None, False)],
+)
+def test_a_drop_removes_the_entity_only_where_the_policy_allows(
+    catalog: EmbeddedCatalog, definition, mode: str | None, removed: bool
+) -> None:
+    rules = [] if mode is None else [{"namespace": LAKE, "system": LAKE, "cleanupMode": mode}]
+    d = definition(datasetSystems=rules)
+    catalog.upload(graph_of([build_kpi()], d), d)
+    kpi = entity(catalog, "kpi/daily.parquet")
+    assert kpi is not None and field_names(catalog, kpi["id"]) == {"total"}
+
+    result = catalog.upload(graph_of([_drop_kpi()], d), d)
+
+    assert result.succeeded
+    if removed:
+        assert entity(catalog, "kpi/daily.parquet") is None
+        assert result.removed == {ENTITIES: 1}
+        assert count(catalog, t.fields, t.fields.c.entity_id == kpi["id"]) == 0
+        assert count(catalog, t.data_flows, t.data_flows.c.to_entity == kpi["id"]) == 0
+    else:
+        assert entity(catalog, "kpi/daily.parquet") is not None
+        assert result.removed == {}
+        assert field_names(catalog, kpi["id"]) == {"total"}
+
+
+def test_a_drop_leaves_a_system_another_definition_owns(catalog: EmbeddedCatalog, tmp_path) -> None:
+    rule = [{"namespace": LAKE, "system": LAKE, "cleanupMode": "CUTOFF"}]
+    data = settings_data(tmp_path, datasetSystems=rule)
+    data["definitions"][1]["datasetSystems"] = rule
+    settings = parse_settings(data)
+    add, snap = settings.definition("add"), settings.definition("snap")
+    catalog.upload(graph_of([build_kpi()], add), add)  # add creates (owns) the lake System
+
+    result = catalog.upload(graph_of([_drop_kpi()], snap), snap)
+
+    assert result.succeeded and result.removed == {}
+    assert entity(catalog, "kpi/daily.parquet") is not None
+
+
+# -- dangling flows and failures ----------------------------------------------------------------
+
+
+def test_dangling_flows_are_dropped_and_counted(catalog: EmbeddedCatalog, definition) -> None:
+    d = definition()
+    events = [
+        job(
+            "etl",
+            "load_orders",
+            [ds(WH, "shop.public.orders_raw", ["id"])],
+            [
+                ds(
+                    WH,
+                    "shop.public.orders",
+                    ["id", "amount"],
+                    {
+                        "id": [(WH, "shop.public.orders_raw", "id")],  # fine
+                        # orders_raw's schema has no amount: FIELD_NOT_IN_SCHEMA
+                        "amount": [(WH, "shop.public.orders_raw", "amount")],
+                    },
+                )
+            ],
+        ),
+        job(
+            "etl",
+            "build_kpi",
+            [],
+            # the batch never describes shop.public.prices: DATASET_NOT_DESCRIBED
+            [
+                ds(
+                    LAKE,
+                    "kpi/daily.parquet",
+                    ["total"],
+                    {"total": [(WH, "shop.public.prices", "p")]},
+                )
+            ],
+        ),
+    ]
+    outcome = upload_graph(catalog, graph_of(events, d), d)
+
+    assert outcome.result.succeeded
+    assert outcome.result.dropped == {"DANGLING_FLOW": 2}
+    assert count(catalog, t.field_flows) == 1
+    assert entity(catalog, "shop.public.prices") is None
+    # the cutoff was read from the catalog before anything was written
+    assert outcome.cutoff.utcoffset() == timedelta(0)
+    assert all(r["last_update"] >= naive(outcome.cutoff) for r in rows(catalog, t.field_flows))
+
+
+def test_an_upload_failure_is_reported_and_leaves_no_half_written_object_type(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    d = definition()
+    catalog.upload(graph_of([load_orders()], d), d)
+    flows_before = rows(catalog, t.data_flows)
+    with catalog.engine.begin() as conn:  # someone drops the field-flow table under the catalog
+        conn.execute(text(f"DROP TABLE {t.field_flows.name}"))
+
+    outcome = upload_graph(catalog, graph_of([load_orders(), build_kpi()], d), d)
+
+    result = outcome.result
+    assert not result.succeeded
+    assert [f.object_type for f in result.failed] == [FLOWS]
+    assert t.field_flows.name in result.failed[0].reason
+    assert result.as_dict()["succeeded"] is False
+    # earlier object types were written in their own transactions...
+    assert entity(catalog, "kpi/daily.parquet") is not None
+    # ...but the flow batch rolled back whole: no new flow, no flow re-stamped
+    assert rows(catalog, t.data_flows) == flows_before
+    # and later object types were not attempted
+    assert count(catalog, t.quality_checks) == 0
+    assert FLOWS not in result.written and QUALITY not in result.written
+
+
+# -- cleanup calls ------------------------------------------------------------------------------
+
+
+def _scopes(catalog: EmbeddedCatalog) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for table in (t.data_flows, t.field_flows):
+        for r in rows(catalog, table):
+            out[r["scope"]] = out.get(r["scope"], 0) + 1
+    return out
+
+
+def test_cleanup_flows_by_prefix_and_by_scope_only_before_the_cutoff(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    d = definition()
+    first_cutoff = catalog.clock()
+    catalog.upload(
+        graph_of([load_orders(), build_kpi(parent=("etl", "daily")), export_anomalies()], d), d
+    )
+    second_cutoff = catalog.clock()
+    catalog.upload(graph_of([load_orders()], d), d)  # the run describes load_orders only
+    assert _scopes(catalog) == {
+        "ol:etl|load_orders": 3,  # 1 data + 2 field flows, touched again
+        "ol:etl|build_kpi": 2,  # 1 data + 1 field flow, stale
+        "ol:etl|build_kpi#orchestration": 1,  # stale
+        "ol:features|export_anomalies": 1,  # stale, another namespace
+    }
+    before = _scopes(catalog)
+
+    def flows(**kw: Any) -> int:
+        return catalog.cleanup_flows(**kw).counts[FLOWS]
+
+    # nothing was updated before the first cutoff
+    assert (
+        flows(scope_prefixes=["ol:etl|", "ol:features|"], before=first_cutoff, dry_run=False) == 0
+    )
+    # dry runs count and delete nothing
+    assert flows(scope_prefixes=["ol:etl|"], before=second_cutoff, dry_run=True) == 3
+    assert flows(scopes=["ol:etl|build_kpi"], before=second_cutoff, dry_run=True) == 2
+    assert flows(scope_prefixes=["ol:features|"], before=second_cutoff, dry_run=True) == 1
+    assert _scopes(catalog) == before
+
+    # exact scopes: the job's data flows, not its orchestration scope
+    assert flows(scopes=["ol:etl|build_kpi"], before=second_cutoff, dry_run=False) == 2
+    assert _scopes(catalog) == {
+        "ol:etl|load_orders": 3,
+        "ol:etl|build_kpi#orchestration": 1,
+        "ol:features|export_anomalies": 1,
+    }
+    # the namespace prefix covers orchestration scopes too, and stays in its namespace
+    assert flows(scope_prefixes=["ol:etl|"], before=second_cutoff, dry_run=False) == 1
+    assert _scopes(catalog) == {"ol:etl|load_orders": 3, "ol:features|export_anomalies": 1}
+
+
+def test_cleanup_flows_prefix_is_literal(catalog: EmbeddedCatalog, definition) -> None:
+    # "_" and "%" are LIKE wildcards: the prefix of namespace e_l must not cover exl or e%l
+    d = definition(allowedJobNamespaces=["*"])
+    events = [
+        job(ns, "j", [ds(WH, f"db.s.in_{i}")], [ds(WH, f"db.s.out_{i}")])
+        for i, ns in enumerate(["e_l", "exl", "e%l"])
+    ]
+    catalog.upload(graph_of(events, d), d)
+    cutoff = catalog.clock()
+
+    dry = catalog.cleanup_flows(scope_prefixes=["ol:e_l|"], before=cutoff, dry_run=True)
+    real = catalog.cleanup_flows(scope_prefixes=["ol:e_l|"], before=cutoff, dry_run=False)
+
+    assert dry.counts == real.counts == {FLOWS: 1}
+    assert _scopes(catalog) == {"ol:exl|j": 1, "ol:e%l|j": 1}
+
+
+def test_cleanup_job_system_removes_stale_jobs_of_the_schemas(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    d = definition()
+    catalog.upload(
+        graph_of(
+            [
+                load_orders(),
+                build_kpi(parent=("etl", "daily")),
+                job("features", "export", [ds(LAKE, "kpi/daily.parquet")], [], sql="select 1"),
+            ],
+            d,
+        ),
+        d,
+    )
+    kpi_stmt = rows(catalog, t.routines, t.routines.c.name == "build_kpi")
+    assert len(kpi_stmt) == 1
+    cutoff = catalog.clock()
+    catalog.upload(graph_of([load_orders()], d), d)
+    before = table_counts(catalog)
+
+    dry = catalog.cleanup_job_system("snap_jobs", schemas=["etl"], before=cutoff, dry_run=True)
+    assert table_counts(catalog) == before
+    real = catalog.cleanup_job_system("snap_jobs", schemas=["etl"], before=cutoff, dry_run=False)
+    after = table_counts(catalog)
+
+    expected = {
+        ENTITIES: 2,  # etl.build_kpi and its parent etl.daily
+        ROUTINES: 1,
+        STATEMENTS: 1,
+        FLOWS: 3,  # build_kpi's data flow and field flow (its statement's), the orchestration
+    }
+    assert dry.counts == real.counts == expected
+    assert dry.removed_jobs == real.removed_jobs == ["etl.build_kpi", "etl.daily"]
+    # the counts are what really went
+    assert before[t.entities.name] - after[t.entities.name] == 2
+    assert before[t.routines.name] - after[t.routines.name] == 1
+    assert before[t.statements.name] - after[t.statements.name] == 1
+    flows_gone = (before[t.data_flows.name] - after[t.data_flows.name]) + (
+        before[t.field_flows.name] - after[t.field_flows.name]
+    )
+    assert flows_gone == 3
+    # the other schema (namespace) and the fresh job are left, and so are datasets
+    assert catalog.job_names() == ["etl.load_orders", "features.export"]
+    assert {r["name"] for r in rows(catalog, t.routines)} == {"load_orders", "export"}
+    assert entity(catalog, "kpi/daily.parquet") is not None
+    assert _scopes(catalog) == {"ol:etl|load_orders": 3}
+
+    # an unknown System has nothing to clean
+    none = catalog.cleanup_job_system("nope", schemas=None, before=cutoff, dry_run=False)
+    assert none.total == 0 and none.removed_jobs == []
+    # schemas=None covers every schema of the System
+    rest = catalog.cleanup_job_system("snap_jobs", schemas=None, before=cutoff, dry_run=False)
+    assert rest.removed_jobs == ["features.export"]
+    assert catalog.job_names() == ["etl.load_orders"]
+
+
+def test_cleanup_dataset_system(catalog: EmbeddedCatalog, definition) -> None:
+    d = definition()
+    a, b, c, e = (f"wh.public.{x}" for x in "abce")
+    catalog.upload(
+        graph_of(
+            [
+                job(
+                    "etl",
+                    "j1",
+                    [ds(WH, a, ["id", "amount", "legacy"]), ds(WH, b, ["x", "y"])],
+                    [ds(WH, c, ["z"], {"z": [(WH, a, "legacy"), (WH, b, "x")]})],
+                )
+            ],
+            d,
+        ),
+        d,
+    )
+    cutoff = catalog.clock()
+    # a's schema is carried again without legacy; b is referenced without a schema; c is gone
+    catalog.upload(
+        graph_of(
+            [
+                job(
+                    "etl",
+                    "j1",
+                    [ds(WH, a, ["id", "amount"]), ds(WH, b)],
+                    [ds(WH, e, ["w"], {"w": [(WH, a, "amount")]})],
+                )
+            ],
+            d,
+        ),
+        d,
+    )
+    before = table_counts(catalog)
+
+    dry = catalog.cleanup_dataset_system(WH, before=cutoff, dry_run=True)
+    assert table_counts(catalog) == before
+    real = catalog.cleanup_dataset_system(WH, before=cutoff, dry_run=False)
+    after = table_counts(catalog)
+
+    assert dry.counts == real.counts
+    assert real.counts == {
+        ENTITIES: 1,  # c
+        FIELDS: 2,  # c.z with its entity, and a.legacy
+        FLOWS: 4,  # a->c, b->c, a.legacy->c.z, b.x->c.z
+    }
+    # the counts are what really went (the removal cap relies on them)
+    assert before[t.entities.name] - after[t.entities.name] == real.counts[ENTITIES]
+    assert before[t.fields.name] - after[t.fields.name] == real.counts[FIELDS]
+    assert (before[t.data_flows.name] - after[t.data_flows.name]) + (
+        before[t.field_flows.name] - after[t.field_flows.name]
+    ) == real.counts[FLOWS]
+    assert entity(catalog, c) is None
+    a_row, b_row = entity(catalog, a), entity(catalog, b)
+    assert a_row is not None and b_row is not None
+    assert field_names(catalog, a_row["id"]) == {"id", "amount"}
+    # b's schema was not carried by the run: its fields are not judged stale
+    assert field_names(catalog, b_row["id"]) == {"x", "y"}
+    # job entities are never dataset-System objects
+    assert catalog.job_names() == ["etl.j1"]
+
+
+def test_cleanup_dataset_system_of_an_unknown_system_is_empty(catalog: EmbeddedCatalog) -> None:
+    counts = catalog.cleanup_dataset_system("nope", before=catalog.clock(), dry_run=False)
+    assert counts.total == 0
+
+
+def test_cleanup_without_systems_admin_is_refused_and_deletes_nothing(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    d = definition()
+    catalog.upload(graph_of(shop_events() + [export_anomalies()], d), d)
+    cutoff = catalog.clock()  # everything is stale
+    before = table_counts(catalog)
+    catalog.set_permissions(catalog.user, [])
+
+    calls: list[Callable[[bool], Any]] = [
+        lambda dry: catalog.cleanup_flows(scope_prefixes=["ol:etl|"], before=cutoff, dry_run=dry),
+        lambda dry: catalog.cleanup_flows(scopes=["ol:etl|build_kpi"], before=cutoff, dry_run=dry),
+        lambda dry: catalog.cleanup_job_system(
+            "snap_jobs", schemas=["etl"], before=cutoff, dry_run=dry
+        ),
+        lambda dry: catalog.cleanup_job_system(
+            "snap_jobs", schemas=None, before=cutoff, dry_run=dry
+        ),
+        lambda dry: catalog.cleanup_dataset_system(WH, before=cutoff, dry_run=dry),
+    ]
+    for call in calls:
+        for dry in (True, False):
+            with pytest.raises(CleanupPermissionDenied) as refused:
+                call(dry)
+            assert refused.value.code == "CLEANUP_PERMISSION_DENIED"
+    assert table_counts(catalog) == before
+
+    # with the permission back, the same call does delete: the refusal was the permission
+    catalog.set_permissions(catalog.user, [t.SYSTEMS_ADMIN])
+    assert calls[0](False).total > 0
+
+
+def test_another_user_without_the_permission_is_refused(catalog_url: str) -> None:
+    EmbeddedCatalog(catalog_url).close()  # a catalog whose sync user is the default one
+    other = EmbeddedCatalog(catalog_url, user="reader")
+    try:
+        with pytest.raises(CleanupPermissionDenied):
+            other.cleanup_flows(scope_prefixes=["ol:etl|"], before=other.clock(), dry_run=True)
+    finally:
+        other.close()
+
+
+def test_disable_quality_checks_disables_never_deletes(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    d = definition()
+    events = [
+        job(
+            "etl",
+            "load_orders",
+            [ds(WH, "shop.public.orders_raw", checks=[("not_null", "id"), ("unique", "id")])],
+            [ds(WH, "shop.public.orders")],
+        ),
+        build_kpi(),  # one check, in suite etl.build_kpi
+    ]
+    catalog.upload(graph_of(events, d), d)
+    assert count(catalog, t.quality_checks) == 3
+
+    assert catalog.disable_quality_checks(["etl.build_kpi"]) == 1
+    assert catalog.disable_quality_checks(["etl.build_kpi"]) == 0  # already disabled
+    assert catalog.disable_quality_checks(["etl.unknown"]) == 0
+    assert catalog.disable_quality_checks([]) == 0
+
+    checks = {(r["assertion"], r["dataset"]): r["enabled"] for r in rows(catalog, t.quality_checks)}
+    assert checks == {
+        ("not_null", f"{WH}:shop.public.orders_raw"): True,
+        ("unique", f"{WH}:shop.public.orders_raw"): True,
+        ("not_null", f"{WH}:shop.public.orders"): False,
+    }
+    assert catalog.counts()["disabledQualityChecks"] == 1
+
+
+# -- lineage reads --------------------------------------------------------------------------------
+
+A, B, C = (f"dataset:{WH}:shop.public.{x}" for x in "abc")
+J1, J2, P = "job:etl:j1", "job:etl:j2", "job:etl:parent"
+
+
+@pytest.fixture
+def chain(catalog: EmbeddedCatalog, definition) -> EmbeddedCatalog:
+    """a -> j1 -> b -> j2 -> c, and parent orchestrating j1."""
+    d = definition()
+    events = [
+        job(
+            "etl",
+            "j1",
+            [ds(WH, "shop.public.a")],
+            [ds(WH, "shop.public.b")],
+            parent=("etl", "parent"),
+        ),
+        job("etl", "j2", [ds(WH, "shop.public.b")], [ds(WH, "shop.public.c")], minute=5),
+    ]
+    catalog.upload(graph_of(events, d), d)
+    return catalog
+
+
+def _walk(catalog: EmbeddedCatalog, node: str, depth: int, up: bool, down: bool):
+    result = catalog.lineage(node, depth=depth, upstream=up, downstream=down)
+    assert all(n["type"] == n["id"].split(":", 1)[0] for n in result["nodes"])
+    return (
+        {n["id"] for n in result["nodes"]},
+        {(e["from"], e["to"]) for e in result["edges"]},
+    )
+
+
+def test_lineage_upstream_to_a_depth(chain: EmbeddedCatalog) -> None:
+    assert _walk(chain, C, 1, True, False) == ({C, J2}, {(J2, C)})
+    assert _walk(chain, C, 2, True, False) == ({C, J2, B}, {(J2, C), (B, J2)})
+    assert _walk(chain, C, 3, True, False) == ({C, J2, B, J1}, {(J2, C), (B, J2), (J1, B)})
+    everything = (
+        {C, J2, B, J1, A, P},
+        {(J2, C), (B, J2), (J1, B), (A, J1), (P, J1)},
+    )
+    assert _walk(chain, C, 4, True, False) == everything
+    assert _walk(chain, C, 10, True, False) == everything
+
+
+def test_lineage_downstream_to_a_depth(chain: EmbeddedCatalog) -> None:
+    assert _walk(chain, A, 1, False, True) == ({A, J1}, {(A, J1)})
+    assert _walk(chain, A, 2, False, True) == ({A, J1, B}, {(A, J1), (J1, B)})
+    assert _walk(chain, A, 4, False, True) == (
+        {A, J1, B, J2, C},
+        {(A, J1), (J1, B), (B, J2), (J2, C)},
+    )
+    # the parent's children are below it
+    assert _walk(chain, P, 1, False, True) == ({P, J1}, {(P, J1)})
+    assert _walk(chain, P, 2, False, True) == ({P, J1, B}, {(P, J1), (J1, B)})
+
+
+def test_lineage_both_ways_from_a_job(chain: EmbeddedCatalog) -> None:
+    assert _walk(chain, J1, 1, True, True) == ({J1, A, P, B}, {(A, J1), (P, J1), (J1, B)})
+    assert _walk(chain, J1, 1, True, False) == ({J1, A, P}, {(A, J1), (P, J1)})
+    assert _walk(chain, B, 0, True, True) == ({B}, set())
+
+
+def test_lineage_of_an_unknown_or_malformed_node(chain: EmbeddedCatalog) -> None:
+    with pytest.raises(NodeNotFound):
+        chain.lineage(f"dataset:{WH}:shop.public.nope", depth=1, upstream=True, downstream=True)
+    with pytest.raises(NodeNotFound):
+        chain.lineage("job:etl:nope", depth=1, upstream=True, downstream=True)
+    with pytest.raises(NodeNotFound):  # a dataset is not found as a job
+        chain.lineage(f"job:{WH}:shop.public.a", depth=1, upstream=True, downstream=True)
+    with pytest.raises(ValueError):
+        chain.lineage("table:etl:j1", depth=1, upstream=True, downstream=True)
+
+
+# -- large uploads ------------------------------------------------------------------------------
+
+
+def _generated_events(n_jobs: int) -> list[bytes]:
+    """dbt-like: job i reads model i-1 (and i-2 for even i), writes model i with 10 columns."""
+    cols = [f"c{k}" for k in range(10)]
+    events = []
+    for i in range(n_jobs):
+        ins = [f"dw.public.m{j}" for j in (i - 1, i - 2)[: 1 + (i % 2 == 0)] if j >= 0] or [
+            "dw.raw.source"
+        ]
+        e = job(
+            "dbt",
+            f"model_{i}",
+            [ds(WH, n, cols) for n in ins],
+            [ds(WH, f"dw.public.m{i}", cols, {c: [(WH, ins[0], c)] for c in cols})],
+            sql=f"select * from {ins[0]}",
+        )
+        events.append(json.dumps(e).encode())
+    return events
+
+
+def test_a_large_upload_is_bulk(catalog: EmbeddedCatalog, definition) -> None:
+    d = definition(allowedJobNamespaces=["dbt"])
+    graph = build_graph(_generated_events(2000), d)
+    assert graph.counts()["jobs"] == 2000 and graph.counts()["fieldFlows"] == 20_000
+    statements = 0
+
+    def counter(*_: Any) -> None:
+        nonlocal statements
+        statements += 1
+
+    event.listen(catalog.engine, "before_cursor_execute", counter)
+    started = time.perf_counter()
+    result = catalog.upload(graph, d)
+    elapsed = time.perf_counter() - started
+    event.remove(catalog.engine, "before_cursor_execute", counter)
+
+    assert result.succeeded
+    # entities (jobs + models + source), fields, routines, statements, data + field flows
+    expected_rows = 2000 + 2001 + 20_010 + 2000 + 2000 + 2999 + 20_000
+    assert sum(result.written.values()) == expected_rows
+    # bulk: a few hundred statements at most for ~50,000 rows, not one per row
+    assert statements < 500, f"{statements} statements for {expected_rows} rows"
+    # ~2-3 s on SQLite and ~6 s on PostgreSQL on the 2-core dev machine; generous for CI load
+    limit = 20 if catalog.engine.dialect.name == "sqlite" else 60
+    assert elapsed < limit, f"2,000-job upload took {elapsed:.1f} s"
