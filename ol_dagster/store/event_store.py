@@ -384,6 +384,35 @@ class EventStore:
                 return
             last = rows[-1][0]
 
+    def iter_events_between(
+        self, start: datetime, end: datetime, *, definition: str | None = None
+    ) -> Iterator[bytes]:
+        """Raw events whose eventTime lies in [start, end), across batches (for the analyses),
+        read in chunks to keep memory flat. Open stream batches are included: they are data."""
+        last_id = 0
+        while True:
+            query = (
+                select(events.c.id, events.c.raw)
+                .where(
+                    events.c.id > last_id,
+                    events.c.event_time >= _naive(start),
+                    events.c.event_time < _naive(end),
+                )
+                .order_by(events.c.id)
+                .limit(_READ_CHUNK)
+            )
+            if definition is not None:
+                query = query.join(batches, batches.c.id == events.c.batch_id).where(
+                    batches.c.definition == definition
+                )
+            with self.engine.connect() as conn:
+                rows = conn.execute(query).all()
+            for _, raw in rows:
+                yield bytes(raw)
+            if len(rows) < _READ_CHUNK:
+                return
+            last_id = rows[-1][0]
+
     def event_counts(self, batch_id: int) -> dict[str, dict[str, int]]:
         """How the batch's events split by kind, eventType and producer."""
         out: dict[str, dict[str, int]] = {}

@@ -106,6 +106,7 @@ events = Table(
     Column("run_id", String(200)),
     Index("ix_ol_events_batch_position", "batch_id", "position"),
     Index("ix_ol_events_job", "job_namespace", "job_name"),
+    Index("ix_ol_events_time", "event_time"),
 )
 
 
@@ -131,8 +132,10 @@ def _v1_to_v2(conn: Connection) -> None:
 
 
 def _v2_to_v3(conn: Connection) -> None:
-    """The synced-lineage state the asset graph is built from."""
+    """The synced-lineage state the asset graph is built from, and an index on eventTime for the
+    analyses' windows."""
     lineage_state.create(conn, checkfirst=True)
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_ol_events_time ON ol_events (event_time)")
 
 
 # version -> function bringing a store at that version to version + 1
