@@ -182,6 +182,7 @@ def facts_of(batch: Any, graph: Any, outcome: UploadOutcome) -> BatchFacts:
         dataset_systems=g["datasetSystems"],
         described_jobs=[tuple(j) for j in g["describedJobs"]],
         completed_jobs=[tuple(j) for j in g["completedJobs"]],
+        jobs=g["jobs"],
         dropped=outcome.result.dropped,
     )
 
@@ -836,13 +837,6 @@ def test_a_removed_routine_goes_with_its_statements_and_their_flows(h: Harness):
     assert jobs_call["real"]["routines"] == 1 and jobs_call["real"]["statements"] == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the CUTOFF job System call deletes every routine of the namespace older than the "
-    "cutoff (catalog/embedded/cleanup.py job_system), so a routine whose job is still described "
-    "but lost its sql facet is deleted in the same snapshot run instead of being left to the "
-    "staleJobDays cleanup",
-)
 def test_a_routine_the_job_no_longer_has_is_left_to_the_day_based_cleanup(h: Harness):
     """The calls: "A routine that the job no longer has (the sql facet was removed) is left to the
     age-based cleanup of its job System." """
@@ -999,12 +993,6 @@ def test_a_namespace_moved_to_another_job_system_is_removed_from_the_former_in_t
     assert old_call["real"]["physicalEntities"] == 2 and old_call["real"]["routines"] == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a job moved to another job System is reported in removedJobs (the former System's "
-    "call returns it) and sync/cleanup.py execute() then disables its quality checks, although "
-    "the job is still in the catalog and its checks were re-uploaded in this very run",
-)
 def test_moving_a_namespace_does_not_remove_its_jobs_nor_disable_their_quality_checks(
     h: Harness,
 ):

@@ -220,9 +220,7 @@ def prepare(
         identities.learn(d.namespace, d.name, facet_items(d.facets))
     runs.sort(key=lambda r: r.start)
     dataset_events.sort(key=lambda e: e.eventTime)
-    return Prepared(
-        now, window_days, window_start, runs, dataset_events, identities, read, skipped
-    )
+    return Prepared(now, window_days, window_start, runs, dataset_events, identities, read, skipped)
 
 
 def _nominal(value: str | None) -> datetime | None:

@@ -40,10 +40,14 @@ SYSTEM_CLEANUP = "/api/v1/systems/{uuid}/cleanup"
 
 # -- physical entities and fields (notes §1.2, §1.3, §3) ------------------------------------------
 PHYSICAL_ENTITIES = "/api/v1/physical_entities"  # [C] GET search, §1.2; POST is [I], §3
-PHYSICAL_ENTITY = "/api/v1/physical_entities/{uuid}"  # [I] inferred, §3 Physical entities: PUT/DELETE
+PHYSICAL_ENTITY = (
+    "/api/v1/physical_entities/{uuid}"  # [I] inferred, §3 Physical entities: PUT/DELETE
+)
 PHYSICAL_FIELDS = "/api/v1/physical_fields"  # [C] GET search, §1.3; POST is [I], §3
 PHYSICAL_FIELD = "/api/v1/physical_fields/{uuid}"  # [I] inferred, §3 Physical fields: PUT/DELETE
-JOB_TABLE_TYPE = "JOB"  # [I] inferred: ``tableType`` is [C] (§1.2, TABLE/VIEW); JOB marks job entities
+JOB_TABLE_TYPE = (
+    "JOB"  # [I] inferred: ``tableType`` is [C] (§1.2, TABLE/VIEW); JOB marks job entities
+)
 
 # -- system routines (notes §2 "Routines", §3 "System routines [I]") ------------------------------
 SYSTEM_ROUTINES = "/api/v1/system_routines"  # [I] inferred, §3 System routines: GET/POST

@@ -234,7 +234,13 @@ class LedgerCatalog(ABC):
         return CleanupCounts({ObjectType.DATA_FLOWS: len(stale)})
 
     def cleanup_job_system(
-        self, system: str, *, schemas: list[str] | None, before: datetime, dry_run: bool
+        self,
+        system: str,
+        *,
+        schemas: list[str] | None,
+        before: datetime,
+        dry_run: bool,
+        routines_before: datetime | None = None,  # no routines in these catalogs
     ) -> CleanupCounts:
         stale = self.ledger.stale(
             self.definition_name, JOB, before=before, system=system, schemas=schemas

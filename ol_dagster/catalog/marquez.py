@@ -54,7 +54,7 @@ def segment(value: str) -> str:
 
 
 def _server_message(text: str) -> str:
-    """The server's reason for a rejected event, on one line and trimmed."""
+    """The server's reason for a rejected event, on one line."""
     try:
         body = json.loads(text) if text.strip() else None
     except ValueError:
@@ -65,7 +65,10 @@ def _server_message(text: str) -> str:
             text = "; ".join(str(e) for e in errors)
         elif body.get("message"):
             text = str(body["message"])
-    text = " ".join(text.split())
+    return " ".join(text.split())
+
+
+def _trim(text: str) -> str:
     return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 3] + "..."
 
 
@@ -93,7 +96,7 @@ class MarquezCatalog(LedgerCatalog):
         if response.status_code in REJECTED:
             message = _server_message(response.text)
             reason = f"HTTP {response.status_code}" + (f": {message}" if message else "")
-            return index, reason
+            return index, _trim(reason)
         return None
 
     def send(self, events: Sequence[bytes]) -> SendOutcome:

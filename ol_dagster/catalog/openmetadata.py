@@ -251,7 +251,9 @@ class OpenMetadataCatalog(LedgerCatalog):
         if jobs:
             log.info("openmetadata: %d job(s) without a pipeline, edges written without", len(jobs))
         if summary.get("skipped"):
-            log.info("openmetadata skipped %s event(s) (filtered type, no edge)", summary["skipped"])
+            log.info(
+                "openmetadata skipped %s event(s) (filtered type, no edge)", summary["skipped"]
+            )
 
     # -- deletes -------------------------------------------------------------------------------
 

@@ -109,8 +109,10 @@ class Catalog(Protocol):
         schemas: list[str] | None,
         before: datetime,
         dry_run: bool,
+        routines_before: datetime | None = None,
     ) -> CleanupCounts:
-        """Job entities and routines of a job System, at schema level (``None``: all schemas)."""
+        """Job entities and routines of a job System, at schema level (``None``: all schemas).
+        With ``routines_before``, a routine whose job is still there waits until that time."""
         ...
 
     def cleanup_dataset_system(

@@ -350,6 +350,7 @@ def build_assets(
                 dataset_systems=facts_graph.get("datasetSystems") or [],
                 described_jobs=[tuple(j) for j in facts_graph.get("describedJobs") or []],
                 completed_jobs=[tuple(j) for j in facts_graph.get("completedJobs") or []],
+                jobs=facts_graph.get("jobs") or [],
                 dropped=upload.get("dropped") or {},
             )
             with ol_catalog.open(name) as catalog:

@@ -62,6 +62,7 @@ class BatchFacts:
     dataset_systems: list[str] = field(default_factory=list)  # Systems the batch refers to
     described_jobs: list[tuple[str, str]] = field(default_factory=list)
     completed_jobs: list[tuple[str, str]] = field(default_factory=list)
+    jobs: list[str] = field(default_factory=list)  # "<namespace>.<name>" of every job described
     dropped: dict[str, int] = field(default_factory=dict)
 
 
@@ -158,7 +159,9 @@ class _Planner:
             )
         )
 
-    def job_systems(self, namespaces: list[str], before: datetime) -> None:
+    def job_systems(
+        self, namespaces: list[str], before: datetime, routines_before: datetime | None = None
+    ) -> None:
         """Each job System for the namespaces it holds, and each former one for all of them."""
         if not namespaces:
             return
@@ -171,9 +174,15 @@ class _Planner:
             by_system[former] = list(namespaces)
         for system, schemas in sorted(by_system.items()):
             if system in known:  # a System never created holds nothing to clean
-                self._job_call(system, sorted(schemas), before)
+                self._job_call(system, sorted(schemas), before, routines_before)
 
-    def _job_call(self, system: str, schemas: list[str], before: datetime) -> None:
+    def _job_call(
+        self,
+        system: str,
+        schemas: list[str],
+        before: datetime,
+        routines_before: datetime | None,
+    ) -> None:
         self.calls.append(
             _Call(
                 "jobSystem",
@@ -184,7 +193,11 @@ class _Planner:
                     "deleteBefore": before.isoformat(),
                 },
                 lambda dry: self.catalog.cleanup_job_system(
-                    system, schemas=schemas, before=before, dry_run=dry
+                    system,
+                    schemas=schemas,
+                    before=before,
+                    dry_run=dry,
+                    routines_before=routines_before,
                 ),
             )
         )
@@ -233,7 +246,9 @@ def plan_batch(
     if mode == CUTOFF:
         namespaces = sorted(set(facts.job_namespaces))
         p.flows(prefixes=[scope_prefix(ns) for ns in namespaces], scopes=[], before=cutoff)
-        p.job_systems(namespaces, cutoff)
+        # a routine whose job is still described (its sql facet removed) waits for the day-based
+        # limit; a removed job's routine goes with it now
+        p.job_systems(namespaces, cutoff, p.days_ago(definition.cleanup.staleJobDays))
         p.dataset_systems(facts.dataset_systems, snapshot=True)
         return mode, p
     jobs = replaced_jobs(definition, facts)
@@ -298,6 +313,7 @@ def execute(
     planner: _Planner,
     report: dict[str, Any],
     cap: int,
+    described: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Dry-run every call, check the cap, then make the real calls (unless a dry run)."""
     report["mode"] = mode
@@ -316,7 +332,10 @@ def execute(
             for call in calls:
                 call.real = call.run(False)
                 report["removedJobs"].extend(call.real.removed_jobs)
-            report["removedJobs"] = sorted(set(report["removedJobs"]))
+            gone = set(report["removedJobs"])
+            # a job the batch still describes left a former job System: moved, not removed
+            report["movedJobs"] = sorted(gone & described)
+            report["removedJobs"] = sorted(gone - described)
             # seed: quality checks of removed jobs are disabled, never deleted
             report["disabledQualityChecks"] = catalog.disable_quality_checks(report["removedJobs"])
     except CleanupPermissionDenied:
@@ -347,7 +366,7 @@ def run_cleanup(
             report["skippedReason"] = reason
             return report
     mode, planner = plan_batch(catalog, definition, facts, cutoff)
-    return execute(catalog, definition, mode, planner, report, cap)
+    return execute(catalog, definition, mode, planner, report, cap, frozenset(facts.jobs))
 
 
 def run_stale_cleanup(

@@ -35,6 +35,7 @@ def graph_facts(graph: LineageGraph) -> dict[str, list]:
         "datasetSystems": sorted({d.system for d in graph.datasets.values()}),
         "describedJobs": sorted(list(k) for k in graph.described_jobs),
         "completedJobs": sorted(list(k) for k in graph.completed_jobs),
+        "jobs": sorted(f"{ns}.{name}" for ns, name in graph.jobs),
     }
 
 

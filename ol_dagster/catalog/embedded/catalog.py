@@ -69,6 +69,11 @@ class EmbeddedCatalog:
         self.user = user
         self.engine = open_engine(url)
         metadata.create_all(self.engine)
+        with self.engine.begin() as conn:
+            # a catalog created by an earlier version gains the indexes added since
+            for table in metadata.sorted_tables:
+                for index in table.indexes:
+                    index.create(conn, checkfirst=True)
         self._insert = (
             postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         )
@@ -561,11 +566,24 @@ class EmbeddedCatalog:
             )
 
     def cleanup_job_system(
-        self, system: str, *, schemas: list[str] | None, before: datetime, dry_run: bool
+        self,
+        system: str,
+        *,
+        schemas: list[str] | None,
+        before: datetime,
+        dry_run: bool,
+        routines_before: datetime | None = None,
     ) -> CleanupCounts:
         with self.engine.begin() as conn:
             self._require_admin(conn)
-            return cleanup_ops.job_system(conn, system, schemas, naive(before), dry_run)
+            return cleanup_ops.job_system(
+                conn,
+                system,
+                schemas,
+                naive(before),
+                dry_run,
+                naive(routines_before) if routines_before else None,
+            )
 
     def cleanup_dataset_system(
         self, system: str, *, before: datetime, dry_run: bool

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import Connection, and_, delete, false, func, or_, select, true, update
+from sqlalchemy.orm import aliased
 
 from ol_dagster.catalog.embedded.tables import (
     JOB,
@@ -109,9 +110,18 @@ def _system_id(conn: Connection, system: str) -> int | None:
 
 
 def job_system(
-    conn: Connection, system: str, schemas: list[str] | None, before: datetime, dry_run: bool
+    conn: Connection,
+    system: str,
+    schemas: list[str] | None,
+    before: datetime,
+    dry_run: bool,
+    routines_before: datetime | None = None,
 ) -> CleanupCounts:
-    """Job entities and routines of a job System (at schema level), not touched since ``before``."""
+    """Job entities and routines of a job System (at schema level), not touched since ``before``.
+
+    With ``routines_before`` (the cutoff mode), a stale routine goes now only with its job; one
+    whose job is still described (the job lost its sql facet) waits until ``routines_before``, the
+    day-based limit (seed: "left to the age-based cleanup of its job System")."""
     sid = _system_id(conn, system)
     counts: dict[str, int] = {
         ObjectType.PHYSICAL_ENTITIES: 0,
@@ -130,14 +140,27 @@ def job_system(
             entities.c.last_update < before,
         )
     ).all()
+    stale_routine = routines.c.last_update < before
+    if routines_before is not None:
+        job = aliased(entities)
+        job_alive = (
+            select(job.c.id)
+            .where(
+                job.c.system_id == routines.c.system_id,
+                job.c.schema == routines.c.schema,
+                job.c.name == routines.c.name,
+                job.c.type == JOB,
+                job.c.last_update >= before,
+            )
+            .exists()
+        )
+        stale_routine = and_(
+            stale_routine, or_(~job_alive, routines.c.last_update < routines_before)
+        )
     routine_ids = _ids(
         conn,
         routines.c.id,
-        and_(
-            routines.c.system_id == sid,
-            in_schemas(routines.c.schema),
-            routines.c.last_update < before,
-        ),
+        and_(routines.c.system_id == sid, in_schemas(routines.c.schema), stale_routine),
     )
     statement_ids = _ids(conn, statements.c.id, statements.c.routine_id.in_(routine_ids))
     job_ids = [r[0] for r in stale_jobs]
