@@ -7,6 +7,7 @@ import logging
 
 import dagster as dg
 
+from ol_dagster.defs.analysis import analyses, analysis_schedule
 from ol_dagster.defs.factory import build_definition_defs
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator
 from ol_dagster.defs.resources import CatalogResource, StoreResource
@@ -45,10 +46,12 @@ def build_defs(
             for d in settings.definitions
         ),
         dg.Definitions(
+            assets=[analyses],
+            schedules=[analysis_schedule],
             resources={
                 "ol_store": StoreResource(settings_path=resolved),
                 "ol_catalog": CatalogResource(settings_path=resolved),
-            }
+            },
         ),
     )
 

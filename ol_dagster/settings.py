@@ -127,6 +127,12 @@ class OutputOptions(_Model):
     dryRun: bool = False
 
 
+class LogStoreSettings(_Model):
+    """Egeria's file-based log store: every accepted event also kept as one JSON file."""
+
+    folder: Annotated[str, Field(min_length=1)]
+
+
 class ReceiverSettings(_Model):
     token: EnvSecret
 
@@ -149,6 +155,7 @@ class Definition(_Model):
     limits: Limits = Limits()
     outputOptions: OutputOptions = OutputOptions()
     receiver: ReceiverSettings
+    logStore: LogStoreSettings | None = None
 
     @field_validator("name")
     @classmethod
@@ -182,6 +189,7 @@ class Settings(_Model):
     store: StoreSettings = StoreSettings()
     catalogs: dict[str, CatalogSettings] = {"main": CatalogSettings()}
     definitions: list[Definition] = []
+    analysisWindowDays: Annotated[int, Field(ge=1)] = 30
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Settings:
@@ -252,6 +260,18 @@ def parse_settings(data: object, source: str = "<settings>", base: Path | None =
         return settings
     return settings.model_copy(
         update={
+            "definitions": [
+                d.model_copy(
+                    update={
+                        "logStore": LogStoreSettings(
+                            folder=str((base / d.logStore.folder).resolve())
+                        )
+                    }
+                )
+                if d.logStore is not None
+                else d
+                for d in settings.definitions
+            ],
             "store": StoreSettings(url=_anchor_sqlite(settings.store.url, base)),
             "catalogs": {
                 k: c.model_copy(update={"url": _anchor_sqlite(c.url, base)})

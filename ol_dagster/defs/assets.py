@@ -14,7 +14,10 @@ from ol_dagster.defs import constants as C
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator, job_asset_key
 from ol_dagster.defs.report import cleanup_markdown, counts_markdown, rows_markdown
 from ol_dagster.defs.resources import CatalogResource, StoreResource
+from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage_state import export_state
+from ol_dagster.logstore import write_event
+from ol_dagster.openlineage.models import parse_event
 from ol_dagster.settings import Definition, SnapshotMode
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
 from ol_dagster.sync.cleanup import (
@@ -73,6 +76,19 @@ def _observe_runs(context: dg.AssetExecutionContext, graph, translator: OpenLine
         )
 
 
+def _log_events(store: EventStore, batch: BatchRecord, definition: Definition) -> int:
+    """Egeria's file-based log store, when configured: each accepted event as one JSON file under
+    ``<folder>/<namespace>/<job>/`` (names encoded so no event can write outside the folder)."""
+    if definition.logStore is None:
+        return 0
+    written = 0
+    with gc_paused():
+        for e in store.iter_events(batch.id):
+            write_event(definition.logStore.folder, e.raw, parse_event(e.raw))
+            written += 1
+    return written
+
+
 def refresh_lineage_state(context, catalog, definition: Definition, store: EventStore) -> None:
     """After a sync, snapshot what the definition has synced for the asset graph. The UI shows new
     nodes when the code location is next loaded (a reload, or the next process start)."""
@@ -112,6 +128,7 @@ def build_assets(
         store = ol_store.get()
         batch = _batch(context, store, definition)
         counts = store.event_counts(batch.id)
+        logged = _log_events(store, batch, definition)
         rejected_rows = [
             {"index": r.get("index"), "reason": r.get("reason")} for r in batch.rejections
         ]
@@ -130,6 +147,7 @@ def build_assets(
                     rows_markdown(rejected_rows, ["index", "reason"], _TABLE_ROWS)
                 ),
                 "dagster/row_count": batch.accepted_count,
+                **({"loggedEvents": logged} if definition.logStore else {}),
             },
             check_results=[
                 dg.AssetCheckResult(

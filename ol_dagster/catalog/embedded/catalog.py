@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, func, select, update
+from sqlalchemy import Connection, Table, delete, func, inspect, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -70,7 +70,10 @@ class EmbeddedCatalog:
         self.engine = open_engine(url)
         metadata.create_all(self.engine)
         with self.engine.begin() as conn:
-            # a catalog created by an earlier version gains the indexes added since
+            # a catalog created by an earlier version gains the columns and indexes added since
+            present = {c["name"] for c in inspect(conn).get_columns(entities.name)}
+            if "analysis" not in present:
+                conn.exec_driver_sql(f"ALTER TABLE {entities.name} ADD COLUMN analysis JSON")
             for table in metadata.sorted_tables:
                 for index in table.indexes:
                     index.create(conn, checkfirst=True)
@@ -618,6 +621,28 @@ class EmbeddedCatalog:
                 str(definition.uuid),
                 lambda ns: namespace_allowed(ns, definition.allowedJobNamespaces),
             )
+
+    def annotate(self, key: str, items: list[tuple[str, str, str, dict[str, Any]]]) -> int:
+        """Record an analysis result on entities: ``(kind, namespace, name, properties)`` with kind
+        ``job`` or ``dataset``, stored under ``analysis[key]`` (uploads never overwrite it).
+        Entities this catalog does not hold are skipped."""
+        e = entities.c
+        found = 0
+        with self.engine.begin() as conn:
+            for kind, namespace, name, props in items:
+                type_match = (e.type == JOB) if kind == "job" else (e.type != JOB)
+                for eid, current in conn.execute(
+                    select(e.id, e.analysis).where(
+                        e.ol_namespace == namespace, e.ol_name == name, type_match
+                    )
+                ).all():
+                    conn.execute(
+                        update(entities)
+                        .where(e.id == eid)
+                        .values(analysis={**(current or {}), key: props})
+                    )
+                    found += 1
+        return found
 
     def counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:

@@ -74,6 +74,7 @@ entities = Table(
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
     Column("fields_update", DateTime),  # last upload that carried the whole field list
+    Column("analysis", JSON),  # results of the daily analyses, kept apart from what uploads write
     UniqueConstraint("system_id", "schema", "name", name="ux_cat_entity_identity"),
     Index("ix_cat_entities_system_type", "system_id", "type", "schema"),
     Index("ix_cat_entities_ol", "ol_namespace", "ol_name"),

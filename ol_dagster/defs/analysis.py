@@ -1,0 +1,194 @@
+"""Egeria's analyses as daily assets: ``run_profiles``, ``dataset_scopes``, ``quality_summaries``.
+
+One multi-asset reads the window (``analysisWindowDays``, 30 by default) from the event store once
+and computes the three (``ol_dagster/analysis``). Each result is shown as a table in the UI and
+written to the catalog of every definition (run profiles and quality on job entities, data scopes
+and quality on datasets; catalogs that cannot hold them skip it). The ``jobs_on_schedule`` check
+warns when a job stopped running on its inferred schedule.
+"""
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import dagster as dg
+
+from ol_dagster.analysis import (
+    compute_dataset_scopes,
+    compute_quality_summaries,
+    compute_run_profiles,
+    prepare,
+)
+from ol_dagster.catalog.factory import open_catalog
+from ol_dagster.defs.report import rows_markdown
+from ol_dagster.defs.resources import StoreResource
+from ol_dagster.gcpause import gc_paused
+from ol_dagster.openlineage.envelope import namespace_allowed
+
+RUN_PROFILES = dg.AssetKey("run_profiles")
+DATASET_SCOPES = dg.AssetKey("dataset_scopes")
+QUALITY_SUMMARIES = dg.AssetKey("quality_summaries")
+JOBS_ON_SCHEDULE = "jobs_on_schedule"
+GROUP = "analysis"
+CRON = "30 3 * * *"  # daily, after the stale cleanup
+_ROWS = 200
+
+_PROFILE_COLUMNS = [
+    "namespace",
+    "name",
+    "runsPerDay",
+    "failureRate",
+    "schedule",
+    "regularity",
+    "typicalDurationSeconds",
+    "worstDurationSeconds",
+    "stoppedOnSchedule",
+]
+_SCOPE_COLUMNS = [
+    "namespace",
+    "name",
+    "scope",
+    "collectionStart",
+    "collectionEnd",
+    "writesPerDay",
+    "readsPerDay",
+]
+
+
+def _columns(rows: list[dict[str, Any]], preferred: list[str]) -> list[str]:
+    present = {k for r in rows for k in r}
+    return [c for c in preferred if c in present] or sorted(present)[:10]
+
+
+def _annotate(settings: Any, key: str, items: list[tuple[str, str, str, dict[str, Any]]]) -> int:
+    """Write results to each definition's catalog, for the jobs of its namespaces."""
+    written = 0
+    for definition in settings.definitions:
+        mine = [
+            i
+            for i in items
+            if i[0] != "job" or namespace_allowed(i[1], definition.allowedJobNamespaces)
+        ]
+        catalog = open_catalog(settings, definition.catalog, definition=definition.name)
+        try:
+            annotate = getattr(catalog, "annotate", None)
+            if annotate is not None and mine:
+                written += annotate(key, mine)
+        finally:
+            catalog.close()
+    return written
+
+
+@dg.multi_asset(
+    specs=[
+        dg.AssetSpec(
+            RUN_PROFILES,
+            group_name=GROUP,
+            kinds={"openlineage"},
+            description="Per job: runs per day, failure rate, interval statistics, inferred "
+            "schedule and regularity, typical and worst-case duration, mean data volume.",
+        ),
+        dg.AssetSpec(
+            DATASET_SCOPES,
+            group_name=GROUP,
+            kinds={"openlineage"},
+            description="Per dataset: whether writers REPLACE, PARTITION or APPEND it, the data "
+            "collection window, write and read rates.",
+        ),
+        dg.AssetSpec(
+            QUALITY_SUMMARIES,
+            group_name=GROUP,
+            kinds={"openlineage"},
+            description="Per dataset and per job: pass rate per quality dimension and overall.",
+        ),
+    ],
+    check_specs=[dg.AssetCheckSpec(JOBS_ON_SCHEDULE, asset=RUN_PROFILES)],
+)
+def analyses(context: dg.AssetExecutionContext, ol_store: StoreResource):
+    """Egeria's run profile, data scope and quality summary services over the event store."""
+    settings = ol_store.settings()
+    window = settings.analysisWindowDays
+    now = datetime.now(UTC)
+    store = ol_store.get()
+    with gc_paused():
+        # a day before the window too, so a run that started just before it is combined whole
+        prepared = prepare(
+            store.iter_events_between(now - timedelta(days=window + 1), now + timedelta(minutes=5)),
+            now=now,
+            window_days=window,
+        )
+        profiles = compute_run_profiles(prepared, now=now, window_days=window)
+        scopes = compute_dataset_scopes(prepared, now=now, window_days=window)
+        quality = compute_quality_summaries(prepared, now=now, window_days=window)
+
+    written = {
+        "runProfile": _annotate(
+            settings, "runProfile", [("job", p.namespace, p.name, p.properties()) for p in profiles]
+        ),
+        "dataScope": _annotate(
+            settings,
+            "dataScope",
+            [("dataset", s.namespace, s.name, s.properties()) for s in scopes],
+        ),
+        "qualitySummary": _annotate(
+            settings,
+            "qualitySummary",
+            [("dataset", q.namespace, q.name, q.properties()) for q in quality.datasets]
+            + [("job", q.namespace, q.name, q.properties()) for q in quality.jobs],
+        ),
+    }
+    profile_rows, scope_rows, quality_rows = profiles.rows(), scopes.rows(), quality.rows()
+    stopped = profiles.stopped()
+    yield dg.MaterializeResult(
+        asset_key=RUN_PROFILES,
+        metadata={
+            "jobs": len(profile_rows),
+            "windowDays": window,
+            "writtenToCatalogs": written["runProfile"],
+            "profiles": dg.MetadataValue.md(
+                rows_markdown(profile_rows, _columns(profile_rows, _PROFILE_COLUMNS), _ROWS)
+            ),
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=JOBS_ON_SCHEDULE,
+                passed=not stopped,
+                severity=dg.AssetCheckSeverity.WARN,
+                description=None
+                if not stopped
+                else f"{len(stopped)} job(s) stopped running on their inferred schedule: "
+                + ", ".join(f"{p.namespace}.{p.name}" for p in stopped[:20]),
+                metadata={"stoppedJobs": len(stopped)},
+            )
+        ],
+    )
+    yield dg.MaterializeResult(
+        asset_key=DATASET_SCOPES,
+        metadata={
+            "datasets": len(scope_rows),
+            "windowDays": window,
+            "writtenToCatalogs": written["dataScope"],
+            "scopes": dg.MetadataValue.md(
+                rows_markdown(scope_rows, _columns(scope_rows, _SCOPE_COLUMNS), _ROWS)
+            ),
+        },
+    )
+    yield dg.MaterializeResult(
+        asset_key=QUALITY_SUMMARIES,
+        metadata={
+            "summaries": len(quality_rows),
+            "windowDays": window,
+            "writtenToCatalogs": written["qualitySummary"],
+            "passRates": dg.MetadataValue.md(
+                rows_markdown(quality_rows, _columns(quality_rows, []), _ROWS)
+            ),
+        },
+    )
+
+
+analysis_schedule = dg.ScheduleDefinition(
+    name="analyses_daily",
+    cron_schedule=CRON,
+    target=dg.AssetSelection.assets(RUN_PROFILES, DATASET_SCOPES, QUALITY_SUMMARIES),
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Egeria's analyses over the event store, daily.",
+)
