@@ -9,7 +9,7 @@ import dagster as dg
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.assets import build_assets
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_specs
-from ol_dagster.defs.sensors import build_sensor
+from ol_dagster.defs.sensors import build_failure_sensor, build_sensor
 from ol_dagster.defs.stale import build_stale_cleanup
 from ol_dagster.settings import Definition
 
@@ -30,6 +30,6 @@ def build_definition_defs(
     return dg.Definitions(
         assets=[*assets, stale_cleanup, *build_lineage_specs(definition.name, state, translator)],
         jobs=[job],
-        sensors=[build_sensor(definition, partitions, job)],
+        sensors=[build_sensor(definition, partitions, job), build_failure_sensor(definition, job)],
         schedules=[stale_schedule],
     )

@@ -15,6 +15,7 @@ from ol_dagster.defs import constants as C
 from ol_dagster.defs.resources import StoreResource
 from ol_dagster.settings import Definition
 from ol_dagster.store import BatchStatus
+from ol_dagster.sync.cleanup import RUN_FAILED, skipped_report
 
 
 def build_sensor(
@@ -69,3 +70,34 @@ def build_sensor(
         )
 
     return new_batches
+
+
+def build_failure_sensor(definition: Definition, job: object) -> dg.SensorDefinition:
+    """A sync run that failed before its cleanup (a crash, a killed worker) must not leave its
+    batch waiting for nothing: the batch becomes FAILED, keeps its events, gets a RUN_FAILED
+    report, and the new-batches sensor retries it after its backoff."""
+
+    @dg.run_failure_sensor(
+        name=f"{definition.name}__failed_syncs",
+        monitored_jobs=[job],  # type: ignore[list-item]
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Marks batches of {definition.name} whose sync run failed for a retry.",
+    )
+    def failed_syncs(context: dg.RunFailureSensorContext, ol_store: StoreResource):
+        key = context.dagster_run.tags.get("dagster/partition")
+        if not key or not key.isdigit():
+            return
+        store = ol_store.get()
+        batch = store.get_batch(int(key))
+        if batch.definition != definition.name or batch.status is BatchStatus.SYNCED:
+            return
+        if batch.status is BatchStatus.FAILED and batch.cleanup_report is not None:
+            return  # the cleanup step already recorded why (UPLOAD_FAILED, RUN_FAILED)
+        store.record_cleanup(
+            batch.id,
+            skipped_report(RUN_FAILED, batch.cutoff, definition.cleanup.maxRemovalsPerRun)
+            | {"runId": context.dagster_run.run_id},
+        )
+        store.set_status(batch.id, BatchStatus.FAILED)
+
+    return failed_syncs
