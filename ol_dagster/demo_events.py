@@ -187,9 +187,15 @@ def _run_events(job: tuple, start: datetime, parent_run: str | None) -> list[dic
     return events
 
 
+def _day_start(days_ago: int) -> datetime:
+    today = datetime.now(UTC).replace(hour=2, minute=0, second=0, microsecond=0)
+    return today - timedelta(days=days_ago)
+
+
 def snapshot(day: int, *, drop: set[tuple[str, str]] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
-    """One snapshot batch (``{"events": [...]}``) of the warehouse on day ``day``."""
-    start = datetime(2026, 11, 1, 2, 0, tzinfo=UTC) + timedelta(days=day)
+    """One snapshot batch (``{"events": [...]}``) of the warehouse on day ``day`` (0: two days ago,
+    so the analyses' window always holds the demo)."""
+    start = _day_start(2 - day)
     dag_run = str(uuid.uuid5(uuid.NAMESPACE_URL, f"warehouse_daily/{day}"))
     events: list[dict[str, Any]] = []
     for i, job in enumerate(_JOBS):
@@ -200,6 +206,86 @@ def snapshot(day: int, *, drop: set[tuple[str, str]] = frozenset()) -> dict[str,
             for e in evs:
                 e["run"]["runId"] = dag_run
         events.extend(evs)
+    return {"events": events}
+
+
+def _ops_run(name: str, start: datetime, *, failed: bool, rows: int, checks: dict[str, bool]):
+    run_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}/{start.isoformat()}"))
+    job = {
+        "namespace": OPS,
+        "name": name,
+        "facets": {
+            "jobType": _facet(
+                "JobTypeJobFacet",
+                "2-0-4",
+                processingType="BATCH",
+                integration="AIRFLOW",
+                jobType="TASK",
+            )
+        },
+    }
+    source = {
+        "namespace": PG,
+        "name": "warehouse.raw.orders",
+        "inputFacets": {
+            "dataQualityAssertions": _facet(
+                "DataQualityAssertionsDatasetFacet",
+                "1-0-1",
+                assertions=[
+                    {"assertion": a, "success": ok, "column": "order_id"}
+                    for a, ok in checks.items()
+                ],
+            )
+        },
+    }
+    target = {
+        "namespace": S3,
+        "name": f"ops/{name}.parquet",
+        "outputFacets": {
+            "outputStatistics": _facet("OutputStatisticsOutputDatasetFacet", "1-0-2", rowCount=rows)
+        },
+    }
+    common = {"producer": PRODUCERS["AIRFLOW"], "schemaURL": SCHEMA_URL, "job": job}
+    return [
+        {
+            **common,
+            "eventType": "START",
+            "eventTime": start.isoformat(),
+            "run": {"runId": run_id},
+            "inputs": [source],
+            "outputs": [],
+        },
+        {
+            **common,
+            "eventType": "FAIL" if failed else "COMPLETE",
+            "eventTime": (start + timedelta(minutes=4)).isoformat(),
+            "run": {"runId": run_id},
+            "inputs": [source],
+            "outputs": [] if failed else [target],
+        },
+    ]
+
+
+OPS = "ops"
+
+
+def history() -> dict[str, Any]:
+    """Two days of an hourly extract (one failure, one failing uniqueness test) and a daily digest
+    that stopped four days ago: what the analyses and the jobs_on_schedule check are for."""
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    events: list[dict[str, Any]] = []
+    for h in range(47, -1, -1):  # the last run started this hour: on schedule
+        events += _ops_run(
+            "orders_hourly_extract",
+            now - timedelta(hours=h),
+            failed=h == 30,
+            rows=1000 + h,
+            checks={"not_null": True, "unique": h != 20},
+        )
+    for d in range(12, 3, -1):
+        events += _ops_run(
+            "daily_digest", _day_start(d), failed=False, rows=50, checks={"not_null": True}
+        )
     return {"events": events}
 
 

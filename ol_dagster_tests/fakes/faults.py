@@ -1,0 +1,180 @@
+"""What every fake server shares: its clock, failure injection and a log of the requests.
+
+``FakeServer`` wraps a fake's Starlette app as ASGI middleware:
+
+* every answer carries a ``Date`` header from the fake's ``Clock`` (frozen and advanced by tests,
+  or the real time shifted by an offset), since clients read the catalog's time from it;
+* ``inject`` queues faults: the next requests matching a method and a path prefix are answered
+  with a status (a 429 with ``Retry-After``, 5xx bursts...) or held for a delay first (a slow
+  answer, for client timeouts), each fault used once;
+* routing sees the path as sent, still percent-encoded (as Jersey matches it), so a path segment
+  may hold ``%2F``: fakes decode their path parameters themselves;
+* ``requests`` records (method, path, headers) of what arrived, and ``max_in_flight`` the most
+  requests that were being answered at once.
+
+``serve`` runs a fake with uvicorn on a free loopback port in a background thread (uvicorn's own
+``Date`` header is turned off: the fake's clock gives it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class Clock:
+    """The fake server's time: frozen at ``start`` (advanced by tests), or the real time."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._frozen = start
+        self._offset = timedelta(0)
+
+    def now(self) -> datetime:
+        base = self._frozen if self._frozen is not None else datetime.now(UTC)
+        return base + self._offset
+
+    def advance(self, **delta: float) -> datetime:
+        self._offset += timedelta(**delta)
+        return self.now()
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    status: int | None = None  # None: answer normally (after ``delay``)
+    delay: float = 0.0  # seconds to hold the request before answering
+    retry_after: str | None = None
+    body: bytes = b""
+    method: str | None = None  # only requests with this method
+    path: str | None = None  # only requests whose (encoded) path starts with this
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    method: str
+    path: str  # as sent, percent-encoded
+    query: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class FakeServer:
+    def __init__(self, app: ASGIApp, clock: Clock) -> None:
+        self.app = app
+        self.clock = clock
+        self.faults: list[Fault] = []
+        self.requests: list[Seen] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+
+    def inject(self, *faults: Fault) -> None:
+        with self._lock:
+            self.faults.extend(faults)
+
+    def burst(self, status: int, times: int, **kw: Any) -> None:
+        """``times`` answers with ``status`` to the requests matching ``kw``'s method/path."""
+        self.inject(*(Fault(status=status, **kw) for _ in range(times)))
+
+    def pending_faults(self) -> int:
+        with self._lock:
+            return len(self.faults)
+
+    def seen(self, method: str | None = None, path: str | None = None) -> list[Seen]:
+        return [
+            r
+            for r in list(self.requests)
+            if (method is None or r.method == method) and (path is None or r.path.startswith(path))
+        ]
+
+    def _take(self, method: str, path: str) -> Fault | None:
+        with self._lock:
+            for i, f in enumerate(self.faults):
+                if (f.method is None or f.method == method) and (
+                    f.path is None or path.startswith(f.path)
+                ):
+                    return self.faults.pop(i)
+        return None
+
+    def _date(self) -> bytes:
+        return email.utils.format_datetime(self.clock.now().astimezone(UTC), usegmt=True).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        raw = scope.get("raw_path") or scope["path"].encode()
+        path = raw.split(b"?", 1)[0].decode("latin-1")
+        method = scope["method"]
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        self.requests.append(Seen(method, path, scope.get("query_string", b"").decode(), headers))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            fault = self._take(method, path)
+            if fault is not None and fault.delay:
+                await asyncio.sleep(fault.delay)
+            if fault is not None and fault.status is not None:
+                extra = [(b"retry-after", fault.retry_after.encode())] if fault.retry_after else []
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": fault.status,
+                        "headers": [
+                            (b"date", self._date()),
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(fault.body)).encode()),
+                            *extra,
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": fault.body})
+                return
+
+            async def dated(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    kept = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"date"]
+                    message = {**message, "headers": [*kept, (b"date", self._date())]}
+                await send(message)
+
+            await self.app({**scope, "path": path}, receive, dated)
+        finally:
+            self.in_flight -= 1
+
+
+@contextmanager
+def serve(app: ASGIApp) -> Iterator[str]:
+    """Serve ``app`` on a free port of 127.0.0.1; yields the base URL."""
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            date_header=False,
+            server_header=False,
+        )
+    )
+    thread = threading.Thread(target=server.run, name="ol-dagster-fake", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the fake server did not start")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

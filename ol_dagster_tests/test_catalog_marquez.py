@@ -1,0 +1,509 @@
+"""The Marquez backend (issue 6) against an in-process Marquez served by uvicorn on loopback.
+
+The fake (``fakes/marquez_fake.py``) is written from the Marquez contract notes, not from the
+client. Every sync goes the way the assets run it (intake, event store, normalization, upload with
+the cutoff from the catalog clock, ``run_cleanup``), and assertions are on what a Marquez user
+sees afterwards: visible jobs and datasets, the lineage graph's edges, and the report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from starlette.testclient import TestClient
+
+from ol_dagster.catalog.factory import open_catalog
+from ol_dagster.catalog.http import CatalogUnavailable
+from ol_dagster.catalog.ledger import DATASET, EDGE, JOB
+from ol_dagster.catalog.marquez import MarquezCatalog
+from ol_dagster.headless import sync_batches
+from ol_dagster.receiver.app import create_app
+from ol_dagster.settings import CatalogSettings, load_settings
+from ol_dagster.store import EventStore
+from ol_dagster_tests.conftest import settings_data
+from ol_dagster_tests.fakes.faults import Clock, Fault, serve
+from ol_dagster_tests.fakes.harness import (
+    ANOMALIES,
+    BUCKET,
+    BUCKET_SYSTEM,
+    KPI,
+    NS,
+    OTHER_UUID,
+    WH,
+    Syncer,
+    calls,
+    definition,
+    ds,
+    job_event,
+    pg,
+    run,
+)
+from ol_dagster_tests.fakes.marquez_fake import MarquezFake
+
+LINEAGE = "/api/v1/lineage"
+SECRET = "marquez-proxy-secret-0123"
+START = datetime(2026, 11, 1, 3, 0, tzinfo=UTC)
+
+
+def kpi() -> dict[str, Any]:
+    return run(KPI, [pg("orders")], [pg("kpi_daily")], sql="insert into kpi_daily select 1")
+
+
+def anomalies() -> dict[str, Any]:
+    return run(ANOMALIES, [pg("kpi_daily")], [ds(BUCKET, "anomalies")])
+
+
+def snapshot(*, with_anomalies: bool = True) -> list[dict[str, Any]]:
+    return [kpi()] + ([anomalies()] if with_anomalies else [])
+
+
+def key(table: str) -> tuple[str, str]:
+    return (WH, f"shop.public.{table}")
+
+
+KPI_EDGE = (key("orders"), (NS, KPI), key("kpi_daily"))
+ANOMALIES_EDGE = (key("kpi_daily"), (NS, ANOMALIES), (BUCKET, "anomalies"))
+
+
+@dataclass
+class Env:
+    fake: MarquezFake
+    url: str
+    store_url: str
+    syncer: Syncer
+    sleeps: list[float]
+    made: list[MarquezCatalog]
+
+    def catalog(self, definition: str = "snap", **cfg: Any) -> MarquezCatalog:
+        settings = CatalogSettings.model_validate(
+            {"kind": "marquez", "url": self.url, "maxRetries": 3, "timeoutSeconds": 5, **cfg}
+        )
+        c = MarquezCatalog(
+            "main",
+            settings,
+            store_url=self.store_url,
+            definition=definition,
+            sleep=self.sleeps.append,
+        )
+        self.made.append(c)
+        return c
+
+    def posts(self) -> int:
+        return len(self.fake.server.seen("POST", LINEAGE))
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    fake = MarquezFake(Clock(START))
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = EventStore(store_url)
+    with serve(fake.server) as url:
+        e = Env(fake, url, store_url, Syncer(store, fake.clock), [], [])
+        yield e
+        for c in e.made:
+            c.close()
+    store.dispose()
+
+
+# == upload ======================================================================================
+
+
+def test_upload_posts_every_event_and_records_what_it_sent_in_the_ledger(env: Env):
+    catalog = env.catalog()
+    events = snapshot() + [job_event("etl.weekly", [pg("orders")], [pg("kpi_weekly")])]
+
+    synced = env.syncer.sync(catalog, definition(), events)
+
+    assert synced.result.succeeded and synced.result.failed == []
+    assert env.posts() == 3 and len(env.fake.events) == 3
+    assert env.fake.visible_jobs() == {(NS, KPI), (NS, ANOMALIES), (NS, "etl.weekly")}
+    assert env.fake.edges() == {
+        KPI_EDGE,
+        ANOMALIES_EDGE,
+        (key("orders"), (NS, "etl.weekly"), key("kpi_weekly")),
+    }
+    ledger = catalog.ledger
+    assert {(i.payload["namespace"], i.payload["name"]) for i in ledger.all(JOB)} == {
+        (NS, KPI),
+        (NS, ANOMALIES),
+        (NS, "etl.weekly"),
+    }
+    assert len(ledger.all(EDGE)) == 3
+    assert (BUCKET, "anomalies") in {
+        (i.payload["namespace"], i.payload["name"]) for i in ledger.all(DATASET)
+    }
+    assert synced.result.touched == {"physicalEntities": 3 + 4, "dataFlows": 3}
+    assert synced.report["skippedReason"] is None
+
+
+def test_the_cutoff_and_the_touch_times_are_the_marquez_servers_clock(env: Env):
+    catalog = env.catalog()
+    env.fake.clock.advance(days=400)  # far from this process's clock
+
+    synced = env.syncer.sync(catalog, definition(), snapshot())
+
+    assert synced.upload.cutoff == env.fake.clock.now().replace(microsecond=0)
+    assert synced.report["cutoff"] == synced.upload.cutoff.isoformat()
+
+
+def test_events_are_posted_concurrently_on_a_pool_bounded_by_concurrency(env: Env):
+    catalog = env.catalog(concurrency=3)
+    events = [run(f"job{i}", [pg(f"in{i}")], [pg(f"out{i}")]) for i in range(9)]
+    env.fake.server.inject(*(Fault(delay=0.15, method="POST", path=LINEAGE) for _ in range(9)))
+
+    synced = env.syncer.sync(catalog, definition(), events)
+
+    assert synced.result.succeeded
+    assert env.fake.server.max_in_flight == 3
+    assert len(env.fake.visible_jobs()) == 9
+
+
+def test_an_event_marquez_rejects_is_a_failed_row_with_its_reason_and_blocks_the_cleanup(env: Env):
+    """422 (bean validation) and 400 (namespace pattern) refuse one event: the others are
+    stored, the upload fails for that row, and nothing is deleted."""
+    catalog = env.catalog()
+    env.syncer.sync(catalog, definition(), snapshot())
+    untyped_schema = {
+        "namespace": WH,
+        "name": "shop.public.kpi_daily",
+        "facets": {"schema": {"fields": [{"name": "id"}]}},  # no _producer / _schemaURL
+    }
+    events = [
+        kpi(),
+        run("etl.untyped", [untyped_schema], [pg("x")]),
+        run("etl.spaced", [ds("bad namespace", "t")], [pg("y")]),
+    ]
+
+    synced = env.syncer.sync(catalog, definition(), events)
+
+    failed = {f.key: f.reason for f in synced.result.failed}
+    assert set(failed) == {"event 1", "event 2"}
+    assert failed["event 1"].startswith("HTTP 422: ")
+    assert "inputs[0].facets.schema._producer must not be null" in failed["event 1"]
+    assert failed["event 2"] == "HTTP 400"
+    assert env.posts() == 2 + 3  # each event once: a rejection is never retried
+    assert (NS, KPI) in env.fake.visible_jobs()  # the accepted event is stored
+    assert synced.report["skippedReason"] == "UPLOAD_FAILED"
+    assert env.fake.visible_jobs() >= {(NS, KPI), (NS, ANOMALIES)}  # nothing deleted
+    assert ANOMALIES_EDGE in env.fake.edges()
+
+
+def test_a_long_rejection_message_is_trimmed(env: Env):
+    catalog = env.catalog()
+    body = json.dumps({"errors": ["x" * 2000]}).encode()
+    env.fake.server.inject(Fault(status=422, body=body, method="POST", path=LINEAGE))
+
+    synced = env.syncer.sync(catalog, definition(), [kpi()])
+
+    (row,) = synced.result.failed
+    assert row.key == "event 0" and row.reason.startswith("HTTP 422: xxx")
+    assert len(row.reason) <= 300
+
+
+# == failures and retries ==========================================================================
+
+
+@pytest.mark.parametrize(
+    ("status", "attempts", "key"),
+    [
+        (400, 1, "event 0"),
+        (422, 1, "event 0"),
+        (401, 1, "*"),
+        (403, 1, "*"),
+        (429, 4, "*"),
+        (500, 4, "*"),
+        (502, 4, "*"),
+        (503, 4, "*"),
+    ],
+)
+def test_every_failure_status_fails_the_upload_and_deletes_nothing(
+    env: Env, status: int, attempts: int, key: str
+):
+    catalog = env.catalog(maxRetries=3)
+    env.syncer.sync(catalog, definition(), snapshot())
+    before = env.posts()
+    env.fake.server.burst(status, 10, method="POST", path=LINEAGE)
+
+    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    (row,) = synced.result.failed
+    assert row.key == key and f"HTTP {status}" in row.reason
+    assert env.posts() - before == attempts  # 4xx once; 429 and 5xx retried, then given up
+    assert len(env.sleeps) == attempts - 1
+    assert synced.report["skippedReason"] == "UPLOAD_FAILED" and synced.report["calls"] == []
+    assert env.fake.visible_jobs() == {(NS, KPI), (NS, ANOMALIES)}
+    assert env.fake.edges() == {KPI_EDGE, ANOMALIES_EDGE}
+
+
+def test_a_burst_of_server_errors_then_recovery_uploads_and_cleans(env: Env):
+    catalog = env.catalog(maxRetries=4)
+    env.syncer.sync(catalog, definition(), snapshot())
+    env.fake.server.inject(
+        Fault(status=503, method="POST", path=LINEAGE),
+        Fault(status=502, method="POST", path=LINEAGE),
+        Fault(status=500, method="POST", path=LINEAGE),
+    )
+
+    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    assert synced.result.succeeded
+    assert len(env.sleeps) == 3 and all(0 <= s <= 30 for s in env.sleeps)
+    assert synced.report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+    assert env.fake.visible_jobs() == {(NS, KPI)}
+
+
+def test_retry_after_of_a_429_is_honoured(env: Env):
+    catalog = env.catalog()
+    env.fake.server.inject(Fault(status=429, retry_after="7", method="POST", path=LINEAGE))
+
+    synced = env.syncer.sync(catalog, definition(), [kpi()])
+
+    assert synced.result.succeeded
+    assert env.sleeps == [7.0]
+    assert env.posts() == 2
+
+
+def test_a_slow_answer_times_out_and_is_retried(env: Env):
+    catalog = env.catalog(timeoutSeconds=0.3)
+    env.fake.server.inject(Fault(delay=1.0, method="POST", path=LINEAGE))
+
+    synced = env.syncer.sync(catalog, definition(), [kpi()])
+
+    assert synced.result.succeeded
+    assert len(env.sleeps) == 1
+    assert (NS, KPI) in env.fake.visible_jobs()
+
+
+def test_answers_that_stay_too_slow_fail_the_upload_and_delete_nothing(env: Env):
+    catalog = env.catalog(timeoutSeconds=0.2, maxRetries=2)
+    env.syncer.sync(catalog, definition(), snapshot())
+    env.fake.server.inject(*(Fault(delay=0.6, method="POST", path=LINEAGE) for _ in range(3)))
+
+    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    (row,) = synced.result.failed
+    assert "ReadTimeout after 3 attempt(s)" in row.reason
+    assert synced.report["skippedReason"] == "UPLOAD_FAILED"
+    assert env.fake.visible_jobs() == {(NS, KPI), (NS, ANOMALIES)}
+
+
+def test_an_unreachable_marquez_fails_before_anything_is_sent(env: Env):
+    with serve(MarquezFake().server) as url:
+        pass  # the port is closed again: nothing listens there
+    settings = CatalogSettings(kind="marquez", url=url, maxRetries=1)
+    catalog = MarquezCatalog(
+        "main", settings, store_url=env.store_url, definition="snap", sleep=env.sleeps.append
+    )
+    try:
+        with pytest.raises(
+            CatalogUnavailable, match=r"GET /api/v1/namespaces: ConnectError after 2"
+        ):
+            catalog.clock()
+    finally:
+        catalog.close()
+
+
+# == cleanup =======================================================================================
+
+
+def test_the_seed_example_the_dropped_job_and_its_edges_go_in_that_run(env: Env):
+    """Seed Example: "A repository publishes its two jobs etl.build_daily_kpi and
+    features.export_anomalies as a snapshot. The next batch contains only etl.build_daily_kpi.
+    The second job's flows and its job entity are not uploaded again, so the cutoff cleanup
+    deletes them in that run. [...] The S3 entity it wrote, anomalies, is deleted in the same run
+    if its System is owned by this repository (CUTOFF)"."""
+    catalog = env.catalog()
+    first = env.syncer.sync(catalog, definition(), snapshot())
+    assert first.report["skippedReason"] is None and first.report["removedJobs"] == []
+    assert env.fake.edges() == {KPI_EDGE, ANOMALIES_EDGE}
+
+    second = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    report = second.report
+    assert report["mode"] == "CUTOFF" and report["skippedReason"] is None
+    assert report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+    assert env.fake.visible_jobs() == {(NS, KPI)}
+    assert env.fake.hidden_jobs() == {(NS, ANOMALIES)}  # a soft delete
+    assert env.fake.edges() == {KPI_EDGE}
+    assert (BUCKET, "anomalies") not in env.fake.visible_datasets()
+    assert key("kpi_daily") in env.fake.visible_datasets()  # cleanupMode NONE: never cleaned
+    (flows_call,) = calls(report, "flows")
+    assert flows_call["dryRun"] == flows_call["real"] == {"dataFlows": 1}
+    (ds_call,) = calls(report, "datasetSystem")
+    assert ds_call["system"] == BUCKET_SYSTEM and ds_call["real"] == {"physicalEntities": 1}
+    deletes = {r.path for r in env.fake.server.seen("DELETE")}
+    assert deletes == {
+        f"/api/v1/namespaces/{NS}/jobs/{ANOMALIES}",
+        "/api/v1/namespaces/s3%3A%2F%2Fanomalies-bucket/datasets/anomalies",
+    }
+
+    # the same snapshot again: nothing left to delete
+    third = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+    assert third.report["removedJobs"] == []
+    assert all(sum(c["real"].values()) == 0 for c in third.report["calls"])
+
+
+def test_a_job_described_again_is_undeleted_and_removed_again_when_it_goes(env: Env):
+    catalog = env.catalog()
+    env.syncer.sync(catalog, definition(), snapshot())
+    env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+    assert env.fake.visible_jobs() == {(NS, KPI)}
+
+    env.syncer.sync(catalog, definition(), snapshot())  # the producer describes it again
+    assert env.fake.visible_jobs() == {(NS, KPI), (NS, ANOMALIES)}
+    assert env.fake.edges() == {KPI_EDGE, ANOMALIES_EDGE}
+
+    again = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+    assert again.report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+    assert env.fake.edges() == {KPI_EDGE}
+
+
+def test_an_edge_a_job_no_longer_has_goes_with_its_next_event_and_no_delete_is_sent(env: Env):
+    catalog = env.catalog()
+    env.syncer.sync(catalog, definition(), [kpi()])
+    rewired = run(KPI, [pg("customers")], [pg("kpi_daily")])
+
+    synced = env.syncer.sync(catalog, definition(), [rewired])
+
+    (flows_call,) = calls(synced.report, "flows")
+    assert flows_call["real"] == {"dataFlows": 1}  # the stale edge left the ledger
+    assert env.fake.edges() == {(key("customers"), (NS, KPI), key("kpi_daily"))}
+    assert env.fake.server.seen("DELETE") == []
+
+
+def test_a_refused_cleanup_deletes_nothing_and_the_next_run_does_it(env: Env):
+    """Guards: "The user that runs the cleanup is refused (403, CLEANUP_PERMISSION_DENIED):
+    nothing is deleted and the run ends in warning." (a proxy in front of Marquez)"""
+    catalog = env.catalog()
+    env.syncer.sync(catalog, definition(), snapshot())
+    env.fake.server.inject(Fault(status=403, method="DELETE"))
+
+    refused = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    assert refused.result.succeeded
+    assert refused.report["skippedReason"] == "CLEANUP_PERMISSION_DENIED"
+    assert refused.report["removedJobs"] == []
+    assert env.fake.visible_jobs() == {(NS, KPI), (NS, ANOMALIES)}
+    assert (BUCKET, "anomalies") in env.fake.visible_datasets()
+
+    allowed = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+    assert allowed.report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+    assert env.fake.visible_jobs() == {(NS, KPI)}
+
+
+def test_a_dataset_another_definition_still_uses_is_not_deleted(env: Env):
+    """The embedded catalog keeps one last-update time per object; the ledger keeps one per
+    definition, so a dataset another definition still refers to must not be deleted."""
+    snap = definition()
+    other = definition(
+        name="other",
+        uuid=OTHER_UUID,
+        allowedJobNamespaces=["ml"],
+        datasetSystems=[{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": "DAYS"}],
+        receiver={"token": {"env": "OL_TEST_TOKEN_ADD"}},
+    )
+    snap_catalog, other_catalog = env.catalog("snap"), env.catalog("other")
+    env.syncer.sync(snap_catalog, snap, snapshot())
+    reader = run("score", [ds(BUCKET, "anomalies")], [pg("scores")], namespace="ml")
+    env.syncer.sync(other_catalog, other, [reader])
+
+    second = env.syncer.sync(snap_catalog, snap, snapshot(with_anomalies=False))
+
+    assert second.report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+    assert (BUCKET, "anomalies") in env.fake.visible_datasets()
+    assert ((BUCKET, "anomalies"), ("ml", "score"), key("scores")) in env.fake.edges()
+    assert [r.path for r in env.fake.server.seen("DELETE")] == [
+        f"/api/v1/namespaces/{NS}/jobs/{ANOMALIES}"
+    ]
+
+
+# == secrets =======================================================================================
+
+
+def test_the_token_is_sent_only_when_configured_and_never_shows_in_results(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+):
+    plain = env.catalog()
+    env.syncer.sync(plain, definition(), [kpi()])
+    assert all("authorization" not in r.headers for r in env.fake.server.requests)
+
+    monkeypatch.setenv("OL_TEST_MARQUEZ_TOKEN", SECRET)
+    proxied = env.catalog(token={"env": "OL_TEST_MARQUEZ_TOKEN"})
+    env.fake.server.requests.clear()
+    env.fake.server.burst(401, 1, method="POST", path=LINEAGE)
+
+    synced = env.syncer.sync(proxied, definition(), [kpi()])
+
+    assert {r.headers.get("authorization") for r in env.fake.server.requests} == {
+        f"Bearer {SECRET}"
+    }
+    assert not synced.result.succeeded
+    assert "HTTP 401" in synced.result.failed[0].reason
+    text = json.dumps(synced.result.as_dict()) + json.dumps(synced.report, default=str)
+    assert SECRET not in text and SECRET not in repr(proxied.cfg)
+
+
+# == through Dagster ==============================================================================
+
+
+@pytest.fixture
+def dagster_env(
+    env: Env, tmp_path: Path, tokens: dict[str, str], write_settings: Callable[..., Path]
+) -> Iterator[dict[str, Any]]:
+    data = settings_data(
+        tmp_path,
+        allowedJobNamespaces=[NS],
+        datasetSystems=[{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": "CUTOFF"}],
+    )
+    data["catalogs"] = {"main": {"kind": "marquez", "url": env.url, "maxRetries": 0}}
+    path = write_settings(data)
+    settings = load_settings(path)
+    store = EventStore(settings.store.url)
+    (tmp_path / "dagster_home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
+        yield {
+            "path": str(path),
+            "settings": settings,
+            "client": TestClient(create_app(settings, store)),
+            "auth": {"Authorization": f"Bearer {tokens['snap']}"},
+            "instance": instance,
+        }
+    store.dispose()
+
+
+def test_the_seed_example_through_dagster_with_a_marquez_catalog(env: Env, dagster_env):
+    """A definition whose catalog kind is ``marquez``: the ``<definition>__sync`` job uploads to
+    Marquez and removes the dropped job in the same run."""
+    d = dagster_env
+    catalog = open_catalog(d["settings"], "main", definition="snap")
+    assert isinstance(catalog, MarquezCatalog)
+    catalog.close()
+
+    def post_and_sync(events: list[dict[str, Any]]) -> dict[str, Any]:
+        env.fake.clock.advance(minutes=1)
+        response = d["client"].post(
+            "/api/v1/lineage/batch", json={"events": events}, headers=d["auth"]
+        )
+        assert response.status_code == 200, response.text
+        (line,) = sync_batches(d["path"], definition="snap", instance=d["instance"])
+        return line
+
+    first = post_and_sync(snapshot())
+    assert first["status"] == "synced", first
+    assert env.fake.visible_jobs() == {(NS, KPI), (NS, ANOMALIES)}
+
+    second = post_and_sync(snapshot(with_anomalies=False))
+
+    assert second["status"] == "synced"
+    assert second["cleanup"]["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+    assert second["checks"]["upload_succeeded"] and second["checks"]["cleanup_permitted"]
+    assert env.fake.visible_jobs() == {(NS, KPI)}
+    assert env.fake.edges() == {KPI_EDGE}
+    assert (BUCKET, "anomalies") not in env.fake.visible_datasets()

@@ -1,0 +1,593 @@
+"""The OpenMetadata backend (issue 6) against an in-process OpenMetadata served on loopback.
+
+The fake (``fakes/openmetadata_fake.py``) is written from the OpenMetadata seed and contract notes,
+not from the client, and answers as either generation (2.0: summary and failedEvents only; 2.1:
+``partial``, ``unresolvedDatasets``/``unresolvedJobs`` and a 400 when every event failed). Syncs
+go the way the assets run them, and assertions are on what an OpenMetadata user sees: the lineage
+edges between table FQNs, and the report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+from starlette.testclient import TestClient
+
+from ol_dagster.catalog.factory import open_catalog
+from ol_dagster.catalog.http import CatalogRefused
+from ol_dagster.catalog.ledger import EDGE
+from ol_dagster.catalog.openmetadata import OpenMetadataCatalog, table_fqn
+from ol_dagster.headless import sync_batches
+from ol_dagster.receiver.app import create_app
+from ol_dagster.settings import CatalogSettings, load_settings
+from ol_dagster.store import EventStore
+from ol_dagster_tests.conftest import settings_data
+from ol_dagster_tests.fakes.faults import Clock, Fault, serve
+from ol_dagster_tests.fakes.harness import (
+    ANOMALIES,
+    BUCKET,
+    BUCKET_SYSTEM,
+    KPI,
+    NS,
+    WH,
+    Syncer,
+    calls,
+    definition,
+    ds,
+    job_event,
+    pg,
+    run,
+)
+from ol_dagster_tests.fakes.openmetadata_fake import CREATE, EDIT_LINEAGE, OpenMetadataFake
+
+BATCH = "/api/v1/openlineage/lineage/batch"
+JWT = "om-bot-jwt-secret-0123"
+READER_JWT = "om-reader-jwt-secret-4567"
+TOKEN_ENV = "OL_TEST_OM_JWT"
+SERVICE = "prod-postgres"
+START = datetime(2026, 11, 1, 3, 0, tzinfo=UTC)
+
+
+def fqn(table: str) -> str:
+    return f"{SERVICE}.shop.public.{table}"
+
+
+def kpi() -> dict[str, Any]:
+    return run(KPI, [pg("orders")], [pg("kpi_daily")], sql="insert into kpi_daily select 1")
+
+
+def anomalies() -> dict[str, Any]:
+    """Writes a warehouse table and the S3 entity of the seed (OpenMetadata never creates a
+    container: the S3 output stays unresolved)."""
+    return run(ANOMALIES, [pg("kpi_daily")], [pg("anomalies"), ds(BUCKET, "anomalies")])
+
+
+def snapshot(*, with_anomalies: bool = True) -> list[dict[str, Any]]:
+    return [kpi()] + ([anomalies()] if with_anomalies else [])
+
+
+KPI_EDGE = (fqn("orders"), fqn("kpi_daily"))
+ANOMALIES_EDGE = (fqn("kpi_daily"), fqn("anomalies"))
+
+
+@dataclass
+class Env:
+    fake: OpenMetadataFake
+    url: str
+    store_url: str
+    syncer: Syncer
+    sleeps: list[float]
+    made: list[OpenMetadataCatalog]
+
+    def catalog(self, definition: str = "snap", **cfg: Any) -> OpenMetadataCatalog:
+        settings = CatalogSettings.model_validate(
+            {
+                "kind": "openmetadata",
+                "url": self.url,
+                "token": {"env": TOKEN_ENV},
+                "maxRetries": 3,
+                "timeoutSeconds": 5,
+                "serviceMapping": {WH: SERVICE},
+                **cfg,
+            }
+        )
+        c = OpenMetadataCatalog(
+            "main",
+            settings,
+            store_url=self.store_url,
+            definition=definition,
+            sleep=self.sleeps.append,
+        )
+        self.made.append(c)
+        return c
+
+    def posts(self) -> int:
+        return len(self.fake.server.seen("POST", BATCH))
+
+
+def make_fake(generation: int) -> OpenMetadataFake:
+    return OpenMetadataFake(
+        generation=generation,
+        tokens={JWT: {EDIT_LINEAGE, CREATE}, READER_JWT: set()},
+        mapping={WH: SERVICE},
+        services={SERVICE: ["shop"]},
+        clock=Clock(START),
+    )
+
+
+@pytest.fixture(params=[2, 1], ids=["gen2", "gen1"])
+def generation(request: pytest.FixtureRequest) -> int:
+    return request.param
+
+
+@pytest.fixture
+def env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Env]:
+    """An OpenMetadata 2.1 fake (2.0 too for tests that take the ``generation`` fixture)."""
+    gen = request.getfixturevalue("generation") if "generation" in request.fixturenames else 2
+    monkeypatch.setenv(TOKEN_ENV, JWT)
+    fake = make_fake(gen)
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = EventStore(store_url)
+    with serve(fake.server) as url:
+        e = Env(fake, url, store_url, Syncer(store, fake.clock), [], [])
+        yield e
+        for c in e.made:
+            c.close()
+    store.dispose()
+
+
+# == upload ======================================================================================
+
+
+def test_upload_sends_the_run_events_in_chunks_and_records_edges_by_fqn(env: Env, generation: int):
+    catalog = env.catalog(chunkSize=2)
+    extra = run("etl.extra", [pg("a")], [pg("b")])
+    extra["x-team"] = "data-platform"  # a top-level key OpenMetadata's schema does not know
+    events = [
+        job_event("etl.described", [pg("orders")], [pg("kpi_weekly")]),
+        *snapshot(),
+        run("etl.c", [pg("kpi_daily")], [pg("c")]),
+        extra,
+    ]
+
+    synced = env.syncer.sync(catalog, definition(), events)
+
+    assert synced.result.succeeded, synced.result.failed
+    assert env.posts() == 2  # 4 RunEvents, 2 a request
+    assert len(env.fake.received) == 4
+    assert all("x-team" not in e for e in env.fake.received)
+    assert synced.result.dropped.get("NOT_A_RUN_EVENT") == 1
+    assert env.fake.edge_pairs() == {
+        KPI_EDGE,
+        ANOMALIES_EDGE,
+        (fqn("kpi_daily"), fqn("c")),
+        (fqn("a"), fqn("b")),
+    }
+    details = env.fake.edges[KPI_EDGE]
+    assert details["source"] == "OpenLineage" and details["sqlQuery"].startswith("insert")
+    payloads = {
+        (i.payload["from"]["fqn"], i.payload["to"]["fqn"]) for i in catalog.ledger.all(EDGE)
+    }
+    assert KPI_EDGE in payloads and ANOMALIES_EDGE in payloads
+    assert (fqn("kpi_daily"), None) not in payloads or generation == 1
+
+
+def test_events_the_server_skips_are_not_failures(env: Env, generation: int):
+    """ "By default, the server processes only COMPLETE events" and "Both inputs and outputs must
+    contain at least one dataset to create an edge": skipped, not failed."""
+    catalog = env.catalog()
+    events = [
+        run(KPI, [pg("orders")], [pg("kpi_daily")], event_type="START"),
+        run("etl.source_only", [pg("orders")], []),
+        kpi(),
+    ]
+
+    synced = env.syncer.sync(catalog, definition(), events)
+
+    assert synced.result.succeeded
+    assert synced.report["skippedReason"] is None
+    assert env.fake.edge_pairs() == {KPI_EDGE}
+
+
+def test_an_event_that_raises_is_a_failed_row_counted_in_the_whole_batch(env: Env, generation: int):
+    catalog = env.catalog(chunkSize=2)
+    env.syncer.sync(catalog, definition(), snapshot())
+    env.fake.raise_for_jobs["etl.broken"] = "Error processing event: boom"
+    events = [
+        job_event("etl.described"),  # not sent: the batch index still counts it
+        kpi(),
+        run("etl.c", [pg("kpi_daily")], [pg("c")]),
+        run("etl.d", [pg("kpi_daily")], [pg("d")]),
+        run("etl.broken", [pg("kpi_daily")], [pg("e")]),
+    ]
+
+    synced = env.syncer.sync(catalog, definition(), events)
+
+    assert [(f.key, f.reason) for f in synced.result.failed] == [
+        ("event 4", "Error processing event: boom")
+    ]
+    assert (fqn("kpi_daily"), fqn("d")) in env.fake.edge_pairs()  # the others were written
+    assert synced.report["skippedReason"] == "UPLOAD_FAILED" and synced.report["calls"] == []
+    assert ANOMALIES_EDGE in env.fake.edge_pairs()  # nothing deleted
+
+
+def test_unresolved_datasets_are_dropped_by_reason_and_do_not_block_the_cleanup(env: Env):
+    """2.1: namespaceNotMapped, missingColumns, notFound (storage) are permanent: dropped rows,
+    counted by reason; the snapshot's cleanup still runs."""
+    catalog = env.catalog()
+    env.syncer.sync(catalog, definition(), snapshot())
+    events = [
+        *snapshot(with_anomalies=False),
+        run("etl.mixed", [pg("kpi_daily"), ds("mysql://other:3306", "crm.accounts")], [pg("m")]),
+        run("etl.no_columns", [pg("kpi_daily")], [pg("no_columns", columns=None)]),
+    ]
+
+    synced = env.syncer.sync(catalog, definition(), events)
+
+    assert synced.result.succeeded, synced.result.failed
+    assert synced.result.dropped == {"namespaceNotMapped": 1, "missingColumns": 1}
+    assert synced.report["skippedReason"] is None
+    assert synced.report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+    assert env.fake.edge_pairs() == {KPI_EDGE, (fqn("kpi_daily"), fqn("m"))}
+    # nothing recorded for what OpenMetadata does not hold
+    ends = {(i.payload["from"]["name"], i.payload["to"]["name"]) for i in catalog.ledger.all(EDGE)}
+    assert ("shop.public.kpi_daily", "shop.public.no_columns") not in ends
+    assert ("crm.accounts", "shop.public.m") not in ends
+
+
+def test_a_table_the_bot_may_not_create_is_dropped_as_create_not_allowed(env: Env):
+    env.fake.tokens[JWT] = {EDIT_LINEAGE}  # no Create
+    env.fake.add_table(fqn("orders"))
+    catalog = env.catalog()
+
+    synced = env.syncer.sync(catalog, definition(), [run(KPI, [pg("orders")], [pg("new")])])
+
+    assert synced.result.succeeded
+    assert synced.result.dropped == {"createNotAllowed": 1}
+    assert env.fake.edge_pairs() == set()
+
+
+def test_a_400_where_every_event_failed_is_read_event_by_event(env: Env):
+    """2.1: "A batch returns 400 when every event fails": its body is the answer, not a refusal.
+    Failed only for want of datasets that never resolve: dropped; raised: failed rows."""
+    catalog = env.catalog()
+    only_s3 = run(ANOMALIES, [pg("kpi_daily")], [ds(BUCKET, "anomalies")])
+
+    dropped = env.syncer.sync(catalog, definition(), [only_s3])
+
+    assert env.fake.server.seen("POST", BATCH)  # answered 400...
+    assert dropped.result.succeeded  # ...but nothing failed for good
+    assert dropped.result.dropped == {"notFound": 1}
+
+    env.fake.raise_for_jobs[KPI] = "Error processing event: db down"
+    before = env.posts()
+    failed = env.syncer.sync(catalog, definition(), [kpi()])
+
+    assert [(f.key, f.reason) for f in failed.result.failed] == [
+        ("event 0", "Error processing event: db down")
+    ]
+    assert env.posts() - before == 1  # a per-event answer is never retried
+    assert failed.report["skippedReason"] == "UPLOAD_FAILED"
+
+
+def test_a_400_without_an_openlineage_answer_refuses_the_whole_upload(env: Env):
+    catalog = env.catalog()
+    env.syncer.sync(catalog, definition(), snapshot())
+    body = json.dumps({"code": 400, "message": "[events[0].run.runId must be a uuid]"}).encode()
+    env.fake.server.inject(Fault(status=400, body=body, method="POST", path=BATCH))
+
+    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    (row,) = synced.result.failed
+    assert row.key == "*"
+    assert row.reason == f"POST {BATCH}: HTTP 400: [events[0].run.runId must be a uuid]"
+    assert synced.report["skippedReason"] == "UPLOAD_FAILED"
+    assert ANOMALIES_EDGE in env.fake.edge_pairs()
+
+
+# == failures and retries ==========================================================================
+
+
+@pytest.mark.parametrize(
+    ("status", "attempts"),
+    [(401, 1), (403, 1), (429, 4), (500, 4), (502, 4), (503, 4)],
+)
+def test_every_failure_status_fails_the_upload_and_deletes_nothing(
+    env: Env, status: int, attempts: int
+):
+    catalog = env.catalog(maxRetries=3)
+    env.syncer.sync(catalog, definition(), snapshot())
+    before = env.posts()
+    env.fake.server.burst(status, 10, method="POST", path=BATCH)
+
+    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    (row,) = synced.result.failed
+    assert row.key == "*" and f"HTTP {status}" in row.reason
+    assert env.posts() - before == attempts
+    assert len(env.sleeps) == attempts - 1
+    assert synced.report["skippedReason"] == "UPLOAD_FAILED" and synced.report["calls"] == []
+    assert env.fake.edge_pairs() == {KPI_EDGE, ANOMALIES_EDGE}
+
+
+def test_a_bot_without_edit_lineage_is_refused_and_nothing_is_deleted(env: Env):
+    catalog = env.catalog()
+    env.syncer.sync(catalog, definition(), snapshot())
+    env.fake.tokens[JWT] = set()
+
+    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    (row,) = synced.result.failed
+    assert row.reason == f"POST {BATCH}: HTTP 403"
+    assert synced.report["skippedReason"] == "UPLOAD_FAILED"
+    assert env.fake.edge_pairs() == {KPI_EDGE, ANOMALIES_EDGE}
+
+
+def test_a_disabled_openlineage_api_fails_the_upload_after_the_retries(env: Env):
+    catalog = env.catalog(maxRetries=2)
+    env.fake.enabled = False
+
+    synced = env.syncer.sync(catalog, definition(), snapshot())
+
+    (row,) = synced.result.failed
+    assert row.reason == f"POST {BATCH}: HTTP 503 after 3 attempt(s)"
+    assert env.fake.edge_pairs() == set()
+
+
+def test_a_wrong_token_fails_at_the_clock_without_showing_the_token(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv(TOKEN_ENV, "not-the-" + JWT)
+    catalog = env.catalog()
+
+    with pytest.raises(CatalogRefused) as raised:
+        catalog.clock()
+
+    assert str(raised.value) == "GET /api/v1/system/version: HTTP 401"
+    assert JWT not in str(raised.value) and JWT not in raised.value.body
+    assert env.fake.server.requests[-1].headers["authorization"] == f"Bearer not-the-{JWT}"
+
+
+def test_retries_that_succeed_upload_and_clean(env: Env):
+    catalog = env.catalog(maxRetries=4)
+    env.syncer.sync(catalog, definition(), snapshot())
+    env.fake.server.inject(
+        Fault(status=502, method="POST", path=BATCH),
+        Fault(status=503, method="POST", path=BATCH),
+        Fault(status=429, retry_after="3", method="POST", path=BATCH),
+    )
+
+    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    assert synced.result.succeeded
+    assert len(env.sleeps) == 3 and env.sleeps[-1] == 3.0  # Retry-After honoured
+    assert synced.report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+    assert env.fake.edge_pairs() == {KPI_EDGE}
+
+
+def test_a_slow_answer_times_out_and_is_retried(env: Env):
+    catalog = env.catalog(timeoutSeconds=0.3)
+    env.fake.server.inject(Fault(delay=1.0, method="POST", path=BATCH))
+
+    synced = env.syncer.sync(catalog, definition(), [kpi()])
+
+    assert synced.result.succeeded
+    assert len(env.sleeps) == 1
+    assert env.fake.edge_pairs() == {KPI_EDGE}
+
+
+def test_answers_that_stay_too_slow_fail_the_upload_and_delete_nothing(env: Env):
+    catalog = env.catalog(timeoutSeconds=0.2, maxRetries=1)
+    env.syncer.sync(catalog, definition(), snapshot())
+    env.fake.server.inject(*(Fault(delay=0.6, method="POST", path=BATCH) for _ in range(2)))
+
+    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    (row,) = synced.result.failed
+    assert row.reason == f"POST {BATCH}: ReadTimeout after 2 attempt(s)"
+    assert synced.report["skippedReason"] == "UPLOAD_FAILED"
+    assert ANOMALIES_EDGE in env.fake.edge_pairs()
+
+
+# == cleanup =======================================================================================
+
+
+def test_the_seed_example_the_dropped_jobs_edges_go_in_that_run(env: Env, generation: int):
+    """Seed Example: "The next batch contains only etl.build_daily_kpi. The second job's flows
+    [...] are not uploaded again, so the cutoff cleanup deletes them in that run." In
+    OpenMetadata the flows are table-to-table edges, deleted by FQN."""
+    catalog = env.catalog()
+    first = env.syncer.sync(catalog, definition(), snapshot())
+    assert first.result.succeeded and first.report["removedJobs"] == []
+    assert first.result.dropped == ({"notFound": 1} if generation == 2 else {})
+    assert env.fake.edge_pairs() == {KPI_EDGE, ANOMALIES_EDGE}
+
+    second = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    report = second.report
+    assert report["mode"] == "CUTOFF" and report["skippedReason"] is None
+    assert report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+    assert env.fake.edge_pairs() == {KPI_EDGE}
+    assert fqn("anomalies") in env.fake.tables  # tables are never deleted
+    deletes = [r.path for r in env.fake.server.seen("DELETE")]
+    assert deletes == [
+        f"/api/v1/lineage/table/name/{fqn('kpi_daily')}/table/name/{fqn('anomalies')}"
+    ]
+    (flows_call,) = calls(report, "flows")
+    expected = 1 if generation == 2 else 2  # 2.0 dropped the S3 end silently: recorded
+    assert flows_call["dryRun"] == flows_call["real"] == {"dataFlows": expected}
+
+    third = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+    assert third.report["removedJobs"] == []
+    assert env.fake.edge_pairs() == {KPI_EDGE}
+    assert len(env.fake.server.seen("DELETE")) == 1
+
+
+def test_an_edge_a_job_no_longer_writes_is_deleted_and_the_rest_kept(env: Env):
+    catalog = env.catalog()
+    env.syncer.sync(catalog, definition(), [kpi()])
+
+    rewired = run(KPI, [pg("customers")], [pg("kpi_daily")])
+    synced = env.syncer.sync(catalog, definition(), [rewired])
+
+    assert synced.report["skippedReason"] is None
+    assert env.fake.edge_pairs() == {(fqn("customers"), fqn("kpi_daily"))}
+
+
+def test_an_edge_another_job_still_writes_is_kept(env: Env):
+    """OpenMetadata has one edge per table pair, whichever job wrote it: removing one job must
+    not delete the edge the other still describes."""
+    catalog = env.catalog()
+    twin = run("etl.twin", [pg("orders")], [pg("kpi_daily")])
+    env.syncer.sync(catalog, definition(), [kpi(), twin])
+
+    synced = env.syncer.sync(catalog, definition(), [twin])
+
+    assert synced.report["removedJobs"] == [f"{NS}.{KPI}"]
+    assert env.fake.edge_pairs() == {KPI_EDGE}
+    assert env.fake.server.seen("DELETE") == []
+
+
+def test_an_edge_already_gone_or_unnamed_does_not_stop_the_cleanup(env: Env):
+    catalog = env.catalog()
+    unmapped = run("etl.export", [pg("kpi_daily")], [ds("mysql://other:3306", "crm.kpi")])
+    env.syncer.sync(catalog, definition(), [*snapshot(), unmapped])
+    del env.fake.edges[ANOMALIES_EDGE]  # someone removed it by hand
+
+    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    assert synced.report["skippedReason"] is None
+    assert sorted(synced.report["removedJobs"]) == [f"{NS}.etl.export", f"{NS}.{ANOMALIES}"]
+    deletes = [r.path for r in env.fake.server.seen("DELETE")]
+    assert deletes == [
+        f"/api/v1/lineage/table/name/{fqn('kpi_daily')}/table/name/{fqn('anomalies')}"
+    ]  # answered 404; the unmapped end has no FQN: no call
+
+
+def test_a_refused_cleanup_deletes_nothing_and_the_next_run_does_it(env: Env):
+    """Guards: "The user that runs the cleanup is refused (403, CLEANUP_PERMISSION_DENIED):
+    nothing is deleted and the run ends in warning." Here the bot loses EditLineage between the
+    upload and the cleanup."""
+    catalog = env.catalog()
+    env.syncer.sync(catalog, definition(), snapshot())
+
+    def revoke() -> None:
+        env.fake.tokens[JWT] = {CREATE}
+
+    refused = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False), between=revoke)
+
+    assert refused.result.succeeded
+    assert refused.report["skippedReason"] == "CLEANUP_PERMISSION_DENIED"
+    assert env.fake.edge_pairs() == {KPI_EDGE, ANOMALIES_EDGE}
+    assert JWT not in json.dumps(refused.report, default=str)
+
+    env.fake.tokens[JWT] = {EDIT_LINEAGE, CREATE}
+    allowed = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+    assert allowed.report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+    assert env.fake.edge_pairs() == {KPI_EDGE}
+
+
+# == identity and secrets ==========================================================================
+
+
+@pytest.mark.parametrize(
+    ("namespace", "name", "mapping", "expected"),
+    [
+        (WH, "shop.public.t", {WH: "exact", "postgres://db": "prefix"}, "exact.shop.public.t"),
+        ("postgres://db:5432/x", "a.b.c", {"postgres://": "short", WH: "long"}, "long.a.b.c"),
+        (WH, "cat.shop.public.t", {WH: "svc"}, "svc.shop.public.t"),
+        (WH, "shop.public.t", {"": "ignored", "postgres://db": ""}, None),
+        ("mysql://other", "a.b.c", {WH: "svc"}, None),
+    ],
+    ids=["exact_wins", "longest_prefix", "last_three_parts", "empty_entries_ignored", "unmapped"],
+)
+def test_edges_are_deleted_under_the_fqn_openmetadata_resolves(
+    namespace: str, name: str, mapping: dict[str, str], expected: str | None
+):
+    assert table_fqn(namespace, name, mapping) == expected
+
+
+def test_the_jwt_is_sent_as_a_bearer_token_and_never_shows_in_results(env: Env):
+    catalog = env.catalog()
+    env.fake.server.burst(401, 1, method="POST", path=BATCH)
+
+    synced = env.syncer.sync(catalog, definition(), [kpi()])
+
+    assert {r.headers.get("authorization") for r in env.fake.server.requests} == {f"Bearer {JWT}"}
+    assert synced.result.failed[0].reason == f"POST {BATCH}: HTTP 401"
+    text = json.dumps(synced.result.as_dict()) + json.dumps(synced.report, default=str)
+    assert JWT not in text and JWT not in repr(catalog.cfg)
+
+
+# == through Dagster ==============================================================================
+
+
+@pytest.fixture
+def dagster_env(
+    env: Env, tmp_path: Path, tokens: dict[str, str], write_settings: Callable[..., Path]
+) -> Iterator[dict[str, Any]]:
+    data = settings_data(
+        tmp_path,
+        allowedJobNamespaces=[NS],
+        datasetSystems=[{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": "CUTOFF"}],
+    )
+    data["catalogs"] = {
+        "main": {
+            "kind": "openmetadata",
+            "url": env.url,
+            "token": {"env": TOKEN_ENV},
+            "maxRetries": 0,
+            "chunkSize": 1,
+            "serviceMapping": {WH: SERVICE},
+        }
+    }
+    path = write_settings(data)
+    settings = load_settings(path)
+    store = EventStore(settings.store.url)
+    (tmp_path / "dagster_home").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
+        yield {
+            "path": str(path),
+            "settings": settings,
+            "client": TestClient(create_app(settings, store)),
+            "auth": {"Authorization": f"Bearer {tokens['snap']}"},
+            "instance": instance,
+        }
+    store.dispose()
+
+
+def test_the_seed_example_through_dagster_with_an_openmetadata_catalog(env: Env, dagster_env):
+    d = dagster_env
+    catalog = open_catalog(d["settings"], "main", definition="snap")
+    assert isinstance(catalog, OpenMetadataCatalog)
+    catalog.close()
+
+    def post_and_sync(events: list[dict[str, Any]]) -> dict[str, Any]:
+        env.fake.clock.advance(minutes=1)
+        response = d["client"].post(
+            "/api/v1/lineage/batch", json={"events": events}, headers=d["auth"]
+        )
+        assert response.status_code == 200, response.text
+        (line,) = sync_batches(d["path"], definition="snap", instance=d["instance"])
+        return line
+
+    first = post_and_sync(snapshot())
+    assert first["status"] == "synced", first
+    assert first["upload"]["dropped"] == {"notFound": 1}
+    assert env.fake.edge_pairs() == {KPI_EDGE, ANOMALIES_EDGE}
+
+    second = post_and_sync(snapshot(with_anomalies=False))
+
+    assert second["status"] == "synced"
+    assert second["cleanup"]["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+    assert second["checks"]["upload_succeeded"] and second["checks"]["cleanup_permitted"]
+    assert env.fake.edge_pairs() == {KPI_EDGE}
