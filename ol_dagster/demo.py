@@ -110,10 +110,16 @@ def run_demo(path: str) -> int:
         upstream = catalog.lineage(node, depth=4, upstream=True, downstream=False)
     finally:
         catalog.close()
-    print(f"\ncatalog {definition.catalog!r} now holds:")
-    print("  " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    for job in jobs:
-        print(f"  job {job}")
+    if counts:
+        print(f"\ncatalog {definition.catalog!r} now holds:")
+        print("  " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        for job in jobs:
+            print(f"  job {job}")
+    else:
+        kind = settings.catalogs[definition.catalog].kind
+        print(
+            f"\ncatalog {definition.catalog!r} is a {kind} server: its own UI shows what it holds"
+        )
     print(f"\nupstream of {node} (ol-dagster lineage {node} --upstream --depth 4):")
     for edge in upstream["edges"]:
         print(f"  {edge['from']}  ->  {edge['to']}")
