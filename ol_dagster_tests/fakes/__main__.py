@@ -29,7 +29,12 @@ def main() -> None:
     elif args.kind == "openmetadata":
         from ol_dagster_tests.fakes.openmetadata_fake import OpenMetadataFake
 
-        app = OpenMetadataFake(tokens={args.token: {"EditLineage", "Create"}}).server
+        # the demo's warehouse namespace mapped to a service, as an OpenMetadata admin would
+        app = OpenMetadataFake(
+            tokens={args.token: {"EditLineage", "Create"}},
+            mapping={"postgres://warehouse-db:5432": "warehouse"},
+            services={"warehouse": ["warehouse"]},
+        ).server
     else:
         from ol_dagster_tests.fakes.blindata_fake import BlindataFake
 
