@@ -185,11 +185,36 @@ class Definition(_Model):
         return f"{self.name}__sync"
 
 
+class RetentionSettings(_Model):
+    """How long synced batches (their events and their Dagster partitions) are kept."""
+
+    keepDays: Annotated[int, Field(ge=1)] | None = None  # None: kept forever
+
+
 class Settings(_Model):
+    # One switch for PostgreSQL: the event store and every embedded catalog that names no URL of
+    # its own go to this database (their tables do not clash).
+    databaseUrl: str | None = None
     store: StoreSettings = StoreSettings()
     catalogs: dict[str, CatalogSettings] = {"main": CatalogSettings()}
     definitions: list[Definition] = []
     analysisWindowDays: Annotated[int, Field(ge=1)] = 30
+    retention: RetentionSettings = RetentionSettings()
+
+    @model_validator(mode="after")
+    def _one_database(self) -> Settings:
+        if not self.databaseUrl:
+            return self
+        if "url" not in self.store.model_fields_set:
+            object.__setattr__(self, "store", StoreSettings(url=self.databaseUrl))
+        catalogs = {
+            k: c.model_copy(update={"url": self.databaseUrl})
+            if c.kind == "embedded" and "url" not in c.model_fields_set
+            else c
+            for k, c in self.catalogs.items()
+        }
+        object.__setattr__(self, "catalogs", catalogs)
+        return self
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Settings:

@@ -9,12 +9,15 @@ run did) keeps its events and is requested again once its backoff has passed (1,
 at most an hour), with run key ``<batch id>:retry<attempts>``.
 """
 
+from datetime import timedelta
+
 import dagster as dg
 
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.resources import StoreResource
 from ol_dagster.settings import Definition
 from ol_dagster.store import BatchStatus
+from ol_dagster.store.event_store import utcnow
 from ol_dagster.sync.cleanup import RUN_FAILED, skipped_report
 
 
@@ -32,6 +35,7 @@ def build_sensor(
     )
     def new_batches(context: dg.SensorEvaluationContext, ol_store: StoreResource):
         store = ol_store.get()
+        purged = _retention(store, ol_store.settings().retention.keepDays)
         sealed = store.seal_due(
             definition.name,
             window_seconds=definition.limits.batchWindowSeconds,
@@ -49,9 +53,11 @@ def build_sensor(
         )
         # a failed sync keeps its events: retried once its backoff passed, under a new run key
         retries = store.due_retries(definition.name)
+        removals = [partitions.build_delete_request(purged)] if purged else []
         if not pending and not late and not retries:
             return dg.SensorResult(
-                skip_reason=f"no new batch (sealed {len(sealed)} stream batch(es) this tick)"
+                skip_reason=f"no new batch (sealed {len(sealed)} stream batch(es) this tick)",
+                dynamic_partitions_requests=removals or None,
             )
         keys = late + [b.partition_key for b in pending]
         requests = [(b.partition_key, f"{b.id}:retry{b.attempts}") for b in retries]
@@ -65,9 +71,16 @@ def build_sensor(
                 )
                 for key, run_key in requests
             ],
-            dynamic_partitions_requests=[partitions.build_add_request(keys)],
+            dynamic_partitions_requests=[partitions.build_add_request(keys), *removals],
             cursor=str(pending[-1].id) if pending else str(after),
         )
+
+    def _retention(store, keep_days: int | None) -> list[str]:
+        """``retention.keepDays``: synced batches older than that go, events and partitions."""
+        if keep_days is None:
+            return []
+        before = utcnow() - timedelta(days=keep_days)
+        return [str(i) for i in store.purge_synced(definition.name, before=before)]
 
     return new_batches
 

@@ -444,6 +444,28 @@ class EventStore:
                 )
             ).scalar()
 
+    def purge_synced(self, definition: str, *, before: datetime, limit: int = 500) -> list[int]:
+        """Delete synced batches (with their events) synced before ``before``: retention. Failed
+        and pending batches are never purged, whatever their age."""
+        with self.engine.begin() as conn:
+            ids = [
+                int(r[0])
+                for r in conn.execute(
+                    select(batches.c.id)
+                    .where(
+                        batches.c.definition == definition,
+                        batches.c.status == BatchStatus.SYNCED,
+                        batches.c.synced_at < _naive(before),
+                    )
+                    .order_by(batches.c.id)
+                    .limit(limit)
+                )
+            ]
+            if ids:
+                conn.execute(events.delete().where(events.c.batch_id.in_(ids)))
+                conn.execute(batches.delete().where(batches.c.id.in_(ids)))
+        return ids
+
     def save_lineage_state(
         self, definition: str, state: dict[str, Any], *, now: datetime | None = None
     ) -> None:
