@@ -102,13 +102,34 @@ def settings_data(tmp_path: Path, **definition_overrides: Any) -> dict[str, Any]
     }
 
 
+TEST_DB_ENV = "OL_DAGSTER_TEST_DB"
+
+
 @pytest.fixture
-def write_settings(tmp_path: Path) -> Callable[..., Path]:
-    """Write a settings file; pass a full mapping, or definition overrides for ``snap``."""
+def write_settings(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., Path]:
+    """Write a settings file; pass a full mapping, or definition overrides for ``snap``.
+
+    With ``OL_DAGSTER_TEST_DB=postgresql`` (the second pass of ``make test``), the settings put
+    the event store and the embedded catalog on the throwaway PostgreSQL server (one fresh
+    database each per test) instead of SQLite files."""
+    databases: dict[str, str] = {}
+    if os.environ.get(TEST_DB_ENV) == "postgresql":
+        databases = {"store": request.getfixturevalue("pg_url")}
+        server = request.getfixturevalue("pg_server")
+        name = f"c_{uuid.uuid4().hex[:12]}"
+        engine = create_engine(server.url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        engine.dispose()
+        databases["catalog"] = server.database_url(name)
 
     def write(data: dict[str, Any] | None = None, **definition_overrides: Any) -> Path:
         path = tmp_path / "ol_dagster.yaml"
-        path.write_text(yaml.safe_dump(data or settings_data(tmp_path, **definition_overrides)))
+        content = data or settings_data(tmp_path, **definition_overrides)
+        if databases and data is None:
+            content["store"]["url"] = databases["store"]
+            content["catalogs"]["main"]["url"] = databases["catalog"]
+        path.write_text(yaml.safe_dump(content))
         return path
 
     return write
