@@ -21,8 +21,15 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/ol-dagster demo
 
+# The settings-based tests run a second time with the store and the embedded catalog on PostgreSQL
+# (the other tests already run on both databases). The tests start their own PostgreSQL server.
+PG_PASS := ol_dagster_tests/test_end_to_end.py ol_dagster_tests/test_cleanup_seed_example.py \
+	ol_dagster_tests/test_failed_runs.py ol_dagster_tests/test_analysis_assets.py \
+	ol_dagster_tests/test_retention.py ol_dagster_tests/test_lineage_assets.py
+
 test: install
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2
+	OL_DAGSTER_TEST_DB=postgresql $(BIN)/pytest -q -n 2 $(PG_PASS)
 
 dev: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml
