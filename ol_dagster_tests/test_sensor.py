@@ -346,7 +346,12 @@ def test_definitions_are_loadable(
     dg.Definitions.validate_loadable(defs)
 
     repo = defs.get_repository_def()
-    assert {s.name for s in repo.sensor_defs} == {SNAP_SENSOR, ADD_SENSOR}
+    assert {s.name for s in repo.sensor_defs} == {
+        SNAP_SENSOR,
+        ADD_SENSOR,
+        "snap__failed_syncs",
+        "add__failed_syncs",
+    }
     assert {"snap__sync", "add__sync"} <= {j.name for j in repo.get_all_jobs()}
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     for name in ("snap", "add"):
