@@ -140,6 +140,19 @@ def _int(value: Any) -> int:
         return 0
 
 
+def _when(value: Any) -> datetime | None:
+    """A JSON timestamp (ISO-8601, or epoch milliseconds) as an aware datetime, if it is one."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value / 1000, UTC)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
 def _node_id(kind: str, key: NodeKey) -> str:
     return f"{kind}:{key[0]}:{key[1]}"
 
@@ -1007,18 +1020,15 @@ class BlindataCatalog:
 
     def _system_cleanup(
         self,
-        system: str,
+        system_uuid: str,
         schemas: list[str] | None,
         resources: list[str],
         before: datetime,
         dry_run: bool,
         counts: dict[str, int],
-    ) -> list[dict[str, Any]]:
-        """One System cleanup; adds its counts to ``counts``; returns the removed entities."""
-        found = self._find_system(system)
-        uid = _ref(found)
-        if uid is None or schemas == []:
-            return []
+    ) -> dict[str, list[dict[str, Any]]]:
+        """One System cleanup call; adds its counts to ``counts``; returns the items it lists,
+        by resource type (``[I]``: a server may list none)."""
         body: dict[str, Any] = {
             "level": api.CLEANUP_LEVEL_SCHEMA if schemas is not None else api.CLEANUP_LEVEL_SYSTEM,
             "resourceTypes": resources,
@@ -1027,38 +1037,110 @@ class BlindataCatalog:
         }
         if schemas is not None:
             body["schemas"] = list(schemas)
-        answer = self._cleanup_call(api.SYSTEM_CLEANUP.format(uuid=uid), body)
+        answer = self._cleanup_call(api.SYSTEM_CLEANUP.format(uuid=system_uuid), body)
         results = answer.get("results")
         if not isinstance(results, dict):
-            return []
+            return {}
+        items: dict[str, list[dict[str, Any]]] = {}
         for resource, part in results.items():
             object_type = _RESULT_TYPES.get(str(resource))
             if object_type is not None:
                 counts[object_type] = counts.get(object_type, 0) + self._count(part, dry_run)
-        entities = results.get(api.RESOURCE_PHYSICAL_ENTITY)
-        items = entities.get("items") if isinstance(entities, dict) else None
-        return [i for i in items or [] if isinstance(i, dict)]
+            listed = part.get("items") if isinstance(part, dict) else None
+            items[str(resource)] = [i for i in listed or [] if isinstance(i, dict)]
+        return items
+
+    def _orphan_routines(
+        self, system_uuid: str, schemas: list[str] | None, before: datetime
+    ) -> list[dict[str, Any]]:
+        """Routines last updated before ``before`` whose job entity (same schema and name) was
+        not updated since: their job is gone, so they go now. Read, not asked of the server: the
+        link between a routine and its job is ol-dagster's naming. A missing date keeps the
+        routine (and counts a job as alive)."""
+        alive: set[tuple[str, str]] = set()
+        stale: list[dict[str, Any]] = []
+        for schema in schemas if schemas is not None else [None]:
+            params: dict[str, Any] = {"systemUuid": system_uuid}
+            if schema is not None:
+                params["schema"] = schema
+            for e in self._pages(api.PHYSICAL_ENTITIES, params):
+                if e.get("tableType") != api.JOB_TABLE_TYPE or not e.get("name"):
+                    continue
+                updated = _when(e.get("modificationDate"))
+                if updated is None or updated >= before:
+                    alive.add((str(e.get("schema") or ""), str(e["name"])))
+            for r in self._pages(api.SYSTEM_ROUTINES, params):
+                updated = _when(r.get("modificationDate"))
+                if (
+                    _ref(r)
+                    and r.get("name")
+                    and (schema is None or (r.get("schema") or "") == schema)
+                    and (_ref(r.get("system")) or system_uuid) == system_uuid
+                    and updated is not None
+                    and updated < before
+                ):
+                    stale.append(r)
+        return [r for r in stale if (str(r.get("schema") or ""), str(r["name"])) not in alive]
 
     def cleanup_job_system(
-        self, system: str, *, schemas: list[str] | None, before: datetime, dry_run: bool
+        self,
+        system: str,
+        *,
+        schemas: list[str] | None,
+        before: datetime,
+        dry_run: bool,
+        routines_before: datetime | None = None,
     ) -> CleanupCounts:
+        """Job entities and routines last updated before ``before``, on the server. With
+        ``routines_before`` (the cutoff mode), a routine whose job is still described waits for
+        that time: the server removes the routines older than it, and the routines of jobs that
+        are gone are removed one by one (``DELETE system_routines/{uuid}``)."""
         counts = {
             ObjectType.PHYSICAL_ENTITIES.value: 0,
             ObjectType.ROUTINES.value: 0,
             ObjectType.STATEMENTS.value: 0,
             ObjectType.DATA_FLOWS.value: 0,
         }
-        items = self._system_cleanup(
-            system, schemas, api.JOB_SYSTEM_RESOURCES, before, dry_run, counts
-        )
+        uid = _ref(self._find_system(system))
+        if uid is None or schemas == []:
+            return CleanupCounts(counts)
+        if routines_before is None:
+            items = self._system_cleanup(
+                uid, schemas, api.JOB_SYSTEM_RESOURCES, before, dry_run, counts
+            )
+        else:
+            items = self._system_cleanup(
+                uid, schemas, [api.RESOURCE_PHYSICAL_ENTITY], before, dry_run, counts
+            )
+            aged = self._system_cleanup(
+                uid, schemas, [api.RESOURCE_SYSTEM_ROUTINE], routines_before, dry_run, counts
+            )
+            counted = {_ref(i) for i in aged.get(api.RESOURCE_SYSTEM_ROUTINE, [])}
+            orphans = [
+                r for r in self._orphan_routines(uid, schemas, before) if _ref(r) not in counted
+            ]
+            for r in orphans:
+                if not dry_run:
+                    self._delete(api.SYSTEM_ROUTINE.format(uuid=_ref(r)))
+            counts[ObjectType.ROUTINES.value] += len(orphans)
+            counts[ObjectType.STATEMENTS.value] += sum(1 for r in orphans if r.get("definition"))
         names = sorted(
             {
                 f"{i.get('schema') or ''}.{i['name']}"
-                for i in items
+                for i in items.get(api.RESOURCE_PHYSICAL_ENTITY, [])
                 if i.get("name") and i.get("tableType") in (None, api.JOB_TABLE_TYPE)
             }
         )
         return CleanupCounts(counts, names)
+
+    def _delete(self, path: str) -> None:
+        """A delete during a cleanup: 404 is what was wanted, 403 a refused cleanup."""
+        try:
+            self.http.request("DELETE", path, ok=frozenset({404}))
+        except CatalogRefused as exc:
+            if exc.status == 403:
+                raise CleanupPermissionDenied(self._reason(exc)) from None
+            raise
 
     def cleanup_dataset_system(
         self, system: str, *, before: datetime, dry_run: bool
@@ -1068,7 +1150,9 @@ class BlindataCatalog:
             ObjectType.PHYSICAL_FIELDS.value: 0,
             ObjectType.DATA_FLOWS.value: 0,
         }
-        self._system_cleanup(system, None, api.DATASET_SYSTEM_RESOURCES, before, dry_run, counts)
+        uid = _ref(self._find_system(system))
+        if uid is not None:
+            self._system_cleanup(uid, None, api.DATASET_SYSTEM_RESOURCES, before, dry_run, counts)
         return CleanupCounts(counts)
 
     def disable_quality_checks(self, jobs: list[str]) -> int:
