@@ -9,7 +9,7 @@ import dagster as dg
 
 from ol_dagster.defs.analysis import analyses, analysis_schedule
 from ol_dagster.defs.factory import build_definition_defs
-from ol_dagster.defs.lineage_assets import OpenLineageTranslator
+from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_all_lineage_specs
 from ol_dagster.defs.resources import CatalogResource, StoreResource
 from ol_dagster.settings import Settings, load_settings, settings_path
 from ol_dagster.store import EventStore
@@ -41,12 +41,9 @@ def build_defs(
     translator = translator or OpenLineageTranslator()
     states = _lineage_states(settings)
     return dg.Definitions.merge(
-        *(
-            build_definition_defs(d, translator=translator, state=states.get(d.name) or {})
-            for d in settings.definitions
-        ),
+        *(build_definition_defs(d, translator=translator) for d in settings.definitions),
         dg.Definitions(
-            assets=[analyses],
+            assets=[analyses, *build_all_lineage_specs(states, translator)],
             schedules=[analysis_schedule],
             resources={
                 "ol_store": StoreResource(settings_path=resolved),

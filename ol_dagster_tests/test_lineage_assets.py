@@ -202,3 +202,29 @@ def test_large_states_build_quickly():
     elapsed = time.perf_counter() - start
     assert len(specs) == 2 * n + 1
     assert elapsed < 20, elapsed
+
+
+def test_a_dataset_two_definitions_touch_is_one_asset():
+    """One writes it, the other reads it: one spec, in the writer's group, deps from both."""
+    from ol_dagster.defs.lineage_assets import build_all_lineage_specs
+
+    shared = {"namespace": "pg", "name": "t", "fields": [{"name": "id", "type": "INT"}]}
+    states = {
+        "reader": {
+            "jobs": [{"namespace": "r", "name": "read", "inputs": [["pg", "t"]], "outputs": []}],
+            "datasets": [{"namespace": "pg", "name": "t", "fields": []}],
+        },
+        "writer": {
+            "jobs": [{"namespace": "w", "name": "write", "inputs": [], "outputs": [["pg", "t"]]}],
+            "datasets": [shared],
+        },
+    }
+    specs = build_all_lineage_specs(states, OpenLineageTranslator())
+    defs = dg.Definitions(assets=specs)
+    dg.Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
+    table = graph.get(dg.AssetKey(["pg", "t"]))
+    assert table.group_name == "writer_lineage"
+    assert table.parent_keys == {dg.AssetKey(["w", "write"])}
+    assert [c.name for c in table.metadata["dagster/column_schema"].columns] == ["id"]
+    assert graph.get(dg.AssetKey(["r", "read"])).parent_keys == {dg.AssetKey(["pg", "t"])}

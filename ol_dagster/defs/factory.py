@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import dagster as dg
 
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.assets import build_assets
-from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_specs
+from ol_dagster.defs.lineage_assets import OpenLineageTranslator
 from ol_dagster.defs.sensors import build_failure_sensor, build_sensor
 from ol_dagster.defs.stale import build_stale_cleanup
 from ol_dagster.settings import Definition
 
 
 def build_definition_defs(
-    definition: Definition, *, translator: OpenLineageTranslator, state: dict[str, Any]
+    definition: Definition, *, translator: OpenLineageTranslator
 ) -> dg.Definitions:
     partitions = dg.DynamicPartitionsDefinition(name=definition.partitions_name)
     assets = build_assets(definition, partitions, translator)
@@ -28,7 +26,7 @@ def build_definition_defs(
     )
     stale_cleanup, stale_schedule = build_stale_cleanup(definition)
     return dg.Definitions(
-        assets=[*assets, stale_cleanup, *build_lineage_specs(definition.name, state, translator)],
+        assets=[*assets, stale_cleanup],
         jobs=[job],
         sensors=[build_sensor(definition, partitions, job), build_failure_sensor(definition, job)],
         schedules=[stale_schedule],

@@ -151,26 +151,49 @@ class _Keys:
 def build_lineage_specs(
     definition: str, state: dict[str, Any], translator: OpenLineageTranslator
 ) -> list[dg.AssetSpec]:
+    """The specs of one definition's synced lineage."""
+    return build_all_lineage_specs({definition: state}, translator)
+
+
+def build_all_lineage_specs(
+    states: dict[str, dict[str, Any]], translator: OpenLineageTranslator
+) -> list[dg.AssetSpec]:
+    """The specs of every definition's synced lineage at once. A dataset several definitions
+    touch (one writes it, another reads it) is one asset: an asset key has one spec. It joins the
+    group of a definition that writes it, else of the first that reads it; a job the same way."""
     keys = _Keys(translator)
-    group = translator.get_group_name(definition)
-    writers: dict[tuple[str, str], list[dg.AssetKey]] = {}
-    specs: list[dg.AssetSpec] = []
-    for job in state.get("jobs", []):
-        job_key = keys.key("job", job["namespace"], job["name"])
-        for ns, name in job.get("outputs", []):
-            writers.setdefault((ns, name), []).append(job_key)
+    jobs: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+    datasets: dict[tuple[str, str], dict[str, Any]] = {}
+    dataset_group: dict[tuple[str, str], str] = {}
+    writers: dict[tuple[str, str], set[dg.AssetKey]] = {}
     lineage: dict[tuple[str, str], dict[str, list[dg.TableColumnDep]]] = {}
-    for cl in state.get("columnLineage", []):
-        deps = [
-            dg.TableColumnDep(asset_key=keys.key("dataset", ns, name), column_name=field)
-            for ns, name, field in cl["inputs"]
-        ]
-        lineage.setdefault(tuple(cl["dataset"]), {})[cl["field"]] = deps  # type: ignore[index]
-    for job in state.get("jobs", []):
+    for definition, state in states.items():
+        group = translator.get_group_name(definition)
+        for job in state.get("jobs", []):
+            node = (job["namespace"], job["name"])
+            jobs.setdefault(node, (group, job))
+            job_key = keys.key("job", *node)
+            for ns, name in job.get("outputs", []):
+                writers.setdefault((ns, name), set()).add(job_key)
+                dataset_group.setdefault((ns, name), group)
+        for ds in state.get("datasets", []):
+            node = (ds["namespace"], ds["name"])
+            known = datasets.get(node)
+            if known is None or (not known.get("fields") and ds.get("fields")):
+                datasets[node] = ds  # the richest description wins
+        for ds in state.get("datasets", []):
+            dataset_group.setdefault((ds["namespace"], ds["name"]), group)
+        for cl in state.get("columnLineage", []):
+            lineage.setdefault(tuple(cl["dataset"]), {})[cl["field"]] = [  # type: ignore[index]
+                dg.TableColumnDep(asset_key=keys.key("dataset", ns, name), column_name=field)
+                for ns, name, field in cl["inputs"]
+            ]
+    specs: list[dg.AssetSpec] = []
+    for node, (group, job) in jobs.items():
         specs.append(
             translator.get_job_spec(
                 job,
-                key=keys.key("job", job["namespace"], job["name"]),
+                key=keys.key("job", *node),
                 deps=sorted(
                     {keys.key("dataset", ns, name) for ns, name in job.get("inputs", [])},
                     key=lambda k: k.path,
@@ -178,15 +201,14 @@ def build_lineage_specs(
                 group=group,
             )
         )
-    for ds in state.get("datasets", []):
-        node = (ds["namespace"], ds["name"])
+    for node, ds in datasets.items():
         cl = lineage.get(node)
         specs.append(
             translator.get_dataset_spec(
                 ds,
                 key=keys.key("dataset", *node),
-                deps=sorted(set(writers.get(node, [])), key=lambda k: k.path),
-                group=group,
+                deps=sorted(writers.get(node, set()), key=lambda k: k.path),
+                group=dataset_group[node],
                 column_lineage=dg.TableColumnLineage(deps_by_column=cl) if cl else None,
             )
         )
