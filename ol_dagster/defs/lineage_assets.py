@@ -181,13 +181,16 @@ def build_all_lineage_specs(
             known = datasets.get(node)
             if known is None or (not known.get("fields") and ds.get("fields")):
                 datasets[node] = ds  # the richest description wins
-        for ds in state.get("datasets", []):
-            dataset_group.setdefault((ds["namespace"], ds["name"]), group)
         for cl in state.get("columnLineage", []):
             lineage.setdefault(tuple(cl["dataset"]), {})[cl["field"]] = [  # type: ignore[index]
                 dg.TableColumnDep(asset_key=keys.key("dataset", ns, name), column_name=field)
                 for ns, name, field in cl["inputs"]
             ]
+    for definition, state in states.items():  # after every writer is known: readers last
+        for ds in state.get("datasets", []):
+            dataset_group.setdefault(
+                (ds["namespace"], ds["name"]), translator.get_group_name(definition)
+            )
     specs: list[dg.AssetSpec] = []
     for node, (group, job) in jobs.items():
         specs.append(
