@@ -61,12 +61,14 @@ class PostgresServer:
     def _ctl(self, action: str) -> None:
         opts = f"-p {self.port} -h 127.0.0.1 -k {self.dir} -c fsync=off -c full_page_writes=off"
         cmd = [self.pg_ctl, "-D", str(self.data), "-o", opts, "-w", "-t", "60"]
-        if action == "start":
-            cmd += ["-l", str(self.dir / "log"), "start"]
-        else:
-            cmd += ["-m", "fast", action]
-        subprocess.run(_as_postgres(cmd), check=True, capture_output=True)
-        if action == "start":
+        if action != "stop":
+            # the server's output goes to the log: left on pg_ctl's captured stdout, the server
+            # would hold that pipe open and subprocess.run would wait for it forever
+            cmd += ["-l", str(self.dir / "log")]
+        if action != "start":
+            cmd += ["-m", "fast"]
+        subprocess.run(_as_postgres([*cmd, action]), check=True, capture_output=True)
+        if action != "stop":
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 with socket.socket() as s:

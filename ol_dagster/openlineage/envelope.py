@@ -43,7 +43,10 @@ def parse_event_time(value: object, path: str = "eventTime") -> datetime:
         raise EventRejected(path, f"{value!r} is not an ISO 8601 date-time") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:00-05:00, 0001-01-01T00:00+01:00: no year 10000 or 0
+        raise EventRejected(path, f"{value!r} is out of range once converted to UTC") from None
 
 
 def namespace_allowed(namespace: str, patterns: list[str]) -> bool:

@@ -111,7 +111,8 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
             return _error(400, "request body is empty: send a JSON object")
         try:
             with gc_paused():
-                return pydantic_core.from_json(body)
+                # NaN and Infinity are not JSON (RFC 8259): stored, they would break every reader
+                return pydantic_core.from_json(body, allow_inf_nan=False)
         except ValueError as exc:
             return _error(400, f"request body is not valid JSON: {exc}")
 

@@ -1,20 +1,23 @@
 """Sorting a post's events into accepted and rejected, with a reason per rejected event.
 
 Each event is validated against the full OpenLineage models (``openlineage.models``), so a
-standard facet of the wrong shape is refused at the door with its field path. Pure: no HTTP, no
+standard facet of the wrong shape is refused at the door with its field path (``check_event``:
+the models' validation without building the typed event, which the receiver does not need). Each
+accepted event is stored as the JSON of the object posted. Pure: no HTTP, no
 database. The receiver stores what this accepts; ``ol-dagster inspect`` and the
 tests use the same function, so what a producer is told is exactly what the store holds.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import pydantic_core
 
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.openlineage.envelope import EventRejected, namespace_allowed
-from ol_dagster.openlineage.models import DatasetEvent, RunEvent, parse_event
+from ol_dagster.openlineage.models import check_event
 from ol_dagster.store import NewEvent
 
 
@@ -38,6 +41,34 @@ class Intake:
         return len(self.accepted) + len(self.rejected)
 
 
+def _check_values(value: object, path: str) -> None:
+    """Values JSON can carry but the store and the catalogs downstream cannot: a number too large
+    for a 64-bit float (``1e400``) is read as infinity, stored as ``Infinity``, which no JSON reader
+    takes back; a NUL character (``\\u0000``) fits in no PostgreSQL text or jsonb value (the
+    store's columns, the embedded catalog, Marquez). Either refuses the event, naming the path."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise EventRejected(path, "must not contain the NUL character (\\u0000)")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise EventRejected(path, "the number is out of range (larger than a 64-bit float)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if "\x00" in key:
+                raise EventRejected(
+                    sub.replace("\x00", "\\u0000"), "a key must not contain the NUL character"
+                )
+            _check_values(item, sub)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_values(item, f"{path}.{i}" if path else str(i))
+
+
+# The store's run_id column is VARCHAR(200), which PostgreSQL enforces (the spec's runId is a UUID).
+MAX_RUN_ID = 200
+
+
 def sort_events(events: list[object], allowed_job_namespaces: list[str]) -> Intake:
     with gc_paused():
         return _sort_events(events, allowed_job_namespaces)
@@ -49,28 +80,37 @@ def _sort_events(events: list[object], allowed_job_namespaces: list[str]) -> Int
         try:
             if isinstance(event, str | bytes):  # parse_event would read it as JSON text
                 raise EventRejected("", "an event must be a JSON object, not a string")
-            parsed = parse_event(event)
-            job = None if isinstance(parsed, DatasetEvent) else parsed.job
-            if job is not None and not namespace_allowed(job.namespace, allowed_job_namespaces):
+            header = check_event(event)
+            namespace = header.job_namespace
+            if namespace is not None and not namespace_allowed(namespace, allowed_job_namespaces):
                 raise EventRejected(
                     "job.namespace",
-                    f"{job.namespace!r} is not in this definition's allowedJobNamespaces "
+                    f"{namespace!r} is not in this definition's allowedJobNamespaces "
                     f"({', '.join(allowed_job_namespaces)})",
                 )
+            if header.run_id is not None and len(header.run_id) > MAX_RUN_ID:
+                raise EventRejected(
+                    "run.runId",
+                    f"is {len(header.run_id)} characters long; at most {MAX_RUN_ID} are stored "
+                    "(the spec's runId is a UUID)",
+                )
+            raw = pydantic_core.to_json(event)
+            # a cheap test first (strings may hold these words), the walk only when it matches
+            if b"Infinity" in raw or b"NaN" in raw or b"\\u0000" in raw:
+                _check_values(event, "")
         except EventRejected as exc:
             intake.rejected.append(Rejection(index, f"event {index}: {exc}"))
             continue
-        run = parsed if isinstance(parsed, RunEvent) else None
         intake.accepted.append(
             NewEvent(
-                raw=pydantic_core.to_json(event),
-                kind=parsed.kind.value,
-                event_type=run.eventType if run else None,
-                event_time=parsed.eventTime,
-                producer=parsed.producer,
-                job_namespace=job.namespace if job else None,
-                job_name=job.name if job else None,
-                run_id=run.run.runId if run else None,
+                raw=raw,
+                kind=header.kind.value,
+                event_type=header.event_type,
+                event_time=header.event_time,
+                producer=header.producer,
+                job_namespace=namespace,
+                job_name=header.job_name,
+                run_id=header.run_id,
             )
         )
     return intake

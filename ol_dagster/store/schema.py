@@ -157,22 +157,42 @@ def _write_version(conn: Connection, version: int) -> None:
         conn.execute(meta.insert().values(key="schema_version", value=str(version)))
 
 
+# Any constant: the key of the PostgreSQL advisory lock that serializes schema changes.
+_MIGRATION_LOCK = 0x6F6C5F73746F7265  # "ol_store"
+
+
+def _lock_schema(conn: Connection) -> None:
+    """Serialize schema changes between processes (receivers starting together behind a load
+    balancer, a sensor): PostgreSQL runs concurrent DDL transactions side by side, and the loser
+    of a CREATE TABLE race fails on pg_type's unique index. SQLite's BEGIN IMMEDIATE already
+    serializes them. The lock is released when the transaction ends."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
+
+
 def migrate(conn_factory: Callable[[], object]) -> int:
     """Create or upgrade the schema; returns the version the store is at afterwards."""
     with conn_factory() as conn:  # type: ignore[attr-defined]
+        _lock_schema(conn)
         version = _read_version(conn)
         if version is None:
             metadata.create_all(conn)
             _write_version(conn, SCHEMA_VERSION)
             return SCHEMA_VERSION
-    if version > SCHEMA_VERSION:
-        raise StoreVersionError(
-            f"the event store is at schema version {version}, newer than this ol-dagster "
-            f"({SCHEMA_VERSION}); upgrade ol-dagster instead of opening it with an old one"
-        )
-    while version < SCHEMA_VERSION:
+    while True:
+        if version > SCHEMA_VERSION:
+            raise StoreVersionError(
+                f"the event store is at schema version {version}, newer than this ol-dagster "
+                f"({SCHEMA_VERSION}); upgrade ol-dagster instead of opening it with an old one"
+            )
+        if version == SCHEMA_VERSION:
+            return version
         with conn_factory() as conn:  # type: ignore[attr-defined]
-            MIGRATIONS[version](conn)
-            version += 1
-            _write_version(conn, version)
-    return version
+            _lock_schema(conn)
+            # another process may have taken this step while we waited for the lock
+            current = _read_version(conn)
+            if current == version:
+                MIGRATIONS[version](conn)
+                current = version + 1
+                _write_version(conn, current)
+        version = current  # type: ignore[assignment]
