@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import lru_cache
 
 TABLE = "table"
 FILE = "file"
@@ -81,6 +82,7 @@ class Placement:
     type: str
 
 
+@lru_cache(maxsize=4096)  # a batch names few namespaces, each thousands of times
 def normalize_namespace(namespace: str) -> str:
     ns = namespace.strip()
     return ns.rstrip("/") if len(ns.rstrip("/")) > len(ns.split(":", 1)[0]) + 1 else ns

@@ -10,8 +10,12 @@ and counted by reason, never silently lost.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
+from pydantic import ValidationError
 
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage.graph import (
@@ -29,9 +33,17 @@ from ol_dagster.lineage.graph import (
 )
 from ol_dagster.lineage.naming import normalize_namespace, place_dataset
 from ol_dagster.lineage.runs import DatasetView, RunView, combine_runs, facet_items
-from ol_dagster.openlineage.envelope import EventRejected
+from ol_dagster.openlineage.envelope import EventKind, EventRejected, parse_event_time
 from ol_dagster.openlineage.facets import SchemaField
-from ol_dagster.openlineage.models import DatasetEvent, Event, JobEvent, RunEvent, parse_event
+from ol_dagster.openlineage.models import (
+    _EVENT,
+    DatasetEvent,
+    Event,
+    JobEvent,
+    RunEvent,
+    _kind_of,
+    parse_event,
+)
 
 # dangling-flow reasons
 DATASET_NOT_DESCRIBED = "DATASET_NOT_DESCRIBED"
@@ -292,6 +304,21 @@ def normalize(
 def _normalize(
     raw_events: Iterable[bytes | str | Event], dataset_systems: list[tuple[str, str]]
 ) -> LineageGraph:
+    plan = _Plan()
+    for raw in raw_events:
+        plan.add(raw)
+    try:
+        return plan.build(list(dataset_systems))
+    except _Restart:
+        # an event the first pass took for valid is not: the plan may group or order events
+        # differently from the models, so the batch is normalized all at once instead
+        return _normalize_at_once(plan.inputs, dataset_systems)
+
+
+def _normalize_at_once(
+    raw_events: Iterable[bytes | str | Event], dataset_systems: list[tuple[str, str]]
+) -> LineageGraph:
+    """Every event parsed, then combined and built: simple, but it holds every typed event."""
     events, errors = parse_all(raw_events)
     builder = _Builder(list(dataset_systems))
     dataset_events = [e for e in events if isinstance(e, DatasetEvent)]
@@ -317,3 +344,184 @@ def _normalize(
     builder.resolve_field_flows()
     builder.graph.skipped_events = errors
     return builder.graph
+
+
+# -- the same, one run at a time -------------------------------------------------------------------
+#
+# Holding every typed event of a batch costs about ten times the batch's bytes (a dbt event with
+# column lineage is ~100 model instances). So a first pass keeps each event's bytes and reads
+# only what grouping and ordering need (kind, run, job, eventTime, whether it names symlinks) from
+# ``orjson.loads``; a second pass parses the events of one run at a time, in the order
+# ``_normalize_at_once`` would process them, and builds from them: the same graph with one run's
+# typed events in memory. Parsing is ``validate_python`` of ``orjson.loads`` (about a third
+# faster than ``validate_json``, which must hand the callable discriminator Python objects anyway;
+# ``benchmarks/check_fast_paths.py`` compares the two). An event that does not look valid in the
+# first pass is parsed there with ``parse_event`` (its rejection is reported as before); one that
+# looked valid and is not sends the batch back to ``_normalize_at_once``.
+
+
+class _Restart(Exception):
+    """An event taken for valid by the first pass is not."""
+
+
+@dataclass(slots=True)
+class _Group:
+    """The events of one run (or one JobEvent), by input index, in arrival order."""
+
+    indexes: list[int]
+    last: datetime
+    symlinks: bool
+
+
+@dataclass(slots=True)
+class _Plan:
+    inputs: list[bytes | str | Event] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    parsed: dict[int, Event] = field(default_factory=dict)  # events the first pass had to parse
+    times: dict[int, datetime] = field(default_factory=dict)
+    dataset_events: list[tuple[int, bool]] = field(default_factory=list)  # (index, symlinks)
+    groups: list[_Group] = field(default_factory=list)  # in order of first appearance
+    runs: dict[tuple[str, str, str], _Group] = field(default_factory=dict)
+
+    def add(self, raw: bytes | str | Event) -> None:
+        index = len(self.inputs)
+        self.inputs.append(raw)
+        peek = _peek(raw) if isinstance(raw, bytes | str) else None
+        if peek is None:
+            if isinstance(raw, RunEvent | JobEvent | DatasetEvent):
+                event = raw
+            else:
+                try:
+                    event = parse_event(raw)
+                except EventRejected as exc:
+                    self.errors.append(f"event {index}: {exc}")
+                    return
+                self.parsed[index] = event
+            peek = _peek_event(event)
+        kind, run_key, time, symlinks = peek
+        self.times[index] = time
+        if kind is EventKind.DATASET:
+            self.dataset_events.append((index, symlinks))
+        elif run_key is None:  # a JobEvent: a view of its own
+            self.groups.append(_Group([index], time, symlinks))
+        else:
+            group = self.runs.get(run_key)
+            if group is None:
+                group = self.runs[run_key] = _Group([index], time, symlinks)
+                self.groups.append(group)
+            else:
+                group.indexes.append(index)
+                group.last = max(group.last, time)
+                group.symlinks = group.symlinks or symlinks
+
+    def event(self, index: int) -> Event:
+        event = self.parsed.get(index)
+        if event is not None:
+            return event
+        raw = self.inputs[index]
+        if isinstance(raw, RunEvent | JobEvent | DatasetEvent):
+            return raw
+        try:
+            event = _EVENT.validate_python(orjson.loads(raw))  # type: ignore[arg-type]
+        except (ValidationError, orjson.JSONDecodeError):
+            raise _Restart from None
+        if event.eventTime != self.times[index]:
+            raise _Restart
+        return event
+
+    def view(self, group: _Group) -> RunView:
+        events = [self.event(i) for i in group.indexes]
+        views = combine_runs(events)  # type: ignore[arg-type]
+        if len(views) != 1 or views[0].last_event != group.last:
+            raise _Restart
+        return views[0]
+
+    def build(self, dataset_systems: list[tuple[str, str]]) -> LineageGraph:
+        builder = _Builder(dataset_systems)
+        # aliases first, so every mention of a physical object lands on the same node (a run
+        # naming no symlinks facet teaches none)
+        for index, symlinks in self.dataset_events:
+            if symlinks:
+                d = self.dataset_event(index).dataset
+                builder.learn_symlinks(facet_items(d.facets), d.namespace, d.name)
+        for group in self.groups:
+            if group.symlinks:
+                view = self.view(group)
+                for d in (*view.inputs.values(), *view.outputs.values()):
+                    builder.learn_symlinks(d.facets, d.namespace, d.name)
+        # in time order, so the latest description of a job or dataset wins whatever the arrival
+        # order (sorted is stable: equal times keep their arrival order)
+        timeline: list[tuple[datetime, int | _Group]] = []
+        timeline.extend((self.times[index], index) for index, _ in self.dataset_events)
+        timeline.extend((group.last, group) for group in self.groups)
+        timeline.sort(key=lambda item: item[0])
+        for _, item in timeline:
+            if isinstance(item, int):
+                builder.dataset_event(self.dataset_event(item))
+            else:
+                builder.add_run(self.view(item))
+        builder.resolve_field_flows()
+        builder.graph.skipped_events = self.errors
+        return builder.graph
+
+    def dataset_event(self, index: int) -> DatasetEvent:
+        event = self.event(index)
+        if not isinstance(event, DatasetEvent):
+            raise _Restart
+        return event
+
+
+def _names_symlinks(datasets: object) -> bool:
+    if type(datasets) is not list:
+        return False
+    for d in datasets:
+        facets = d.get("facets") if type(d) is dict else None
+        if type(facets) is dict and "symlinks" in facets:
+            return True
+    return False
+
+
+def _peek(raw: bytes | str) -> tuple[EventKind, tuple[str, str, str] | None, datetime, bool] | None:
+    """What grouping and ordering need of an event, as the models would read it, if it looks
+    valid: (kind, run key of a RunEvent, eventTime, whether a dataset names symlinks)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict:
+        return None
+    kind = _kind_of(obj)
+    if kind is None:
+        return None
+    try:
+        time = parse_event_time(obj.get("eventTime"))
+    except EventRejected:
+        return None
+    if kind == EventKind.DATASET:
+        return EventKind.DATASET, None, time, _names_symlinks([obj.get("dataset")])
+    symlinks = _names_symlinks(obj.get("inputs")) or _names_symlinks(obj.get("outputs"))
+    if kind == EventKind.JOB:
+        return EventKind.JOB, None, time, symlinks
+    run, job = obj.get("run"), obj.get("job")
+    if type(run) is not dict or type(job) is not dict:
+        return None
+    key = (run.get("runId"), job.get("namespace"), job.get("name"))
+    if not all(type(part) is str for part in key):
+        return None
+    return EventKind.RUN, key, time, symlinks  # type: ignore[return-value]
+
+
+def _peek_event(
+    event: Event,
+) -> tuple[EventKind, tuple[str, str, str] | None, datetime, bool]:
+    # typed already: its symlinks are looked at (rare, and costs nothing worth saving)
+    if isinstance(event, DatasetEvent):
+        return EventKind.DATASET, None, event.eventTime, True
+    if isinstance(event, JobEvent):
+        return EventKind.JOB, None, event.eventTime, True
+    return (
+        EventKind.RUN,
+        (event.run.runId, event.job.namespace, event.job.name),
+        event.eventTime,
+        True,
+    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ol_dagster.openlineage.facets import DeletedFacet, _FacetMap
+from ol_dagster.openlineage.facets import DeletedFacet, _FacetMap, facet_keys
 from ol_dagster.openlineage.models import Dataset, JobEvent, RunEvent
 
 TERMINAL = frozenset({"COMPLETE", "FAIL", "ABORT"})
@@ -24,10 +24,11 @@ TERMINAL = frozenset({"COMPLETE", "FAIL", "ABORT"})
 def facet_items(facets: _FacetMap) -> dict[str, Any]:
     """A facet map as ``{facet name: facet}``, typed facets and custom ones alike."""
     out: dict[str, Any] = {}
-    for name, info in type(facets).model_fields.items():
-        value = getattr(facets, name)
+    values = facets.__dict__
+    for name, key in facet_keys(type(facets)):
+        value = values[name]
         if value is not None and not isinstance(value, DeletedFacet):
-            out[info.alias or name] = value
+            out[key] = value
     if facets.__pydantic_extra__:
         out.update(
             (k, v)

@@ -244,6 +244,19 @@ _LTR = Field(union_mode="left_to_right")
 # Validation error locations name the union member tried; these are not fields of the event.
 
 
+_FACET_KEYS: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def facet_keys(cls: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """(field name, facet name) of a facet map's typed facets (``schema_`` is ``schema``)."""
+    keys = _FACET_KEYS.get(cls)
+    if keys is None:
+        keys = _FACET_KEYS[cls] = tuple(
+            (name, info.alias or name) for name, info in cls.model_fields.items()
+        )
+    return keys
+
+
 class _FacetMap(BaseModel):
     """A facet map: known facets typed, unknown ones kept as they are, ``_deleted`` marked."""
 
@@ -252,10 +265,9 @@ class _FacetMap(BaseModel):
     @property
     def deleted(self) -> frozenset[str]:
         """Names of the facets this map deletes."""
+        values = self.__dict__
         out = {
-            info.alias or name
-            for name, info in type(self).model_fields.items()
-            if isinstance(getattr(self, name), DeletedFacet)
+            key for name, key in facet_keys(type(self)) if isinstance(values[name], DeletedFacet)
         }
         for name, value in (self.__pydantic_extra__ or {}).items():
             if isinstance(value, dict) and value.get("_deleted") is True:

@@ -4,16 +4,38 @@ Uploads are bulk and idempotent: every object is an upsert on its natural key, c
 transaction per object type, so a failure leaves no half-written flow set, and the same graph twice
 writes nothing new but touches everything. ``created_by`` (the upload's id, kept on conflict) tells
 rows this upload wrote from rows it only touched, without a read before each write.
+
+On PostgreSQL a chunk is one ``INSERT ... SELECT FROM unnest(<one array per column>) ON CONFLICT
+... RETURNING``: a short statement whatever the chunk's size, so psycopg does not rewrite a
+statement of thousands of placeholders for every chunk (which took most of the upload's time).
+SQLite keeps SQLAlchemy's multi-row ``INSERT ... VALUES ... RETURNING``.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, func, inspect, select, update
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Connection,
+    DateTime,
+    Float,
+    Integer,
+    String,
+    Table,
+    delete,
+    func,
+    inspect,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -47,7 +69,21 @@ from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import CleanupMode, Definition
 
 CHUNK = 500
+PG_CHUNK = 10_000  # rows per unnest upsert: the statement's size does not grow with it
 DEFAULT_USER = "ol-dagster"
+
+# element types of the unnest arrays; strings go as text, so that a value too long for its
+# VARCHAR(n) column fails on assignment as with INSERT ... VALUES (a cast to varchar(n)[] would
+# silently cut it), and JSON goes as its text, cast per value
+_PG_ARRAY_TYPES: tuple[tuple[type, str], ...] = (
+    (BigInteger, "bigint"),
+    (Integer, "integer"),
+    (Boolean, "boolean"),
+    (Float, "double precision"),
+    (DateTime, "timestamp"),
+    (String, "text"),
+    (JSON, "text"),
+)
 
 EntityKey = tuple[int, str, str]  # (system id, schema, name)
 
@@ -137,24 +173,102 @@ class EmbeddedCatalog:
         RETURNING gives each row's key with its id, so ids are matched by key, not by position:
         ``sort_by_parameter_order`` cannot order an upsert (PostgreSQL sorts the returned rows by
         id, which puts existing rows before new ones; SQLite falls back to one row a statement)."""
-        unique: dict[tuple, dict[str, Any]] = {}
-        for r in rows:
-            unique[tuple(r[c] for c in keys)] = r
+        row_keys = [tuple(r[c] for c in keys) for r in rows]
+        unique: dict[tuple, dict[str, Any]] = dict(zip(row_keys, rows, strict=True))
         ids: dict[tuple, int] = {}
         written = 0
         id_col = table.c.id if "id" in table.c else table.c[keys[0]]
         key_cols = [table.c[c] for c in keys]
-        for chunk in chunks(list(unique.values())):
+        if self.engine.dialect.name == "postgresql":
+            returned = self._pg_upsert(
+                conn,
+                table,
+                list(unique.values()),
+                keys,
+                refresh,
+                {"created_by": upload_id},
+                [id_col, table.c.created_by, *key_cols],
+            )
+        else:
+            returned = self._sqlite_upsert(
+                conn, table, list(unique.values()), keys, refresh, upload_id, id_col, key_cols
+            )
+        for rid, created_by, *key in returned:
+            ids[tuple(key)] = rid
+            written += created_by == upload_id
+        return [ids[k] for k in row_keys], written
+
+    def _sqlite_upsert(
+        self,
+        conn: Connection,
+        table: Table,
+        rows: list[dict[str, Any]],
+        keys: list[str],
+        refresh: list[str],
+        upload_id: str,
+        id_col: Column,
+        key_cols: list[Column],
+    ) -> Iterable[Sequence[Any]]:
+        for chunk in chunks(rows):
             stmt = self._insert(table)
             stmt = stmt.on_conflict_do_update(
                 index_elements=keys, set_={c: stmt.excluded[c] for c in refresh}
             ).returning(id_col, table.c.created_by, *key_cols)
-            for rid, created_by, *key in conn.execute(
-                stmt, [{**r, "created_by": upload_id} for r in chunk]
-            ):
-                ids[tuple(key)] = rid
-                written += created_by == upload_id
-        return [ids[tuple(r[c] for c in keys)] for r in rows], written
+            yield from conn.execute(stmt, [{**r, "created_by": upload_id} for r in chunk])
+
+    def _pg_upsert(
+        self,
+        conn: Connection,
+        table: Table,
+        rows: list[dict[str, Any]],
+        keys: list[str],
+        refresh: list[str],
+        constants: dict[str, Any],
+        returning: list[Column],
+    ) -> list[Sequence[Any]]:
+        """``INSERT ... SELECT FROM unnest(...) ON CONFLICT (keys) DO UPDATE SET refresh``, the
+        rows' values as one array per column and ``constants`` the same for every row; the rows
+        must share their columns (as any executemany's). Returns what ``returning`` names."""
+        if not rows:
+            return []
+        quote = self.engine.dialect.identifier_preparer.quote
+        columns = list(rows[0])
+        serialize = self.engine.dialect._json_serializer or json.dumps  # type: ignore[attr-defined]
+        arrays: list[str] = []
+        selected: list[str] = []
+        kinds: list[str] = []
+        for i, name in enumerate(columns):
+            column_type = table.c[name].type
+            element = next(t for base, t in _PG_ARRAY_TYPES if isinstance(column_type, base))
+            kind = "json" if isinstance(column_type, JSON) else element
+            kinds.append(kind)
+            arrays.append(f"%b::{element}[]")  # binary: arrays dump ~3x faster than as text
+            selected.append(f"u.c{i}::json" if kind == "json" else f"u.c{i}")
+        selected += ["%s"] * len(constants)
+        sql = (
+            f"INSERT INTO {quote(table.name)} "
+            f"({', '.join(quote(c) for c in [*columns, *constants])}) "
+            f"SELECT {', '.join(selected)} FROM unnest({', '.join(arrays)}) "
+            f"AS u({', '.join(f'c{i}' for i in range(len(columns)))}) "
+            f"ON CONFLICT ({', '.join(quote(c) for c in keys)}) DO UPDATE SET "
+            + ", ".join(f"{quote(c)} = EXCLUDED.{quote(c)}" for c in refresh)
+        )
+        if returning:
+            sql += f" RETURNING {', '.join(quote(c.name) for c in returning)}"
+        out: list[Sequence[Any]] = []
+        for chunk in chunks(rows, PG_CHUNK):
+            params: list[Any] = list(constants.values())  # in the select list, before the arrays
+            for name, kind in zip(columns, kinds, strict=True):
+                values = [r[name] for r in chunk]
+                if kind == "json":
+                    values = [serialize(v) for v in values]
+                elif kind == "double precision":
+                    values = [float(v) if v is not None else None for v in values]
+                params.append(values)
+            result = conn.exec_driver_sql(sql, tuple(params))
+            if returning:
+                out += result.all()
+        return out
 
     def _ensure_systems(self, conn: Connection, wanted: dict[str, dict]) -> dict[str, int]:
         """Get or create Systems; ``wanted`` maps a System to the properties it gets if created."""
@@ -449,6 +563,10 @@ class EmbeddedCatalog:
                         "bytes_written": m.bytes_written,
                     }
                 )
+            if rows and self.engine.dialect.name == "postgresql":
+                refresh = [c for c in rows[0] if c != "entity_id"]
+                self._pg_upsert(conn, run_metrics, rows, ["entity_id"], refresh, {}, [])
+                return 0, 0
             for chunk in chunks(rows):
                 stmt = self._insert(run_metrics)
                 conn.execute(
