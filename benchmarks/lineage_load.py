@@ -2,7 +2,8 @@
 
 Writes a state of N jobs (each reading one table and writing the next, with 10 columns and column
 lineage) into a temporary store, then times ``build_defs`` and ``resolve_asset_graph`` (what the
-webserver and every run worker pay at load). Run: .venv/bin/python benchmarks/lineage_load.py [--jobs N]
+webserver and every run worker pay at load).
+Run: .venv/bin/python benchmarks/lineage_load.py [--jobs N]
 """
 
 from __future__ import annotations
