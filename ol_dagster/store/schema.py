@@ -179,6 +179,7 @@ def migrate(conn_factory: Callable[[], object]) -> int:
             metadata.create_all(conn)
             _write_version(conn, SCHEMA_VERSION)
             return SCHEMA_VERSION
+    assert version is not None
     while True:
         if version > SCHEMA_VERSION:
             raise StoreVersionError(
@@ -191,6 +192,7 @@ def migrate(conn_factory: Callable[[], object]) -> int:
             _lock_schema(conn)
             # another process may have taken this step while we waited for the lock
             current = _read_version(conn)
+            assert current is not None, "the store's schema version disappeared during a migration"
             if current == version:
                 MIGRATIONS[version](conn)
                 current = version + 1
