@@ -36,11 +36,11 @@ prints its top functions).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
 import os
-import pickle
 import platform
 import pstats
 import resource
@@ -259,29 +259,68 @@ def stage_serve(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
     return {"cpu": cpu}
 
 
+def stage_post(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The producer: the snapshot in 1,000-event posts, one after the other (keep-alive)."""
+    import httpx
+
+    bodies = bodies_of(read_events(Path(args.events)))
+    headers = {
+        "Authorization": f"Bearer {os.environ[TOKEN_ENV]}",
+        "Content-Type": "application/json",
+    }
+    batch_ids: list[int] = []
+    with httpx.Client(base_url=args.url, headers=headers, timeout=600) as client:
+        client.get("/healthz").raise_for_status()  # connection up, not timed
+        t0 = time.perf_counter()
+        for count, body in bodies:
+            resp = client.post("/api/v1/lineage/batch", content=body)
+            answer = resp.json()
+            if resp.status_code != 200 or answer["summary"]["accepted"] != count:
+                raise SystemExit(f"receive: HTTP {resp.status_code}: {resp.text[:500]}")
+            batch_ids.append(answer["batchId"])
+        seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "requests": len(bodies), "batch_ids": batch_ids}
+
+
 def _snapshot_batches(cfg: dict[str, Any], args: argparse.Namespace) -> list[int]:
     return json.loads(Path(args.batches).read_text())
 
 
-def stage_normalize(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+def _snapshot_graph(cfg: dict[str, Any], args: argparse.Namespace, definition: Any):  # noqa: ANN202
+    """``build_graph`` of the snapshot's events as the assets call it: ``store.iter_events`` of
+    its batches (the 1,000-event posts, in order)."""
     from ol_dagster.store import EventStore
     from ol_dagster.sync.upload import build_graph
 
-    definition = _definition(cfg)
-    batch_ids = _snapshot_batches(cfg, args)
     store = EventStore(cfg["store"])
 
     def raw_events() -> Iterator[bytes]:
-        for batch_id in batch_ids:  # the snapshot's 1,000-event posts, in order
+        for batch_id in _snapshot_batches(cfg, args):
             for e in store.iter_events(batch_id):
                 yield e.raw
 
+    try:
+        return build_graph(raw_events(), definition)
+    finally:
+        store.dispose()
+
+
+def reset_peak_rss() -> None:
+    """Start the peak RSS afresh from the current RSS (Linux: ``clear_refs``), if possible."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def stage_normalize(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    import ol_dagster.store
+    import ol_dagster.sync.upload  # noqa: F401 - imported before the clock starts
+
+    definition = _definition(cfg)
     with Profiled(Path(args.profile_to) if args.profile_to else None):
         t0, c0 = time.perf_counter(), time.process_time()
-        graph = build_graph(raw_events(), definition)
+        graph = _snapshot_graph(cfg, args, definition)
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     rss = peak_rss_mb()
-    store.dispose()
     counts = graph.counts()
     problems = []
     if len(graph.jobs) != args.jobs + 1:  # the models and their dbt-run parent
@@ -290,8 +329,6 @@ def stage_normalize(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, 
         problems.append(f"skipped {graph.skipped_events[:2]}, dangling {len(graph.dangling)}")
     if problems:
         raise SystemExit("normalize: " + "; ".join(problems))
-    with open(args.graph, "wb") as f:
-        pickle.dump(graph, f, protocol=pickle.HIGHEST_PROTOCOL)
     return {"seconds": seconds, "cpu": cpu, "peak_rss_mb": rss, "counts": counts}
 
 
@@ -310,9 +347,11 @@ def stage_upload(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any
     from ol_dagster.sync.upload import graph_facts, upload_graph
 
     definition = _definition(cfg)
-    with open(args.graph, "rb") as f:
-        graph = pickle.load(f)
+    # the graph is built in this process, as the catalog_upload asset does (not timed); the
+    # peak RSS is then that of the upload with its graph in memory
+    graph = _snapshot_graph(cfg, args, definition)
     catalog = EmbeddedCatalog(cfg["catalog"])
+    reset_peak_rss()
     with Profiled(Path(args.profile_to) if args.profile_to else None):
         t0, c0 = time.perf_counter(), time.process_time()
         outcome = upload_graph(catalog, graph, definition)
@@ -397,6 +436,7 @@ def stage_cleanup(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, An
 STAGES: dict[str, Callable[[dict[str, Any], argparse.Namespace], dict[str, Any]]] = {
     "parse": stage_parse,
     "serve": stage_serve,
+    "post": stage_post,
     "normalize": stage_normalize,
     "upload": stage_upload,
     "cleanup": stage_cleanup,
@@ -441,9 +481,8 @@ def run_stage(stage: str, config: Path | None, **options: object) -> dict[str, A
 
 
 def receive(config: Path, events_path: Path, profile: Path | None) -> tuple[dict[str, Any], list]:
-    """Start the receiver subprocess, post the snapshot, stop it; its peak RSS and the batch ids."""
-    import httpx
-
+    """Start the receiver, post the snapshot from another process, stop the receiver; the time
+    of the posts, the receiver's peak RSS and CPU time, and the batch ids."""
     proc = subprocess.Popen(
         _stage_cmd("serve", config, profile_to=profile),
         stdin=subprocess.PIPE,
@@ -457,23 +496,7 @@ def receive(config: Path, events_path: Path, profile: Path | None) -> tuple[dict
         line = proc.stdout.readline()
         if not line:
             raise SystemExit(f"the receiver did not start:\n{proc.stderr.read()[-4000:]}")
-        url = json.loads(line)["url"]
-        bodies = bodies_of(read_events(events_path))
-        headers = {
-            "Authorization": f"Bearer {os.environ[TOKEN_ENV]}",
-            "Content-Type": "application/json",
-        }
-        batch_ids: list[int] = []
-        with httpx.Client(base_url=url, headers=headers, timeout=600) as client:
-            client.get("/healthz").raise_for_status()  # connection up, not timed
-            t0 = time.perf_counter()
-            for count, body in bodies:
-                resp = client.post("/api/v1/lineage/batch", content=body)
-                answer = resp.json()
-                if resp.status_code != 200 or answer["summary"]["accepted"] != count:
-                    raise SystemExit(f"receive: HTTP {resp.status_code}: {resp.text[:500]}")
-                batch_ids.append(answer["batchId"])
-            seconds = time.perf_counter() - t0
+        posted = run_stage("post", None, events=events_path, url=json.loads(line)["url"])
         proc.stdin.write("stop\n")
         proc.stdin.flush()
         out, err = proc.communicate(timeout=120)
@@ -483,9 +506,9 @@ def receive(config: Path, events_path: Path, profile: Path | None) -> tuple[dict
     finally:
         if proc.poll() is None:
             proc.kill()
-    result["seconds"] = seconds
-    result["requests"] = len(bodies)
-    return result, batch_ids
+    result["seconds"] = posted["seconds"]
+    result["requests"] = posted["requests"]
+    return result, posted["batch_ids"]
 
 
 @dataclass
@@ -609,11 +632,8 @@ def run_snapshot(
     row("receive", r, f"{r['requests']} posts of ≤{REQUEST_EVENTS:,} events")
     batches = d / f"batches{snapshot}.json"
     batches.write_text(json.dumps(batch_ids))
-    graph = d / f"graph{snapshot}.pickle"
     outcome = d / f"upload{snapshot}.json"
-    r = run_stage(
-        "normalize", config, batches=batches, graph=graph, jobs=count, profile_to=prof("normalize")
-    )
+    r = run_stage("normalize", config, batches=batches, jobs=count, profile_to=prof("normalize"))
     c = r["counts"]
     row(
         "normalize",
@@ -622,7 +642,12 @@ def run_snapshot(
         f"{c['dataFlows'] + c['orchestrationFlows']:,} flows, {c['fieldFlows']:,} field flows",
     )
     r = run_stage(
-        "upload", config, graph=graph, outcome=outcome, snapshot=snapshot, profile_to=prof("upload")
+        "upload",
+        config,
+        batches=batches,
+        outcome=outcome,
+        snapshot=snapshot,
+        profile_to=prof("upload"),
     )
     row("upload", r, f"{r['rows']:,} rows {'written' if snapshot == 1 else 'touched'}")
     r = run_stage(
@@ -651,7 +676,6 @@ def run_snapshot(
             "receive + normalize + upload + cleanup",
         )
     )
-    graph.unlink(missing_ok=True)
     return rows
 
 
@@ -758,7 +782,7 @@ def main() -> None:
     ap.add_argument("--output", default=str(RESULTS / "latest.md"))
     # internal: one stage in a subprocess
     ap.add_argument("--stage", choices=list(STAGES), help=argparse.SUPPRESS)
-    for opt in ("config", "events", "batches", "graph", "outcome", "profile-to"):
+    for opt in ("config", "events", "batches", "outcome", "url", "profile-to"):
         ap.add_argument(f"--{opt}", help=argparse.SUPPRESS)
     for opt in ("jobs", "snapshot", "events-count", "jobs-total"):
         ap.add_argument(f"--{opt}", type=int, help=argparse.SUPPRESS)

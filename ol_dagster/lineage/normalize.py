@@ -9,7 +9,8 @@ and counted by reason, never silently lost.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +24,7 @@ from ol_dagster.lineage.graph import (
     DataFlow,
     DatasetNode,
     FieldFlow,
+    FieldKey,
     FieldNode,
     JobNode,
     LineageGraph,
@@ -52,14 +54,21 @@ FIELD_NOT_IN_SCHEMA = "FIELD_NOT_IN_SCHEMA"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _flatten(fields: list[SchemaField], prefix: str = "") -> Iterable[FieldNode]:
+def _flatten(
+    fields: list[SchemaField], prefix: str = "", strings: dict[str, str] | None = None
+) -> Iterable[FieldNode]:
     for i, f in enumerate(fields):
-        path = f"{prefix}{f.name}"
+        path = f"{prefix}{f.name}" if prefix else f.name
+        kind = f.type
+        if strings is not None:
+            path = strings.setdefault(path, path)
+            if kind is not None:
+                kind = strings.setdefault(kind, kind)
         yield FieldNode(
-            path, f.type, f.description, f.ordinal_position or (i + 1 if not prefix else None)
+            path, kind, f.description, f.ordinal_position or (i + 1 if not prefix else None)
         )
         if f.fields:
-            yield from _flatten(f.fields, path + ".")
+            yield from _flatten(f.fields, path + ".", strings)
 
 
 class _Builder:
@@ -68,12 +77,41 @@ class _Builder:
         self.rules = system_rules
         self.alias: dict[NodeKey, NodeKey] = {}
         self.pending_field_flows: list[FieldFlow] = []
+        # One object per distinct string and key: a batch names each dataset, field and job in
+        # many events (each parse makes its own copies), and the graph keeps them in every flow.
+        self.strings: dict[str, str] = {}
+        self.nodes: dict[NodeKey, NodeKey] = {}
+        self.field_keys: dict[FieldKey, FieldKey] = {}
+        self.keys: dict[tuple[str, str], NodeKey] = {}  # as sent -> key (aliases applied)
 
     # -- identity --------------------------------------------------------------------------------
 
     def key(self, namespace: str, name: str) -> NodeKey:
-        k = (normalize_namespace(namespace), name)
-        return self.alias.get(k, k)
+        k = self.keys.get((namespace, name))
+        if k is None:
+            k = (normalize_namespace(namespace), name)
+            k = self.node_key(self.alias.get(k, k))
+            self.keys[(namespace, name)] = k
+        return k
+
+    def node_key(self, key: NodeKey) -> NodeKey:
+        """The one tuple (of shared strings) standing for ``key`` in this graph."""
+        node = self.nodes.get(key)
+        if node is None:
+            s = self.strings
+            node = self.nodes[key] = (s.setdefault(key[0], key[0]), s.setdefault(key[1], key[1]))
+        return node
+
+    def field_key(self, node: NodeKey, field: str) -> FieldKey:
+        key = (node[0], node[1], field)
+        shared = self.field_keys.get(key)
+        if shared is None:
+            shared = self.field_keys[key] = (
+                node[0],
+                node[1],
+                self.strings.setdefault(field, field),
+            )
+        return shared
 
     def learn_symlinks(self, facets: dict[str, Any], namespace: str, name: str) -> None:
         """A TABLE symlink names the physical object (path) as a catalog table: prefer it."""
@@ -85,6 +123,7 @@ class _Builder:
             canonical = (normalize_namespace(tables[0].namespace), tables[0].name)
             if canonical != own:
                 self.alias[own] = canonical
+                self.keys.clear()  # keys resolved so far may now resolve to ``canonical``
 
     # -- nodes -----------------------------------------------------------------------------------
 
@@ -99,7 +138,15 @@ class _Builder:
                 dataset_type=getattr(dtype, "datasetType", None),
                 system_rules=self.rules,
             )
-            node = DatasetNode(key[0], key[1], p.system, p.schema, p.name, p.type)
+            s = self.strings
+            node = DatasetNode(
+                key[0],
+                key[1],
+                s.setdefault(p.system, p.system),
+                s.setdefault(p.schema, p.schema),
+                p.name,
+                p.type,
+            )
             self.graph.datasets[key] = node
         own = (normalize_namespace(namespace), name)
         if own != key:
@@ -112,7 +159,7 @@ class _Builder:
             node.owners = [o.name for o in owners.owners]
         schema = facets.get("schema")
         if schema is not None:
-            node.fields = {f.path: f for f in _flatten(schema.fields)}
+            node.fields = {f.path: f for f in _flatten(schema.fields, "", self.strings)}
             node.has_schema = True
         change = facets.get("lifecycleStateChange")
         if change is not None:
@@ -123,9 +170,10 @@ class _Builder:
         return node
 
     def job(self, view: RunView) -> JobNode:
-        node = self.graph.jobs.get(view.job)
+        key = self.node_key(view.job)
+        node = self.graph.jobs.get(key)
         if node is None:
-            node = self.graph.jobs[view.job] = JobNode(*view.job)
+            node = self.graph.jobs[key] = JobNode(*key)
         f = view.job_facets
         job_type = f.get("jobType")
         if job_type is not None:
@@ -140,45 +188,52 @@ class _Builder:
             node.source_code_location = f["sourceCodeLocation"].url
         sql = f.get("sql")
         if sql is not None:
-            self.graph.routines[view.job] = Routine(view.job, sql.query, sql.dialect)
+            self.graph.routines[key] = Routine(key, sql.query, sql.dialect)
         return node
 
     # -- one run -----------------------------------------------------------------------------------
 
     def add_run(self, view: RunView) -> None:
         job = self.job(view)
+        job_key = self.node_key(job.key)
         trigger, content = view.emission
         if view.run_id is None or content == "COMPLETE_SNAPSHOT" or trigger == "PERIODIC":
-            self.graph.described_jobs.add(job.key)
+            self.graph.described_jobs.add(job_key)
         if view.status == "COMPLETE":
-            self.graph.completed_jobs.add(job.key)
+            self.graph.completed_jobs.add(job_key)
         inputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.inputs.values()]
         outputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.outputs.values()]
         for source in inputs:
             for target in outputs:
                 if source != target:
-                    self.graph.data_flows.add(DataFlow(source, target, job.key))
+                    self.graph.data_flows.add(
+                        DataFlow(self.node_key(source), self.node_key(target), job_key)
+                    )
         for out in view.outputs.values():
-            self.column_lineage(view, out)
-        self.orchestration(view)
-        self.quality(view)
+            self.column_lineage(job_key, out)
+        self.orchestration(view, job_key)
+        self.quality(view, job_key)
         self.metrics(view, job)
 
-    def column_lineage(self, view: RunView, out: DatasetView) -> None:
+    def column_lineage(self, job: NodeKey, out: DatasetView) -> None:
         lineage = out.facets.get("columnLineage")
         if lineage is None:
             return
         target = self.key(out.namespace, out.name)
+        field_key, strings = self.field_key, self.strings
         for out_field, spec in lineage.fields.items():
+            target_field = field_key(target, out_field)
             for inp in spec.inputFields:
                 t = inp.transformations[0] if inp.transformations else None
+                kind = t.type if t else spec.transformationType
+                subtype = t.subtype if t else None
                 self.pending_field_flows.append(
                     FieldFlow(
-                        (*self.key(inp.namespace, inp.name), inp.field),
-                        (*target, out_field),
-                        view.job,
-                        t.type if t else spec.transformationType,
-                        t.subtype if t else None,
+                        field_key(self.key(inp.namespace, inp.name), inp.field),
+                        target_field,
+                        job,
+                        strings.setdefault(kind, kind) if kind is not None else None,
+                        strings.setdefault(subtype, subtype) if subtype is not None else None,
                     )
                 )
         if lineage.dataset:
@@ -189,28 +244,32 @@ class _Builder:
                 for out_field in out_fields:
                     self.pending_field_flows.append(
                         FieldFlow(
-                            (*self.key(inp.namespace, inp.name), inp.field),
-                            (*target, out_field),
-                            view.job,
+                            field_key(self.key(inp.namespace, inp.name), inp.field),
+                            field_key(target, out_field),
+                            job,
                             t.type if t else "INDIRECT",
                             t.subtype if t else None,
                         )
                     )
 
-    def orchestration(self, view: RunView) -> None:
+    def orchestration(self, view: RunView, job: NodeKey) -> None:
         parent = view.run_facets.get("parent")
         if parent is None:
             return
-        parent_key = (parent.job.namespace, parent.job.name)
-        if parent_key == view.job:
+        parent_key = self.node_key((parent.job.namespace, parent.job.name))
+        if parent_key == job:
             return  # some producers point a run at itself
-        root = (parent.root.job.namespace, parent.root.job.name) if parent.root else None
+        root = (
+            self.node_key((parent.root.job.namespace, parent.root.job.name))
+            if parent.root
+            else None
+        )
         for key in (parent_key, root):
             if key is not None and key not in self.graph.jobs:
                 self.graph.jobs[key] = JobNode(*key)  # known from its child's parent facet
-        self.graph.orchestration_flows.add(OrchestrationFlow(parent_key, view.job, root))
+        self.graph.orchestration_flows.add(OrchestrationFlow(parent_key, job, root))
 
-    def quality(self, view: RunView) -> None:
+    def quality(self, view: RunView, job: NodeKey) -> None:
         for d in (*view.inputs.values(), *view.outputs.values()):
             for facets in (d.facets, d.io_facets):
                 assertions = facets.get("dataQualityAssertions")
@@ -218,9 +277,9 @@ class _Builder:
                     continue
                 key = self.key(d.namespace, d.name)
                 for a in assertions.assertions:
-                    check_key = (view.job, key, a.assertion, a.column)
+                    check_key = (job, key, a.assertion, a.column)
                     self.graph.quality_checks[check_key] = QualityCheck(
-                        view.job, key, a.assertion, a.column, a.success, a.severity, view.last_event
+                        job, key, a.assertion, a.column, a.success, a.severity, view.last_event
                     )
 
     def metrics(self, view: RunView, job: JobNode) -> None:
@@ -312,7 +371,7 @@ def _normalize(
     except _Restart:
         # an event the first pass took for valid is not: the plan may group or order events
         # differently from the models, so the batch is normalized all at once instead
-        return _normalize_at_once(plan.inputs, dataset_systems)
+        return _normalize_at_once(plan.unpacked(), dataset_systems)
 
 
 def _normalize_at_once(
@@ -364,6 +423,18 @@ class _Restart(Exception):
     """An event taken for valid by the first pass is not."""
 
 
+# Up to this many bytes of events are held as they came; beyond, each is held zlib-compressed
+# (level 1: ~6x smaller for lineage JSON, ~60 us an event to compress and inflate again), so a
+# large batch costs the second pass a fraction of its size, not its size again.
+_HELD_AS_IS = 64 * 2**20
+
+
+class _Packed(bytes):
+    """An event's bytes, compressed while they wait for the second pass."""
+
+    __slots__ = ()
+
+
 @dataclass(slots=True)
 class _Group:
     """The events of one run (or one JobEvent), by input index, in arrival order."""
@@ -377,6 +448,7 @@ class _Group:
 class _Plan:
     inputs: list[bytes | str | Event] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    held: int = 0  # bytes of events held as they came
     parsed: dict[int, Event] = field(default_factory=dict)  # events the first pass had to parse
     times: dict[int, datetime] = field(default_factory=dict)
     dataset_events: list[tuple[int, bool]] = field(default_factory=list)  # (index, symlinks)
@@ -385,7 +457,12 @@ class _Plan:
 
     def add(self, raw: bytes | str | Event) -> None:
         index = len(self.inputs)
-        self.inputs.append(raw)
+        if type(raw) is bytes and self.held > _HELD_AS_IS:
+            self.inputs.append(_Packed(zlib.compress(raw, 1)))
+        else:
+            self.inputs.append(raw)
+            if isinstance(raw, bytes | str):
+                self.held += len(raw)
         peek = _peek(raw) if isinstance(raw, bytes | str) else None
         if peek is None:
             if isinstance(raw, RunEvent | JobEvent | DatasetEvent):
@@ -421,6 +498,8 @@ class _Plan:
         raw = self.inputs[index]
         if isinstance(raw, RunEvent | JobEvent | DatasetEvent):
             return raw
+        if type(raw) is _Packed:
+            raw = zlib.decompress(raw)
         try:
             event = _EVENT.validate_python(orjson.loads(raw))  # type: ignore[arg-type]
         except (ValidationError, orjson.JSONDecodeError):
@@ -428,6 +507,10 @@ class _Plan:
         if event.eventTime != self.times[index]:
             raise _Restart
         return event
+
+    def unpacked(self) -> Iterator[bytes | str | Event]:
+        for raw in self.inputs:
+            yield zlib.decompress(raw) if type(raw) is _Packed else raw
 
     def view(self, group: _Group) -> RunView:
         events = [self.event(i) for i in group.indexes]

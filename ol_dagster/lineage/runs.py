@@ -39,9 +39,26 @@ def facet_items(facets: _FacetMap) -> dict[str, Any]:
 
 
 def merge_facets(into: dict[str, Any], facets: _FacetMap) -> None:
-    for name in facets.deleted:
-        into.pop(name, None)
-    into.update(facet_items(facets))
+    """Apply ``facets`` to ``into``: each facet replaces, each ``_deleted`` facet removes.
+
+    The same as popping ``facets.deleted`` and then updating with ``facet_items(facets)``, in one
+    pass (a facet name is either deleted or given in one map, never both)."""
+    values = facets.__dict__
+    for name, key in facet_keys(type(facets)):
+        value = values[name]
+        if value is None:
+            continue
+        if isinstance(value, DeletedFacet):
+            into.pop(key, None)
+        else:
+            into[key] = value
+    extra = facets.__pydantic_extra__
+    if extra:
+        for key, value in extra.items():
+            if isinstance(value, dict) and value.get("_deleted") is True:
+                into.pop(key, None)
+            else:
+                into[key] = value
 
 
 @dataclass(slots=True)

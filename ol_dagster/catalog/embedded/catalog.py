@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from itertools import islice
+from typing import Any, Literal, overload
 
 from sqlalchemy import (
     JSON,
@@ -63,7 +64,15 @@ from ol_dagster.catalog.protocol import CleanupCounts, FailedRow, ObjectType, Up
 from ol_dagster.catalog.systems import dataset_system_rules, job_system_for, wanted_systems
 from ol_dagster.db import open_engine
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import NodeKey
+from ol_dagster.lineage.graph import (
+    DataFlow,
+    FieldFlow,
+    FieldNode,
+    NodeKey,
+    OrchestrationFlow,
+    flow_scope,
+    orchestration_scope,
+)
 from ol_dagster.lineage.naming import place_dataset
 from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import CleanupMode, Definition
@@ -95,6 +104,12 @@ def naive(dt: datetime) -> datetime:
 def chunks(items: Sequence, size: int = CHUNK) -> Iterable[Sequence]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
 
 
 class EmbeddedCatalog:
@@ -158,6 +173,7 @@ class EmbeddedCatalog:
 
     # -- upload --------------------------------------------------------------------------------
 
+    @overload
     def _upsert(
         self,
         conn: Connection,
@@ -166,55 +182,101 @@ class EmbeddedCatalog:
         keys: list[str],
         refresh: list[str],
         upload_id: str,
-    ) -> tuple[list[int], int]:
+    ) -> tuple[list[int], int]: ...
+
+    @overload
+    def _upsert(
+        self,
+        conn: Connection,
+        table: Table,
+        rows: Iterable[tuple[tuple, dict[str, Any]]],
+        keys: list[str],
+        refresh: list[str],
+        upload_id: str,
+        *,
+        keyed: Literal[True],
+        want_ids: bool = True,
+    ) -> tuple[dict[tuple, int], int]: ...
+
+    def _upsert(
+        self,
+        conn: Connection,
+        table: Table,
+        rows: Any,
+        keys: list[str],
+        refresh: list[str],
+        upload_id: str,
+        *,
+        keyed: bool = False,
+        want_ids: bool = True,
+    ) -> tuple[Any, int]:
         """Upsert ``rows``; returns their ids in order and how many this upload inserted.
 
         Rows sharing a key (two OpenLineage names for one catalog object) are written once.
         RETURNING gives each row's key with its id, so ids are matched by key, not by position:
         ``sort_by_parameter_order`` cannot order an upsert (PostgreSQL sorts the returned rows by
-        id, which puts existing rows before new ones; SQLite falls back to one row a statement)."""
+        id, which puts existing rows before new ones; SQLite falls back to one row a statement).
+
+        ``keyed``: ``rows`` are ``(key, row)`` pairs of distinct keys, possibly a generator (a
+        large snapshot's fields and flows are built a chunk at a time); the ids come back by key
+        (an empty dict unless ``want_ids``)."""
+        if keyed:
+            return self._upsert_unique(
+                conn, table, rows, keys, refresh, upload_id, want_ids=want_ids
+            )
         row_keys = [tuple(r[c] for c in keys) for r in rows]
-        unique: dict[tuple, dict[str, Any]] = dict(zip(row_keys, rows, strict=True))
-        ids: dict[tuple, int] = {}
-        written = 0
-        id_col = table.c.id if "id" in table.c else table.c[keys[0]]
-        key_cols = [table.c[c] for c in keys]
-        if self.engine.dialect.name == "postgresql":
-            returned = self._pg_upsert(
-                conn,
-                table,
-                list(unique.values()),
-                keys,
-                refresh,
-                {"created_by": upload_id},
-                [id_col, table.c.created_by, *key_cols],
-            )
-        else:
-            returned = self._sqlite_upsert(
-                conn, table, list(unique.values()), keys, refresh, upload_id, id_col, key_cols
-            )
-        for rid, created_by, *key in returned:
-            ids[tuple(key)] = rid
-            written += created_by == upload_id
+        unique = dict(zip(row_keys, rows, strict=True))  # the last row of a key, at its first place
+        ids, written = self._upsert_unique(
+            conn, table, unique.items(), keys, refresh, upload_id, want_ids=True
+        )
         return [ids[k] for k in row_keys], written
 
-    def _sqlite_upsert(
+    def _upsert_unique(
         self,
         conn: Connection,
         table: Table,
-        rows: list[dict[str, Any]],
+        rows: Iterable[tuple[tuple, dict[str, Any]]],
         keys: list[str],
         refresh: list[str],
         upload_id: str,
-        id_col: Column,
-        key_cols: list[Column],
-    ) -> Iterable[Sequence[Any]]:
-        for chunk in chunks(rows):
-            stmt = self._insert(table)
-            stmt = stmt.on_conflict_do_update(
-                index_elements=keys, set_={c: stmt.excluded[c] for c in refresh}
-            ).returning(id_col, table.c.created_by, *key_cols)
-            yield from conn.execute(stmt, [{**r, "created_by": upload_id} for r in chunk])
+        *,
+        want_ids: bool,
+    ) -> tuple[dict[tuple, int], int]:
+        """Upsert ``(key, row)`` pairs of distinct keys, a chunk at a time (``rows`` may be a
+        generator: only a chunk of rows is ever built); returns the ids by key (when wanted) and
+        how many rows this upload inserted (``created_by``, kept on conflict, is its id)."""
+        ids: dict[tuple, int] = {}
+        written = 0
+        id_col = table.c.id if "id" in table.c else table.c[keys[0]]
+        returning = [table.c.created_by]
+        if want_ids:
+            returning = [id_col, table.c.created_by, *(table.c[c] for c in keys)]
+        pg = self.engine.dialect.name == "postgresql"
+        for chunk in _batched(rows, PG_CHUNK if pg else CHUNK):
+            if pg:
+                returned = self._pg_upsert(
+                    conn,
+                    table,
+                    [r for _, r in chunk],
+                    keys,
+                    refresh,
+                    {"created_by": upload_id},
+                    returning,
+                )
+            else:
+                stmt = self._insert(table)
+                stmt = stmt.on_conflict_do_update(
+                    index_elements=keys, set_={c: stmt.excluded[c] for c in refresh}
+                ).returning(*returning)
+                returned = conn.execute(stmt, [{**r, "created_by": upload_id} for _, r in chunk])
+            if not want_ids:
+                written += sum(1 for (created_by,) in returned if created_by == upload_id)
+                continue
+            mine = {k: k for k, _ in chunk}  # the ids dict keeps the graph's key objects
+            for rid, created_by, *key in returned:
+                ids[mine[tuple(key)]] = rid
+                written += created_by == upload_id
+        return ids, written
 
     def _pg_upsert(
         self,
@@ -226,28 +288,34 @@ class EmbeddedCatalog:
         constants: dict[str, Any],
         returning: list[Column],
     ) -> list[Sequence[Any]]:
-        """``INSERT ... SELECT FROM unnest(...) ON CONFLICT (keys) DO UPDATE SET refresh``, the
-        rows' values as one array per column and ``constants`` the same for every row; the rows
-        must share their columns (as any executemany's). Returns what ``returning`` names."""
+        """``INSERT ... SELECT FROM unnest(...) ON CONFLICT (keys) DO UPDATE SET refresh`` of
+        one chunk: the rows' values as one array per column, ``constants`` the same for every
+        row; the rows share their columns (as any executemany's). Returns what ``returning``
+        names (nothing when it is empty)."""
         if not rows:
             return []
         quote = self.engine.dialect.identifier_preparer.quote
         columns = list(rows[0])
         serialize = self.engine.dialect._json_serializer or json.dumps  # type: ignore[attr-defined]
         arrays: list[str] = []
-        selected: list[str] = []
-        kinds: list[str] = []
+        selected: list[str] = ["%s"] * len(constants)  # params in statement order: these first
+        params: list[Any] = list(constants.values())
         for i, name in enumerate(columns):
             column_type = table.c[name].type
             element = next(t for base, t in _PG_ARRAY_TYPES if isinstance(column_type, base))
-            kind = "json" if isinstance(column_type, JSON) else element
-            kinds.append(kind)
+            values = [r[name] for r in rows]
+            if isinstance(column_type, JSON):
+                values = [serialize(v) for v in values]
+                selected.append(f"u.c{i}::json")
+            else:
+                if element == "double precision":
+                    values = [float(v) if v is not None else None for v in values]
+                selected.append(f"u.c{i}")
             arrays.append(f"%b::{element}[]")  # binary: arrays dump ~3x faster than as text
-            selected.append(f"u.c{i}::json" if kind == "json" else f"u.c{i}")
-        selected += ["%s"] * len(constants)
+            params.append(values)
         sql = (
             f"INSERT INTO {quote(table.name)} "
-            f"({', '.join(quote(c) for c in [*columns, *constants])}) "
+            f"({', '.join(quote(c) for c in [*constants, *columns])}) "
             f"SELECT {', '.join(selected)} FROM unnest({', '.join(arrays)}) "
             f"AS u({', '.join(f'c{i}' for i in range(len(columns)))}) "
             f"ON CONFLICT ({', '.join(quote(c) for c in keys)}) DO UPDATE SET "
@@ -255,20 +323,8 @@ class EmbeddedCatalog:
         )
         if returning:
             sql += f" RETURNING {', '.join(quote(c.name) for c in returning)}"
-        out: list[Sequence[Any]] = []
-        for chunk in chunks(rows, PG_CHUNK):
-            params: list[Any] = list(constants.values())  # in the select list, before the arrays
-            for name, kind in zip(columns, kinds, strict=True):
-                values = [r[name] for r in chunk]
-                if kind == "json":
-                    values = [serialize(v) for v in values]
-                elif kind == "double precision":
-                    values = [float(v) if v is not None else None for v in values]
-                params.append(values)
-            result = conn.exec_driver_sql(sql, tuple(params))
-            if returning:
-                out += result.all()
-        return out
+        result = conn.exec_driver_sql(sql, tuple(params))
+        return list(result.all()) if returning else []
 
     def _ensure_systems(self, conn: Connection, wanted: dict[str, dict]) -> dict[str, int]:
         """Get or create Systems; ``wanted`` maps a System to the properties it gets if created."""
@@ -393,21 +449,28 @@ class EmbeddedCatalog:
             return written, len(set(ids)) - written
 
         def do_fields(conn: Connection) -> tuple[int, int]:
-            rows, keys = [], []
+            # a million fields in a large snapshot: rows are built a chunk at a time
+            unique: dict[tuple[int, str], FieldNode] = {}  # the last field of a key, first place
+            count = 0
             for key, d in graph.datasets.items():
                 eid = state["ds_ids"][key]
                 for f in d.fields.values():
-                    keys.append((key, f.path))
-                    rows.append(
-                        {
-                            "entity_id": eid,
-                            "name": f.path,
-                            "type": f.type,
-                            "description": f.description,
-                            "ordinal_position": f.ordinal,
-                            "last_update": now,
-                        }
-                    )
+                    unique[(eid, f.path)] = f
+                    count += 1
+            rows = (
+                (
+                    k,
+                    {
+                        "entity_id": k[0],
+                        "name": k[1],
+                        "type": f.type,
+                        "description": f.description,
+                        "ordinal_position": f.ordinal,
+                        "last_update": now,
+                    },
+                )
+                for k, f in unique.items()
+            )
             ids, written = self._upsert(
                 conn,
                 fields,
@@ -415,9 +478,10 @@ class EmbeddedCatalog:
                 ["entity_id", "name"],
                 ["type", "description", "ordinal_position", "last_update"],
                 upload_id,
+                keyed=True,
             )
-            state["field_ids"] = dict(zip(keys, ids, strict=True))
-            return written, len(rows) - written
+            state["field_ids"] = ids  # by (entity id, field path)
+            return written, count - written
 
         def do_routines(conn: Connection) -> tuple[int, int]:
             sys_ids = state["sys"]
@@ -453,27 +517,39 @@ class EmbeddedCatalog:
 
         def do_flows(conn: Connection) -> tuple[int, int]:
             ds, jobs, stm = state["ds_ids"], state["job_ids"], state.get("statement_ids", {})
-            rows = [
-                {
-                    "scope": f.scope,
-                    "kind": DATA,
-                    "from_entity": ds[f.source],
-                    "to_entity": ds[f.target],
-                    "statement_id": stm.get(f.job),
-                    "last_update": now,
-                }
-                for f in graph.data_flows
-            ] + [
-                {
-                    "scope": f.scope,
-                    "kind": ORCHESTRATION,
-                    "from_entity": jobs[f.parent],
-                    "to_entity": jobs[f.child],
-                    "statement_id": None,
-                    "last_update": now,
-                }
-                for f in graph.orchestration_flows
-            ]
+            scopes: dict[NodeKey, str] = {}  # one scope string per job, not one per flow
+            orchestration: dict[NodeKey, str] = {}
+
+            def scope(job: NodeKey) -> str:
+                value = scopes.get(job)
+                if value is None:
+                    value = scopes[job] = flow_scope(*job)
+                return value
+
+            # rows are built a chunk at a time: keys first (the last flow of a key, first place)
+            flows: dict[tuple, DataFlow | OrchestrationFlow] = {}
+            for f in graph.data_flows:
+                flows[(scope(f.job), ds[f.source], ds[f.target])] = f
+            for o in graph.orchestration_flows:
+                o_scope = orchestration.get(o.child)
+                if o_scope is None:
+                    o_scope = orchestration[o.child] = orchestration_scope(*o.child)
+                flows[(o_scope, jobs[o.parent], jobs[o.child])] = o
+            count = len(graph.data_flows) + len(graph.orchestration_flows)
+            rows = (
+                (
+                    k,
+                    {
+                        "scope": k[0],
+                        "kind": DATA if isinstance(f, DataFlow) else ORCHESTRATION,
+                        "from_entity": k[1],
+                        "to_entity": k[2],
+                        "statement_id": stm.get(f.job) if isinstance(f, DataFlow) else None,
+                        "last_update": now,
+                    },
+                )
+                for k, f in flows.items()
+            )
             _, written = self._upsert(
                 conn,
                 data_flows,
@@ -481,20 +557,32 @@ class EmbeddedCatalog:
                 ["scope", "from_entity", "to_entity"],
                 ["kind", "statement_id", "last_update"],
                 upload_id,
+                keyed=True,
+                want_ids=False,
             )
+            del flows
             fids = state["field_ids"]
-            frows = [
-                {
-                    "scope": f.scope,
-                    "from_field": fids[(f.source[:2], f.source[2])],
-                    "to_field": fids[(f.target[:2], f.target[2])],
-                    "transformation": f.transformation,
-                    "subtype": f.subtype,
-                    "statement_id": stm.get(f.job),
-                    "last_update": now,
-                }
-                for f in graph.field_flows
-            ]
+            field_rows: dict[tuple, FieldFlow] = {}
+            for ff in graph.field_flows:
+                source = fids[(ds[ff.source[:2]], ff.source[2])]
+                target = fids[(ds[ff.target[:2]], ff.target[2])]
+                field_rows[(scope(ff.job), source, target)] = ff
+            count += len(graph.field_flows)
+            frows = (
+                (
+                    k,
+                    {
+                        "scope": k[0],
+                        "from_field": k[1],
+                        "to_field": k[2],
+                        "transformation": ff.transformation,
+                        "subtype": ff.subtype,
+                        "statement_id": stm.get(ff.job),
+                        "last_update": now,
+                    },
+                )
+                for k, ff in field_rows.items()
+            )
             _, f_written = self._upsert(
                 conn,
                 field_flows,
@@ -502,9 +590,10 @@ class EmbeddedCatalog:
                 ["scope", "from_field", "to_field"],
                 ["transformation", "subtype", "statement_id", "last_update"],
                 upload_id,
+                keyed=True,
+                want_ids=False,
             )
-            total = len(rows) + len(frows)
-            return written + f_written, total - written - f_written
+            return written + f_written, count - written - f_written
 
         def do_quality(conn: Connection) -> tuple[int, int]:
             suites = sorted({f"{q.job[0]}.{q.job[1]}" for q in graph.quality_checks.values()})
@@ -565,7 +654,8 @@ class EmbeddedCatalog:
                 )
             if rows and self.engine.dialect.name == "postgresql":
                 refresh = [c for c in rows[0] if c != "entity_id"]
-                self._pg_upsert(conn, run_metrics, rows, ["entity_id"], refresh, {}, [])
+                for chunk in chunks(rows, PG_CHUNK):
+                    self._pg_upsert(conn, run_metrics, list(chunk), ["entity_id"], refresh, {}, [])
                 return 0, 0
             for chunk in chunks(rows):
                 stmt = self._insert(run_metrics)
