@@ -8,20 +8,26 @@ the model's SQL, a parent run facet and a quality assertion on every tenth model
 go through the stages a sync runs:
 
 1. **receive**: the snapshot posted to the real receiver (uvicorn, one worker, loopback) in
-   requests of 1,000 events to ``/api/v1/lineage/batch`` (sequential, keep-alive); timed from the
-   first request to the last answer; every answer is checked (200, all accepted);
-2. **normalize**: ``store.iter_events`` of the snapshot's batches -> ``build_graph``; the graph is
-   checked (every job, no skipped event, no dangling flow);
+   requests of 1,000 events to ``/api/v1/lineage/batch`` (sequential, keep-alive, by a client in
+   its own process); timed from the first request to the last answer; every answer is checked
+   (200, all accepted). Each post is stored as a batch;
+2. **normalize**: ``build_graph`` of ``store.iter_events`` of those batches, in order (the
+   snapshot); the graph is checked (every job, no skipped event, no dangling flow);
 3. **upload**: ``upload_graph`` of that graph into the embedded catalog (clock read + upload); the
-   first snapshot writes every row, the second writes none and touches every row it describes;
+   first snapshot writes every row, the second writes none and touches every row it describes.
+   The graph is built in the same process first, as the ``catalog_upload`` asset does (not
+   timed), and the peak RSS is reset after it (Linux ``clear_refs``): the figure is the upload's
+   peak with its graph in memory;
 4. **cleanup**: ``run_cleanup`` of the snapshot (dry runs, cap, real calls). The second snapshot
    drops 1% of the jobs: exactly those are removed, with their flows, routines and tables.
 
-Every stage runs in a fresh subprocess (forked, so it does not inherit this process's peak RSS),
-so the peak RSS (``ru_maxrss``) is that stage's own; the receiver's is the server process's (the
-HTTP client is this process). End to end is the sum of the four stage times of one snapshot, its
-peak the largest stage peak. Beside each figure: ``orjson.loads`` of the same event bytes, one
-event at a time, measured in the same run (parse-only events/s), and the ratio to it.
+Every stage runs in a fresh subprocess, so the peak RSS (``ru_maxrss``) is that stage's own: the
+receiver's is the server process's. The subprocesses are forked (a ``preexec_fn``): spawned with
+vfork, a child reports this process's peak as its own. End to end is the sum of the four stage
+times of one snapshot, its peak the largest stage peak. Beside each figure: ``orjson.loads`` of
+the same event bytes, one event at a time, measured in the same run (parse-only events/s), and
+the ratio to it. CPU seconds are the stage process's (the receiver's while it served the posts):
+the machine these run on may be shared, and CPU time is less disturbed by that than wall time.
 
 Goals (issue 8): end to end at least 1/5 of parse-only; peak RSS under 2x the batch bytes + 300 MB;
 receiver at least 5,000 events/s in 1,000-event batches on one worker.
@@ -260,10 +266,14 @@ def stage_serve(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
 
 
 def stage_post(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """The producer: the snapshot in 1,000-event posts, one after the other (keep-alive)."""
+    """The producer: the snapshot in 1,000-event posts, one after the other (keep-alive). With
+    ``--shard i/n`` it posts every n-th body from the i-th, after printing "ready" and reading
+    "go" on stdin, so that several producers start together; times are then wall-clock."""
     import httpx
 
     bodies = bodies_of(read_events(Path(args.events)))
+    shard, shards = (int(x) for x in (args.shard or "0/1").split("/"))
+    bodies = bodies[shard::shards]
     headers = {
         "Authorization": f"Bearer {os.environ[TOKEN_ENV]}",
         "Content-Type": "application/json",
@@ -271,15 +281,62 @@ def stage_post(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     batch_ids: list[int] = []
     with httpx.Client(base_url=args.url, headers=headers, timeout=600) as client:
         client.get("/healthz").raise_for_status()  # connection up, not timed
-        t0 = time.perf_counter()
+        if args.shard:
+            print("ready", flush=True)
+            sys.stdin.readline()
+        t0, w0 = time.perf_counter(), time.time()
         for count, body in bodies:
             resp = client.post("/api/v1/lineage/batch", content=body)
             answer = resp.json()
             if resp.status_code != 200 or answer["summary"]["accepted"] != count:
                 raise SystemExit(f"receive: HTTP {resp.status_code}: {resp.text[:500]}")
             batch_ids.append(answer["batchId"])
-        seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "requests": len(bodies), "batch_ids": batch_ids}
+        seconds, w1 = time.perf_counter() - t0, time.time()
+    return {
+        "seconds": seconds,
+        "start": w0,
+        "end": w1,
+        "requests": len(bodies),
+        "batch_ids": batch_ids,
+    }
+
+
+def post_concurrently(url: str, events_path: Path, producers: int) -> dict[str, Any]:
+    """``producers`` producer processes posting their share of the snapshot at the same time."""
+    procs = [
+        subprocess.Popen(
+            _stage_cmd("post", None, events=events_path, url=url, shard=f"{i}/{producers}"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(producers)
+    ]
+    try:
+        for p in procs:
+            assert p.stdout
+            if p.stdout.readline().strip() != "ready":
+                raise SystemExit(f"a producer did not start:\n{p.communicate()[1][-4000:]}")
+        for p in procs:
+            assert p.stdin
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        results = []
+        for p in procs:
+            out, err = p.communicate(timeout=3600)
+            if p.returncode != 0:
+                raise SystemExit(f"a producer failed ({p.returncode}):\n{err[-4000:]}")
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return {
+        "seconds": max(r["end"] for r in results) - min(r["start"] for r in results),
+        "requests": sum(r["requests"] for r in results),
+        "batch_ids": sorted(b for r in results for b in r["batch_ids"]),
+    }
 
 
 def _snapshot_batches(cfg: dict[str, Any], args: argparse.Namespace) -> list[int]:
@@ -480,9 +537,12 @@ def run_stage(stage: str, config: Path | None, **options: object) -> dict[str, A
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def receive(config: Path, events_path: Path, profile: Path | None) -> tuple[dict[str, Any], list]:
-    """Start the receiver, post the snapshot from another process, stop the receiver; the time
-    of the posts, the receiver's peak RSS and CPU time, and the batch ids."""
+def receive(
+    config: Path, events_path: Path, profile: Path | None, producers: int = 1
+) -> tuple[dict[str, Any], list]:
+    """Start the receiver, post the snapshot from other processes (one producer, or several at
+    once), stop the receiver; the time of the posts, the receiver's peak RSS and CPU time, and
+    the batch ids."""
     proc = subprocess.Popen(
         _stage_cmd("serve", config, profile_to=profile),
         stdin=subprocess.PIPE,
@@ -496,7 +556,11 @@ def receive(config: Path, events_path: Path, profile: Path | None) -> tuple[dict
         line = proc.stdout.readline()
         if not line:
             raise SystemExit(f"the receiver did not start:\n{proc.stderr.read()[-4000:]}")
-        posted = run_stage("post", None, events=events_path, url=json.loads(line)["url"])
+        url = json.loads(line)["url"]
+        if producers == 1:
+            posted = run_stage("post", None, events=events_path, url=url)
+        else:
+            posted = post_concurrently(url, events_path, producers)
         proc.stdin.write("stop\n")
         proc.stdin.flush()
         out, err = proc.communicate(timeout=120)
@@ -573,7 +637,13 @@ def postgres_backend() -> Backend:
 
 
 def run_size(
-    backend: Backend, n: int, data: Path, work: Path, profile: str | None, log: Callable
+    backend: Backend,
+    n: int,
+    data: Path,
+    work: Path,
+    profile: str | None,
+    log: Callable,
+    producers: int = 0,
 ) -> list[Row]:
     d = work / f"{backend.name.split()[0].lower()}-{n}"
     d.mkdir(parents=True, exist_ok=True)
@@ -583,6 +653,33 @@ def run_size(
     rows: list[Row] = []
     for snapshot in (1, 2):
         rows += run_snapshot(backend, n, snapshot, data, d, config, profile, log)
+    if producers > 1:
+        # the first snapshot again, from several producers at once: a receiver behind a load
+        # balancer serves many producers; its store write (in a thread) overlaps the next
+        # request's parsing. Stored as more batches, which no stage above reads.
+        count = json.loads((data / "snapshot1.json").read_text())["events"]
+        size = json.loads((data / "snapshot1.json").read_text())["bytes"]
+        parse = json.loads((data / "parse1.json").read_text())
+        r, _ = receive(config, data / "snapshot1.ndjson", None, producers)
+        row = Row(
+            backend.name,
+            n,
+            1,
+            f"receive, {producers} producers",
+            count,
+            size,
+            r["seconds"],
+            r["cpu"],
+            r["peak_rss_mb"],
+            count / parse["seconds"],
+            f"{r['requests']} posts of ≤{REQUEST_EVENTS:,} events, {producers} at a time; "
+            "not in end to end",
+        )
+        rows.append(row)
+        log(
+            f"  {backend.name} n={n:,} receive with {producers} producers: {r['seconds']:.2f} s, "
+            f"{row.rate:,.0f} events/s"
+        )
     return rows
 
 
@@ -749,6 +846,7 @@ def render(rows: list[Row], datasets: dict[int, dict[str, Any]], elapsed: float)
         ]
         worst = max(group, key=lambda x: x.peak_rss_mb)
         rcv = next(x for x in group if x.stage == "receive")
+        many = [x for x in group if x.stage.startswith("receive, ")]
 
         def mark(ok: bool) -> str:
             return "✅" if ok else "❌"
@@ -758,15 +856,19 @@ def render(rows: list[Row], datasets: dict[int, dict[str, Any]], elapsed: float)
             f"{mark(r.ratio >= 0.2)} {r.ratio:.3f} ({r.rate:,.0f} vs {r.parse_rate / 5:,.0f}) | "
             f"{mark(worst.peak_rss_mb < worst.rss_limit_mb)} {worst.stage} "
             f"{worst.peak_rss_mb:,.0f} / {worst.rss_limit_mb:,.0f} | "
-            f"{mark(rcv.rate >= 5000)} {rcv.rate:,.0f} |"
+            f"{mark(rcv.rate >= 5000)} {rcv.rate:,.0f} one producer"
+            + "".join(f"; {mark(m.rate >= 5000)} {m.rate:,.0f} {m.stage[9:]}" for m in many)
+            + " |"
         )
     lines += [
         "",
         "Each stage ran in its own subprocess (peak RSS is that process's `ru_maxrss`; the "
-        "receiver's is the server process, the HTTP client being another process). The "
-        "snapshot is posted as 1,000-event requests, each stored as a batch; normalize reads "
-        "those batches in order as one snapshot. PostgreSQL runs with fsync off: its figures are "
-        "an upper bound for a durable server.",
+        "receiver's is the server process, the HTTP client being another process; the upload's "
+        "is its peak with its graph in memory, the graph built in the same process first as the "
+        "`catalog_upload` asset does). CPU s is the stage process's CPU time. The snapshot is "
+        "posted as 1,000-event requests, each stored as a batch; normalize reads those batches "
+        "in order as one snapshot. PostgreSQL runs with fsync off: its figures are an upper bound "
+        "for a durable server.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -778,11 +880,17 @@ def main() -> None:
     ap.add_argument("--postgres", action="store_true", help="also on a throwaway PostgreSQL")
     ap.add_argument("--no-sqlite", action="store_true", help="skip SQLite (with --postgres)")
     ap.add_argument("--profile", choices=STAGE_NAMES, help="cProfile this stage")
+    ap.add_argument(
+        "--producers",
+        type=int,
+        default=4,
+        help="also receive the first snapshot from this many producers at once (0: skip)",
+    )
     ap.add_argument("--workdir", help="keep the working files here (default: a temp dir)")
     ap.add_argument("--output", default=str(RESULTS / "latest.md"))
     # internal: one stage in a subprocess
     ap.add_argument("--stage", choices=list(STAGES), help=argparse.SUPPRESS)
-    for opt in ("config", "events", "batches", "outcome", "url", "profile-to"):
+    for opt in ("config", "events", "batches", "outcome", "url", "profile-to", "shard"):
         ap.add_argument(f"--{opt}", help=argparse.SUPPRESS)
     for opt in ("jobs", "snapshot", "events-count", "jobs-total"):
         ap.add_argument(f"--{opt}", type=int, help=argparse.SUPPRESS)
@@ -835,7 +943,9 @@ def main() -> None:
             backend = make()
             try:
                 for n in sizes:
-                    rows += run_size(backend, n, work / f"data-{n}", work, args.profile, log)
+                    rows += run_size(
+                        backend, n, work / f"data-{n}", work, args.profile, log, args.producers
+                    )
             finally:
                 backend.close()
         report = render(rows, datasets, time.perf_counter() - started)

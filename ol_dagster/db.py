@@ -10,12 +10,29 @@ used as given, with connections checked before use so a restarted server is surv
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def _set_wal(cur: sqlite3.Cursor) -> None:
+    """Switch a database file to WAL. Connections opening a new file at the same instant (runs, a
+    sensor, receivers starting together) make the switch fail with "database is locked" at once:
+    SQLite does not call the busy handler for it. Retried until the busy timeout."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def open_engine(url: str) -> Engine:
@@ -35,7 +52,7 @@ def open_engine(url: str) -> Engine:
         dbapi_conn.isolation_level = None  # let SQLAlchemy's "begin" hook issue BEGIN itself
         cur = dbapi_conn.cursor()
         if database and database != ":memory:":
-            cur.execute("PRAGMA journal_mode=WAL")
+            _set_wal(cur)
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA synchronous=NORMAL")
@@ -46,3 +63,13 @@ def open_engine(url: str) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def lock_schema(conn: Connection, key: int) -> None:
+    """Serialize schema changes between processes (receivers starting together behind a load
+    balancer, a sensor, a run): PostgreSQL runs concurrent DDL transactions side by side, and the
+    loser of a CREATE TABLE race fails on pg_type's unique index. ``key`` names the schema (any
+    constant; one per set of tables); the lock is released when the transaction ends. SQLite's
+    ``BEGIN IMMEDIATE`` already serializes them."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({int(key)})")

@@ -190,7 +190,6 @@ class Case:
     posts: tuple[Post, ...]
     note: str = ""
     check: Callable[[list[Any]], None] | None = None  # more checks on the stored rows
-    pg_xfail: str | None = None  # a known bug on PostgreSQL only (strict xfail)
 
 
 def _value(x: Any) -> Any:
@@ -760,14 +759,7 @@ CASES: list[Case] = [
         "huge-3000-char-job-name",
         accepted(ev(LONG_JOB)),
         check=stored_verbatim(LONG_JOB),
-        pg_xfail=(
-            "BUG: the store indexes (job_namespace, job_name) in a btree (ix_ol_events_job); "
-            "PostgreSQL refuses index rows over 2704 bytes ('index row size ... exceeds btree "
-            "version 4 maximum'), which the store reports as StoreUnavailable, so an "
-            "incompressible job name or namespace over ~2.7 kB gets a 503 retriable=true forever "
-            "instead of being stored (SQLite stores it). Fix: a schema migration replacing the "
-            "index (it serves no query) or indexing a hash of the name."
-        ),
+        note="PostgreSQL stores it too since store schema v4 dropped the job-name btree index",
     ),
     Case(
         "huge-run-id-over-200-chars",
@@ -1273,9 +1265,7 @@ assert len({c.id for c in CASES}) == len(CASES), "case ids are unique"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(rx: Rx, case: Case, request: pytest.FixtureRequest) -> None:
-    if case.pg_xfail and rx.backend == "postgresql":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=case.pg_xfail))
+def test_bad_input(rx: Rx, case: Case) -> None:
     rows: list[Any] = []
     try:
         for post in case.posts:

@@ -32,6 +32,10 @@ import yaml
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
+from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.tables import users
+from ol_dagster.catalog.ledger import Ledger as SyncLedger
+from ol_dagster.db import open_engine
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.server import serve_in_background
 from ol_dagster.settings import load_settings
@@ -786,3 +790,47 @@ def test_stores_opened_at_once_create_and_migrate_the_schema_once(
     monkeypatch.setattr(schema, "MIGRATIONS", {current: next_step})
     assert open_together() == []
     assert steps == [1], "a migration step runs once, whoever gets to it first"
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def test_catalogs_and_ledgers_opened_at_once_create_their_tables_and_one_sync_user(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+):
+    """Runs, a sensor and the webserver open the embedded catalog (and the sync ledger) of an
+    empty database at the same instant: every one opens, and the catalog has one sync user
+    (before the fix, PostgreSQL raced on CREATE TABLE and on inserting the first user)."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'catalog.db'}"
+    else:
+        url = _fresh_pg_url(request.getfixturevalue("pg_server"))
+    barrier = threading.Barrier(6)
+    errors: list[str] = []
+
+    def open_one(i: int) -> None:
+        barrier.wait()
+        try:
+            if i % 2:
+                EmbeddedCatalog(url).close()
+            else:
+                engine = create_engine(url) if backend == "postgresql" else open_engine(url)
+                try:
+                    SyncLedger(engine, "main")
+                finally:
+                    engine.dispose()
+        except Exception as exc:  # reported below
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=open_one, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    catalog = EmbeddedCatalog(url)
+    try:
+        with catalog.engine.connect() as conn:
+            assert conn.execute(select(users.c.name)).scalars().all() == ["ol-dagster"]
+    finally:
+        catalog.close()

@@ -675,18 +675,31 @@ def test_two_sqlite_store_objects_share_one_open_stream_batch(tmp_path: Path) ->
         two.dispose()
 
 
+def _turn_back(store: EventStore, version: int, *statements: str) -> None:
+    """Make a current store look like one written at ``version`` (the DDL undoes the later
+    steps), then close it, so that the next open runs the real migrations from there."""
+    with store.engine.begin() as conn:
+        for statement in statements:
+            conn.execute(text(statement))
+        conn.execute(
+            schema.meta.update()
+            .where(schema.meta.c.key == "schema_version")
+            .values(value=str(version))
+        )
+    store.dispose()
+
+
 def test_a_version_1_store_gains_retry_bookkeeping_on_open(store_url: str) -> None:
     """The real v1 -> v2 migration: a store written before retries existed keeps its batches and
     gets the attempts / next_attempt_at columns, so failed syncs can be retried."""
     store = EventStore(store_url)
     batch_id = store.add_posted_batch("snap", [ev(0)], received=1)
-    with store.engine.begin() as conn:  # turn it back into a version-1 store
-        conn.execute(text("ALTER TABLE ol_batches DROP COLUMN attempts"))
-        conn.execute(text("ALTER TABLE ol_batches DROP COLUMN next_attempt_at"))
-        conn.execute(
-            schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="1")
-        )
-    store.dispose()
+    _turn_back(
+        store,
+        1,
+        "ALTER TABLE ol_batches DROP COLUMN attempts",
+        "ALTER TABLE ol_batches DROP COLUMN next_attempt_at",
+    )
 
     upgraded = EventStore(store_url)
     try:
@@ -696,6 +709,32 @@ def test_a_version_1_store_gains_retry_bookkeeping_on_open(store_url: str) -> No
         upgraded.set_status(batch_id, BatchStatus.FAILED)
         failed = upgraded.get_batch(batch_id)
         assert failed.attempts == 1 and failed.next_attempt_at is not None
+        assert [e.raw for e in upgraded.iter_events(batch_id)] == [ev(0).raw]
+    finally:
+        upgraded.dispose()
+
+
+def test_a_version_3_store_loses_the_job_index_and_then_stores_long_job_names(
+    store_url: str,
+) -> None:
+    """The real v3 -> v4 migration: the (job_namespace, job_name) index a version-3 store has is
+    dropped, after which a 3,000-character job name, which PostgreSQL's btree index refused, is
+    stored (as it always was on SQLite)."""
+    store = EventStore(store_url)
+    batch_id = store.add_posted_batch("snap", [ev(0)], received=1)
+    _turn_back(store, 3, "CREATE INDEX ix_ol_events_job ON ol_events (job_namespace, job_name)")
+
+    upgraded = EventStore(store_url)
+    try:
+        assert upgraded.schema_version == schema.SCHEMA_VERSION >= 4
+        with upgraded.engine.connect() as conn:
+            indexes = {i["name"] for i in inspect(conn).get_indexes("ol_events")}
+        assert "ix_ol_events_job" not in indexes
+        assert "ix_ol_events_batch_position" in indexes
+        name = "".join(f"{i:05d}" for i in range(600))  # 3,000 characters, little to compress
+        long = ev(1, job_name=name)
+        second = upgraded.add_posted_batch("snap", [long], received=1)
+        assert [e.job_name for e in upgraded.iter_events(second)] == [name]
         assert [e.raw for e in upgraded.iter_events(batch_id)] == [ev(0).raw]
     finally:
         upgraded.dispose()

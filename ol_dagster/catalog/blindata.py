@@ -1232,7 +1232,12 @@ class BlindataCatalog:
     def lineage(self, node: str, *, depth: int, upstream: bool, downstream: bool) -> dict[str, Any]:
         """Lineage around a node from the OpenLineage flows in Blindata (scopes ``ol:``): a data
         flow ``A -> B`` of job J is ``A -> J -> B``; an orchestration flow is parent -> child."""
-        from ol_dagster.catalog.embedded.reads import NodeNotFound, parse_node
+        from ol_dagster.catalog.embedded.reads import (
+            NodeNotFound,
+            job_node,
+            lineage_of_edges,
+            parse_node,
+        )
 
         kind, _ = parse_node(node)
         edges: set[tuple[str, str]] = set()
@@ -1248,30 +1253,15 @@ class BlindataCatalog:
             if flow_kind == "orchestration":
                 edges.add((str(src), str(dst)))
                 continue
-            if flow_kind != "data":
+            job = job_node(str(f.get("scope") or ""))
+            if flow_kind != "data" or job is None:
                 continue
-            job_ns, _, job_name = str(f.get("scope") or "")[3:].partition("|")
-            job = f"job:{job_ns}:{job_name}"
             edges.add((str(src), job))
             edges.add((job, str(dst)))
         known = {n for e in edges for n in e}
         if node not in known and not (kind == "job" and self._job_exists(node)):
             raise NodeNotFound(f"{node} is not in the catalog")
-        nodes, seen_edges = {node}, set()
-        for up, wanted in ((True, upstream), (False, downstream)):
-            frontier = {node}
-            for _ in range(depth if wanted else 0):
-                nxt = set()
-                for a, b in edges:
-                    if (b if up else a) in frontier:
-                        seen_edges.add((a, b))
-                        nxt.add(a if up else b)
-                nodes |= nxt
-                frontier = nxt
-        return {
-            "nodes": [{"id": n, "type": n.split(":", 1)[0]} for n in sorted(nodes)],
-            "edges": [{"from": a, "to": b} for a, b in sorted(seen_edges)],
-        }
+        return lineage_of_edges(node, edges, depth=depth, upstream=upstream, downstream=downstream)
 
     def _job_exists(self, node: str) -> bool:
         from ol_dagster.catalog.embedded.reads import parse_node

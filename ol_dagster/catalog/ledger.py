@@ -36,12 +36,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ol_dagster.db import lock_schema
+
 EDGE = "edge"
 JOB = "job"
 DATASET = "dataset"
 
 _Id = BigInteger().with_variant(Integer(), "sqlite")
 _CHUNK = 500
+_SCHEMA_LOCK = 0x6F6C5F6C65646772  # "ol_ledgr": the advisory lock of this schema's changes
 
 metadata = MetaData()
 
@@ -99,7 +102,9 @@ class Ledger:
     def __init__(self, engine: Engine, catalog: str) -> None:
         self.engine = engine
         self.catalog = catalog
-        metadata.create_all(engine)
+        with engine.begin() as conn:  # locked: syncs starting at once on an empty database
+            lock_schema(conn, _SCHEMA_LOCK)
+            metadata.create_all(conn)
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
 
     def touch(self, definition: str, entries: Iterable[LedgerItem], now: datetime) -> int:

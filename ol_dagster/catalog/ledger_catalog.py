@@ -39,7 +39,7 @@ from ol_dagster.catalog.protocol import (
 from ol_dagster.catalog.systems import job_system_for, wanted_systems
 from ol_dagster.db import open_engine
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import NodeKey
+from ol_dagster.lineage.graph import NodeKey, job_of_scope
 from ol_dagster.settings import CatalogSettings, Definition
 
 
@@ -270,13 +270,14 @@ class LedgerCatalog(ABC):
     def lineage(self, node: str, *, depth: int, upstream: bool, downstream: bool) -> dict[str, Any]:
         """What this definition uploaded, read back from the ledger (the catalog's own lineage
         API is the place to see what everyone else uploaded too)."""
-        from ol_dagster.catalog.embedded.reads import NodeNotFound
+        from ol_dagster.catalog.embedded.reads import NodeNotFound, job_node, lineage_of_edges
 
         edges: set[tuple[str, str]] = set()
         for item in self.ledger.all(EDGE, self.definition_name):
             src, dst = item.payload["from"], item.payload["to"]
-            job_ns, _, job_name = (item.scope or "")[3:].partition("|")
-            job = f"job:{job_ns}:{job_name}"
+            job = job_node(item.scope or "")
+            if job is None:
+                continue
             edges.add((f"dataset:{src['namespace']}:{src['name']}", job))
             edges.add((job, f"dataset:{dst['namespace']}:{dst['name']}"))
         known = {n for e in edges for n in e} | {
@@ -285,21 +286,7 @@ class LedgerCatalog(ABC):
         }
         if node not in known:
             raise NodeNotFound(f"{node} is not in what this definition uploaded")
-        nodes, seen_edges = {node}, set()
-        for up, wanted in ((True, upstream), (False, downstream)):
-            frontier = {node}
-            for _ in range(depth if wanted else 0):
-                nxt = set()
-                for a, b in edges:
-                    if (b if up else a) in frontier:
-                        seen_edges.add((a, b))
-                        nxt.add(a if up else b)
-                nodes |= nxt
-                frontier = nxt
-        return {
-            "nodes": [{"id": n, "type": n.split(":", 1)[0]} for n in sorted(nodes)],
-            "edges": [{"from": a, "to": b} for a, b in sorted(seen_edges)],
-        }
+        return lineage_of_edges(node, edges, depth=depth, upstream=upstream, downstream=downstream)
 
     def export_state(self, definition: Definition) -> dict[str, Any]:
         """What this definition uploaded (jobs, their datasets), for the asset graph."""
@@ -328,8 +315,8 @@ class LedgerCatalog(ABC):
                 "fields": [],
             }
         for i in self.ledger.all(EDGE, self.definition_name):
-            job_ns, _, job_name = (i.scope or "")[3:].partition("|")
-            job = jobs.get(f"{job_ns}|{job_name}")
+            key = job_of_scope(i.scope or "")
+            job = jobs.get(f"{key[0]}|{key[1]}") if key else None
             if job is None:
                 continue
             src, dst = i.payload["from"], i.payload["to"]

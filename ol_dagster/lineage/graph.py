@@ -24,6 +24,15 @@ def orchestration_scope(job_namespace: str, job_name: str) -> str:
     return f"{flow_scope(job_namespace, job_name)}#orchestration"
 
 
+def job_of_scope(scope: str) -> NodeKey | None:
+    """The (namespace, name) of the job whose data or orchestration flows a scope holds; None
+    for a scope that is not an OpenLineage one."""
+    if not scope.startswith("ol:") or "|" not in scope:
+        return None
+    namespace, _, name = scope[3:].partition("|")
+    return namespace, name.removesuffix("#orchestration")
+
+
 def scope_prefix(job_namespace: str) -> str:
     """The prefix that covers every scope of a job namespace, data and orchestration flows."""
     return f"ol:{job_namespace}|"

@@ -309,7 +309,11 @@ def _without_models(node: Any) -> Any:
         target = inner  # the typed dict, under a model validator when there is one
         while target["type"] != "typed-dict":
             target = target["schema"]
-        target["config"] = node.get("config", {})
+        config = dict(node.get("config", {}))
+        if config.get("extra_fields_behavior") == "allow":
+            # accepted unvalidated either way; not copying them into the output is faster
+            config["extra_fields_behavior"] = "ignore"
+        target["config"] = config
         if "ref" in node:
             inner["ref"] = node["ref"]
         return inner

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 
 def serve(app: Starlette, host: str, port: int) -> None:
@@ -21,7 +22,7 @@ def serve(app: Starlette, host: str, port: int) -> None:
 
 @contextmanager
 def serve_in_background(
-    app: Starlette, host: str = "127.0.0.1", *, date_header: bool = True
+    app: ASGIApp, host: str = "127.0.0.1", *, date_header: bool = True
 ) -> Iterator[str]:
     """Serve ``app`` on a free port of ``host``; yields the base URL. ``date_header=False`` leaves
     the ``Date`` header to the app (a fake catalog whose clock the tests set)."""
@@ -36,12 +37,12 @@ def serve_in_background(
             date_header=date_header,
         )
     )
-    thread = threading.Thread(target=server.run, name="ol-dagster-receiver", daemon=True)
+    thread = threading.Thread(target=server.run, name="ol-dagster-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the receiver did not start")
+            raise RuntimeError("the server did not start")
         time.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:

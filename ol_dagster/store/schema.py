@@ -31,7 +31,9 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 3
+from ol_dagster.db import lock_schema
+
+SCHEMA_VERSION = 4
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; BigInteger elsewhere.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -105,7 +107,6 @@ events = Table(
     Column("job_name", Text),
     Column("run_id", String(200)),
     Index("ix_ol_events_batch_position", "batch_id", "position"),
-    Index("ix_ol_events_job", "job_namespace", "job_name"),
     Index("ix_ol_events_time", "event_time"),
 )
 
@@ -138,8 +139,15 @@ def _v2_to_v3(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_ol_events_time ON ol_events (event_time)")
 
 
+def _v3_to_v4(conn: Connection) -> None:
+    """No index on (job_namespace, job_name): no query used it, and PostgreSQL refuses btree index
+    rows over 2,704 bytes, so an event with a long job name could never be stored there (a 503
+    the producer retried forever)."""
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_ol_events_job")
+
+
 # version -> function bringing a store at that version to version + 1
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def _read_version(conn: Connection) -> int | None:
@@ -157,17 +165,12 @@ def _write_version(conn: Connection, version: int) -> None:
         conn.execute(meta.insert().values(key="schema_version", value=str(version)))
 
 
-# Any constant: the key of the PostgreSQL advisory lock that serializes schema changes.
+# Any constant: the key of the PostgreSQL advisory lock that serializes the store's schema changes.
 _MIGRATION_LOCK = 0x6F6C5F73746F7265  # "ol_store"
 
 
 def _lock_schema(conn: Connection) -> None:
-    """Serialize schema changes between processes (receivers starting together behind a load
-    balancer, a sensor): PostgreSQL runs concurrent DDL transactions side by side, and the loser
-    of a CREATE TABLE race fails on pg_type's unique index. SQLite's BEGIN IMMEDIATE already
-    serializes them. The lock is released when the transaction ends."""
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
+    lock_schema(conn, _MIGRATION_LOCK)
 
 
 def migrate(conn_factory: Callable[[], object]) -> int:

@@ -21,15 +21,14 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ol_dagster.receiver.server import serve_in_background
 
 
 class Clock:
@@ -150,31 +149,7 @@ class FakeServer:
             self.in_flight -= 1
 
 
-@contextmanager
-def serve(app: ASGIApp) -> Iterator[str]:
-    """Serve ``app`` on a free port of 127.0.0.1; yields the base URL."""
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=0,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            date_header=False,
-            server_header=False,
-        )
-    )
-    thread = threading.Thread(target=server.run, name="ol-dagster-fake", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the fake server did not start")
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+def serve(app: ASGIApp) -> AbstractContextManager[str]:
+    """Serve ``app`` on a free port of 127.0.0.1 (the receiver's own way); yields the base URL.
+    The ``Date`` header is the fake's own: its clock is the one the tests set."""
+    return serve_in_background(app, date_header=False)

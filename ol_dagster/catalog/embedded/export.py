@@ -14,12 +14,8 @@ from sqlalchemy import Connection, select
 from sqlalchemy.orm import aliased
 
 from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.lineage.graph import job_of_scope
 from ol_dagster.lineage_state import STATE_VERSION
-
-
-def _scope_job(scope: str) -> tuple[str, str]:
-    ns, _, name = scope[3:].partition("|")
-    return ns, name.removesuffix("#orchestration")
 
 
 def export_state(conn: Connection, uuid: str, allowed: Any) -> dict[str, Any]:
@@ -70,7 +66,7 @@ def export_state(conn: Connection, uuid: str, allowed: Any) -> dict[str, Any]:
         .join(dst, dst.c.id == f.to_entity)
         .where(f.kind == t.DATA)
     ):
-        job = _scope_job(scope)
+        job = job_of_scope(scope)
         if job not in jobs:
             continue
         ins, outs = io.setdefault(job, (set(), set()))
@@ -131,7 +127,7 @@ def export_state(conn: Connection, uuid: str, allowed: Any) -> dict[str, Any]:
         .join(sf, sf.c.id == ff.from_field)
         .join(df, df.c.id == ff.to_field)
     ):
-        if _scope_job(scope) not in jobs or s_entity not in datasets or d_entity not in datasets:
+        if job_of_scope(scope) not in jobs or s_entity not in datasets or d_entity not in datasets:
             continue
         s = datasets[s_entity]
         column_lineage.setdefault((d_entity, d_field), set()).add(

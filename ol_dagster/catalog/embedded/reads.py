@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.lineage.graph import job_of_scope
 
 
 class NodeNotFound(LookupError):
@@ -87,13 +88,6 @@ def _find_entity(conn: Connection, node: str) -> int:
     raise NodeNotFound(f"{node} is not in the catalog")
 
 
-def _scope_job(scope: str) -> tuple[str, str] | None:
-    if not scope.startswith("ol:") or "|" not in scope:
-        return None
-    ns, _, name = scope[3:].partition("|")
-    return ns, name.removesuffix("#orchestration")
-
-
 def lineage(
     conn: Connection, node: str, *, depth: int, upstream: bool, downstream: bool
 ) -> dict[str, Any]:
@@ -149,7 +143,7 @@ def lineage(
         for (scope,) in conn.execute(
             select(f.scope).where(col_self == eid, f.kind == t.DATA).distinct()
         ):
-            job = _scope_job(scope)
+            job = job_of_scope(scope)
             jid = job_entity(job) if job else None
             if jid is None:
                 continue
@@ -177,4 +171,32 @@ def lineage(
     return {
         "nodes": [{"id": n, "type": k} for n, k in sorted(nodes.items())],
         "edges": [{"from": a, "to": b} for a, b in sorted(edges)],
+    }
+
+
+def job_node(scope: str) -> str | None:
+    """The ``job:<ns>:<name>`` node of the job a flow scope belongs to."""
+    job = job_of_scope(scope)
+    return f"job:{job[0]}:{job[1]}" if job else None
+
+
+def lineage_of_edges(
+    node: str, edges: set[tuple[str, str]], *, depth: int, upstream: bool, downstream: bool
+) -> dict[str, Any]:
+    """Lineage around ``node`` within a known edge set (catalogs read whole from an HTTP API or
+    from the sync ledger), in the shape ``lineage`` answers."""
+    nodes, seen_edges = {node}, set()
+    for up, wanted in ((True, upstream), (False, downstream)):
+        frontier = {node}
+        for _ in range(depth if wanted else 0):
+            nxt = set()
+            for a, b in edges:
+                if (b if up else a) in frontier:
+                    seen_edges.add((a, b))
+                    nxt.add(a if up else b)
+            nodes |= nxt
+            frontier = nxt
+    return {
+        "nodes": [{"id": n, "type": n.split(":", 1)[0]} for n in sorted(nodes)],
+        "edges": [{"from": a, "to": b} for a, b in sorted(seen_edges)],
     }
