@@ -257,6 +257,21 @@ def test_irregular_and_too_few_runs() -> None:
     assert twice.schedule == "UNKNOWN"
 
 
+def test_runs_seen_only_by_their_complete_event_count_without_a_duration() -> None:
+    """A producer that sends COMPLETE alone: the run is placed at that event, counted in the
+    intervals, and leaves the durations to the runs that have a START."""
+    events: list[dict[str, Any]] = []
+    for hours in (0, 2, 4):
+        when = at("2026-11-01T00:00") + timedelta(hours=hours)
+        events.append(event("bare", "COMPLETE", when, str(uuid.uuid4())))
+    events += run("bare", at("2026-11-01T06:00"), 7)
+    p = compute_run_profiles(raw(events), now=at("2026-11-01T12:00")).get("etl", "bare")
+    assert p is not None
+    assert p.runs == 4
+    assert p.interval_mean_seconds == 2 * HOUR
+    assert p.typical_duration_seconds == p.worst_duration_seconds == 7 * 60
+
+
 def test_streaming_jobs_have_no_schedule() -> None:
     job_type = {"jobType": {"processingType": "STREAMING", "integration": "FLINK"}}
     events: list[dict[str, Any]] = []

@@ -905,11 +905,6 @@ def test_dataset_events_and_runs_in_time_order(dataset_event_minute: int, expect
         assert normalize(batch).datasets[(PG, "db.s.out")].description == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runs.combine_runs takes the first event's time as the start when no START arrived, "
-    "so a COMPLETE-only run reports a duration of 0.0 s",
-)
 def test_a_run_without_start_has_no_duration() -> None:
     """dbt and others may send a COMPLETE alone: the duration is unknown, not zero."""
     graph = normalize([event(event_type="COMPLETE", event_time=at(5))])
@@ -918,11 +913,6 @@ def test_a_run_without_start_has_no_duration() -> None:
     assert m.last_duration_seconds is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="COMPLETE_SNAPSHOT replaces the run's datasets with each event, outputStatistics "
-    "included: only the last window's rows are counted",
-)
 def test_snapshot_windows_each_count_their_own_statistics() -> None:
     """PERIODIC + COMPLETE_SNAPSHOT: each event is complete for its window ("records processed
     in the last 5 minutes"), so a run's rows written are the sum over its windows."""

@@ -199,11 +199,15 @@ def prepare(
         runs: list[RunInfo] = []
         identities = Identities()
         for view in combine_runs(events):
-            if view.run_id is None or view.started is None:
+            if view.run_id is None:
                 continue  # a JobEvent describes a job, not a run
             for d in (*view.inputs.values(), *view.outputs.values()):
                 identities.learn(d.namespace, d.name, d.facets)
-            start = aware(view.started)
+            # a run seen only through its terminal event is placed at that event
+            first = view.started or view.last_event
+            if first is None:
+                continue
+            start = aware(first)
             if not window_start <= start <= now:
                 continue
             nominal = view.run_facets.get("nominalTime")

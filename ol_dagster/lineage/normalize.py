@@ -34,7 +34,7 @@ from ol_dagster.lineage.graph import (
     Routine,
 )
 from ol_dagster.lineage.naming import normalize_namespace, place_dataset
-from ol_dagster.lineage.runs import DatasetView, RunView, combine_runs, facet_items
+from ol_dagster.lineage.runs import DatasetView, IoTotals, RunView, combine_runs, facet_items
 from ol_dagster.openlineage.envelope import EventKind, EventRejected, parse_event_time
 from ol_dagster.openlineage.facets import SchemaField
 from ol_dagster.openlineage.models import (
@@ -300,14 +300,17 @@ class _Builder:
                     if view.ended and view.started
                     else None
                 )
-        for d in view.inputs.values():
-            stats = d.io_facets.get("inputStatistics") or d.io_facets.get("dataQualityMetrics")
-            m.rows_read += getattr(stats, "rowCount", None) or 0
-            m.bytes_read += getattr(stats, "size", None) or getattr(stats, "bytes", None) or 0
-        for d in view.outputs.values():
-            stats = d.io_facets.get("outputStatistics")
-            m.rows_written += getattr(stats, "rowCount", None) or 0
-            m.bytes_written += getattr(stats, "size", None) or 0
+        io = view.window_io
+        if io is None:
+            io = IoTotals()
+            io.add(
+                (d.io_facets for d in view.inputs.values()),
+                (d.io_facets for d in view.outputs.values()),
+            )
+        m.rows_read += io.rows_read
+        m.bytes_read += io.bytes_read
+        m.rows_written += io.rows_written
+        m.bytes_written += io.bytes_written
 
     def dataset_event(self, event: DatasetEvent) -> None:
         self.dataset(event.dataset.namespace, event.dataset.name, facet_items(event.dataset.facets))

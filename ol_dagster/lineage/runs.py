@@ -10,7 +10,7 @@ by another job (seen in real fixtures) never merges the two jobs: runs are keyed
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -70,6 +70,27 @@ class DatasetView:
 
 
 @dataclass(slots=True)
+class IoTotals:
+    """Rows and bytes a run read and wrote, from the input/output statistics facets."""
+
+    rows_read: int = 0
+    bytes_read: int = 0
+    rows_written: int = 0
+    bytes_written: int = 0
+
+    def add(self, inputs: Iterable[dict[str, Any]], outputs: Iterable[dict[str, Any]]) -> None:
+        """Add the statistics of datasets' input and output facet maps (``{name: facet}``)."""
+        for io in inputs:
+            stats = io.get("inputStatistics") or io.get("dataQualityMetrics")
+            self.rows_read += getattr(stats, "rowCount", None) or 0
+            self.bytes_read += getattr(stats, "size", None) or getattr(stats, "bytes", None) or 0
+        for io in outputs:
+            stats = io.get("outputStatistics")
+            self.rows_written += getattr(stats, "rowCount", None) or 0
+            self.bytes_written += getattr(stats, "size", None) or 0
+
+
+@dataclass(slots=True)
 class RunView:
     """Everything the events of one run (or one JobEvent) say, combined."""
 
@@ -85,6 +106,8 @@ class RunView:
     last_event: datetime | None = None
     status: str | None = None  # the terminal eventType, when one arrived
     windows: int = 0  # events of a PERIODIC job, each one a window
+    # a PERIODIC job's statistics summed over its windows (each event counts its own window)
+    window_io: IoTotals | None = None
 
     @property
     def job(self) -> tuple[str, str]:
@@ -158,8 +181,17 @@ def combine_runs(events: list[RunEvent | JobEvent]) -> list[RunView]:
             _apply(view, event, replace=content == "COMPLETE_SNAPSHOT")
             if trigger == "PERIODIC":
                 view.windows += 1
+                if view.window_io is None:
+                    view.window_io = IoTotals()
+                view.window_io.add(
+                    (facet_items(d.inputFacets) for d in event.inputs),
+                    (facet_items(d.outputFacets) for d in event.outputs),
+                )
             t = event.eventTime
-            if event.eventType == "START" or view.started is None:
+            # a run seen only through its terminal event has no known start (nor duration)
+            if event.eventType == "START" or (
+                view.started is None and event.eventType not in TERMINAL
+            ):
                 view.started = t if view.started is None else min(view.started, t)
             view.last_event = t if view.last_event is None else max(view.last_event, t)
             if event.eventType in TERMINAL:
