@@ -230,7 +230,7 @@ def stage_serve(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
     from ol_dagster.store import EventStore
 
     settings = parse_settings(settings_dict(cfg["store"], cfg["catalog"]))
-    store = EventStore(cfg["store"])
+    store = EventStore(cfg["store"], background_checkpoints=True)  # as `ol-dagster serve`
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(settings, store),

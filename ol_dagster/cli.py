@@ -26,7 +26,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ol_dagster.store import EventStore
 
     settings = load_settings(args.settings)
-    app = create_app(settings, EventStore(settings.store.url))
+    app = create_app(settings, EventStore(settings.store.url, background_checkpoints=True))
     names = ", ".join(d.name for d in settings.definitions)
     print(f"ol-dagster receiver on http://{args.host}:{args.port} for: {names}", file=sys.stderr)
     serve(app, args.host, args.port)

@@ -10,7 +10,9 @@ used as given, with connections checked before use so a restarted server is surv
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +20,8 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+log = logging.getLogger(__name__)
 
 
 def _set_wal(cur: sqlite3.Cursor) -> None:
@@ -35,7 +39,15 @@ def _set_wal(cur: sqlite3.Cursor) -> None:
             time.sleep(0.005)
 
 
-def open_engine(url: str) -> Engine:
+def is_sqlite_file(url: str) -> bool:
+    """A SQLite database in a file (WAL mode), not in memory."""
+    parsed = make_url(url)
+    return parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
+
+
+def open_engine(url: str, *, wal_autocheckpoint: bool = True) -> Engine:
+    """``wal_autocheckpoint=False``: commits on this engine's SQLite connections never checkpoint
+    the WAL themselves (a ``WalCheckpointer`` does it off the request path)."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True, future=True)
@@ -56,6 +68,8 @@ def open_engine(url: str) -> Engine:
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA synchronous=NORMAL")
+        if not wal_autocheckpoint:
+            cur.execute("PRAGMA wal_autocheckpoint=0")
         cur.close()
 
     @event.listens_for(engine, "begin")
@@ -73,3 +87,47 @@ def lock_schema(conn: Connection, key: int) -> None:
     ``BEGIN IMMEDIATE`` already serializes them."""
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({int(key)})")
+
+
+class WalCheckpointer:
+    """Checkpoints a SQLite WAL in a background thread, for the receiver.
+
+    By default the commit that takes the WAL past 1,000 pages copies them into the database file
+    and syncs it, inside the request that committed: a 1,000-event post of 6 MB paid 15-25 ms of
+    its ~50 ms store write for it. The receiver opens its engine with ``wal_autocheckpoint=False``
+    and pokes this thread after each commit; the checkpoint (PASSIVE: it never blocks a reader or
+    the writer, and SQLite releases the GIL while it runs) overlaps the next request. Other
+    processes on the same file keep their own automatic checkpoints."""
+
+    def __init__(self, engine: Engine, *, idle_seconds: float = 1.0) -> None:
+        self._engine = engine
+        self._idle = idle_seconds
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="ol-dagster-wal", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._wake.wait(self._idle)
+            self._wake.clear()
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        try:
+            raw = self._engine.raw_connection()  # autocommit: no BEGIN around the PRAGMA
+            try:
+                raw.cursor().execute("PRAGMA wal_checkpoint(PASSIVE)").close()
+            finally:
+                raw.close()
+        except Exception:  # noqa: BLE001 - the next poke retries; a commit never depends on it
+            log.warning("WAL checkpoint failed; retried on the next write", exc_info=True)
+
+    def close(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout=30)
+        self.checkpoint()

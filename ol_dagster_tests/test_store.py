@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -659,6 +661,64 @@ def test_sqlite_store_uses_wal(tmp_path: Path) -> None:
         assert (tmp_path / "nested" / "dir" / "store.db").exists()
     finally:
         store.dispose()
+
+
+def _wal_bytes(path: Path) -> int:
+    wal = path.with_name(path.name + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_receiver_store_checkpoints_its_wal_in_the_background(
+    tmp_path: Path, background: bool
+) -> None:
+    """The receiver's store leaves WAL checkpoints to a background thread instead of the commit
+    of a post: the WAL still does not grow without end (it would reach the 24 MB written here
+    with no checkpoint at all), every batch is readable from another connection, and the data
+    is in the database file once the store is closed."""
+    path = tmp_path / "store.db"
+    store = EventStore(f"sqlite:///{path}", background_checkpoints=background)
+    big = [ev(i, raw=json.dumps({"i": i, "pad": "x" * 3000}).encode()) for i in range(400)]
+    ids, peak = [], 0
+    try:
+        for _ in range(20):  # 20 posts of ~1.2 MB
+            ids.append(store.add_posted_batch("snap", big, received=len(big)))
+            time.sleep(0.05)  # what separates a producer's posts; the checkpoint runs meanwhile
+            peak = max(peak, _wal_bytes(path))
+        assert peak < 8 * 2**20, f"the WAL reached {peak / 2**20:.1f} MiB"
+        other = EventStore(f"sqlite:///{path}")
+        try:
+            assert [b.id for b in other.batches()] == ids
+            assert sum(b.accepted_count for b in other.batches()) == 20 * 400
+        finally:
+            other.dispose()
+    finally:
+        store.dispose()
+    # closed: everything checkpointed into the database file
+    raw = sqlite3.connect(path)
+    try:
+        busy, log_frames, done = raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert busy == 0 and log_frames == done
+        assert raw.execute("SELECT count(*) FROM ol_events").fetchone()[0] == 20 * 400
+    finally:
+        raw.close()
+
+
+def test_without_a_checkpointer_the_receiver_engine_never_checkpoints(tmp_path: Path) -> None:
+    """The control for the test above: the engine the receiver's store opens does not checkpoint
+    on commit, so the background thread is what keeps its WAL bounded."""
+    path = tmp_path / "store.db"
+    EventStore(f"sqlite:///{path}").dispose()
+    engine = open_engine(f"sqlite:///{path}", wal_autocheckpoint=False)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("CREATE TABLE pad (v TEXT)"))
+        for _ in range(10):
+            with engine.begin() as conn:
+                conn.execute(text("INSERT INTO pad VALUES (:v)"), [{"v": "y" * 4000}] * 300)
+        assert _wal_bytes(path) > 10 * 2**20
+    finally:
+        engine.dispose()
 
 
 def test_two_sqlite_store_objects_share_one_open_stream_batch(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Engine, and_, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from ol_dagster.db import open_engine
+from ol_dagster.db import WalCheckpointer, is_sqlite_file, open_engine
 from ol_dagster.store import schema
 from ol_dagster.store.schema import BatchKind, BatchStatus, batches, events
 
@@ -144,8 +144,16 @@ def _event_rows(batch_id: int, start: int, new_events: Sequence[NewEvent]) -> li
 class EventStore:
     """The event store on any SQLAlchemy URL (a SQLite file by default)."""
 
-    def __init__(self, url: str, *, engine: Engine | None = None) -> None:
+    def __init__(
+        self, url: str, *, engine: Engine | None = None, background_checkpoints: bool = False
+    ) -> None:
+        """``background_checkpoints``: on a SQLite file, commits leave the WAL checkpoint to a
+        background thread (``db.WalCheckpointer``): what the receiver wants, nobody else."""
         self.url = url
+        self._checkpointer: WalCheckpointer | None = None
+        if engine is None and background_checkpoints and is_sqlite_file(url):
+            engine = open_engine(url, wal_autocheckpoint=False)
+            self._checkpointer = WalCheckpointer(engine)
         self.engine = engine or open_engine(url)
         try:
             self.schema_version = schema.migrate(self.engine.begin)
@@ -153,7 +161,13 @@ class EventStore:
             raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
 
     def dispose(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         self.engine.dispose()
+
+    def _written(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.poke()
 
     def ping(self) -> None:
         try:
@@ -197,6 +211,7 @@ class EventStore:
                     conn.execute(events.insert(), _event_rows(batch_id, 0, new_events))
         except OperationalError as exc:
             raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
+        self._written()
         return int(batch_id)
 
     def add_stream_events(
@@ -250,6 +265,7 @@ class EventStore:
                             rejections=old_rejections + list(rejections),
                         )
                     )
+                self._written()
                 return int(batch_id)
             except IntegrityError:
                 continue  # another receiver opened the stream batch first: append to it instead
