@@ -111,6 +111,18 @@ def chunks(items: Sequence, size: int = CHUNK) -> Iterable[Sequence]:
 _first = itemgetter(0)
 
 
+def _memo(process: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    cache: dict[Any, Any] = {}
+
+    def convert(value: Any) -> Any:
+        out = cache.get(value)
+        if out is None:
+            out = cache[value] = process(value)
+        return out
+
+    return convert
+
+
 def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
     iterator = iter(items)
     while batch := list(islice(iterator, size)):
@@ -260,22 +272,15 @@ class EmbeddedCatalog:
             returning = [id_col, table.c.created_by, *(table.c[c] for c in keys)]
         pg = self.engine.dialect.name == "postgresql"
         for chunk in _batched(rows, PG_CHUNK if pg else CHUNK):
-            if pg:
-                returned = self._pg_upsert(
-                    conn,
-                    table,
-                    [r for _, r in chunk],
-                    keys,
-                    refresh,
-                    {"created_by": upload_id},
-                    returning,
-                )
-            else:
-                stmt = self._insert(table)
-                stmt = stmt.on_conflict_do_update(
-                    index_elements=keys, set_={c: stmt.excluded[c] for c in refresh}
-                ).returning(*returning)
-                returned = conn.execute(stmt, [{**r, "created_by": upload_id} for _, r in chunk])
+            returned = self._bulk_upsert(
+                conn,
+                table,
+                [r for _, r in chunk],
+                keys,
+                refresh,
+                {"created_by": upload_id},
+                returning,
+            )
             if not want_ids:
                 written += sum(1 for (created_by,) in returned if created_by == upload_id)
                 continue
@@ -285,7 +290,7 @@ class EmbeddedCatalog:
                 written += created_by == upload_id
         return ids, written
 
-    def _pg_upsert(
+    def _bulk_upsert(
         self,
         conn: Connection,
         table: Table,
@@ -295,19 +300,37 @@ class EmbeddedCatalog:
         constants: dict[str, Any],
         returning: list[Column],
     ) -> list[Sequence[Any]]:
-        """``INSERT ... SELECT FROM unnest(...) ON CONFLICT (keys) DO UPDATE SET refresh`` of
-        one chunk: the rows' values as one array per column, ``constants`` the same for every
-        row; the rows share their columns (as any executemany's). Returns what ``returning``
-        names (nothing when it is empty)."""
+        """``INSERT ... ON CONFLICT (keys) DO UPDATE SET refresh RETURNING returning`` of one
+        chunk in one statement handed straight to the driver, ``constants`` the same for every
+        row; the rows share their columns (as any executemany's). SQLAlchemy's executemany builds
+        and processes a parameter dict per row: half the time of a 300,000-row upload."""
         if not rows:
             return []
         quote = self.engine.dialect.identifier_preparer.quote
-        columns = list(rows[0])
+        columns = [*constants, *rows[0]]
+        if self.engine.dialect.name == "postgresql":
+            source, params = self._pg_rows(table, rows, constants)
+        else:
+            source, params = self._sqlite_rows(table, rows, constants)
+        sql = (
+            f"INSERT INTO {quote(table.name)} ({', '.join(quote(c) for c in columns)}) {source} "
+            f"ON CONFLICT ({', '.join(quote(c) for c in keys)}) DO UPDATE SET "
+            + ", ".join(f"{quote(c)} = EXCLUDED.{quote(c)}" for c in refresh)
+        )
+        if returning:
+            sql += f" RETURNING {', '.join(quote(c.name) for c in returning)}"
+        result = conn.exec_driver_sql(sql, tuple(params))
+        return list(result.all()) if returning else []
+
+    def _pg_rows(
+        self, table: Table, rows: list[dict[str, Any]], constants: dict[str, Any]
+    ) -> tuple[str, list[Any]]:
+        """``SELECT ... FROM unnest(...)``: the rows' values as one binary array per column."""
         serialize = self.engine.dialect._json_serializer or json.dumps  # type: ignore[attr-defined]
         arrays: list[str] = []
         selected: list[str] = ["%s"] * len(constants)  # params in statement order: these first
         params: list[Any] = list(constants.values())
-        for i, name in enumerate(columns):
+        for i, name in enumerate(rows[0]):
             column_type = table.c[name].type
             element = next(t for base, t in _PG_ARRAY_TYPES if isinstance(column_type, base))
             values = [r[name] for r in rows]
@@ -320,18 +343,30 @@ class EmbeddedCatalog:
                 selected.append(f"u.c{i}")
             arrays.append(f"%b::{element}[]")  # binary: arrays dump ~3x faster than as text
             params.append(values)
-        sql = (
-            f"INSERT INTO {quote(table.name)} "
-            f"({', '.join(quote(c) for c in [*constants, *columns])}) "
-            f"SELECT {', '.join(selected)} FROM unnest({', '.join(arrays)}) "
-            f"AS u({', '.join(f'c{i}' for i in range(len(columns)))}) "
-            f"ON CONFLICT ({', '.join(quote(c) for c in keys)}) DO UPDATE SET "
-            + ", ".join(f"{quote(c)} = EXCLUDED.{quote(c)}" for c in refresh)
-        )
-        if returning:
-            sql += f" RETURNING {', '.join(quote(c.name) for c in returning)}"
-        result = conn.exec_driver_sql(sql, tuple(params))
-        return list(result.all()) if returning else []
+        names = ", ".join(f"c{i}" for i in range(len(rows[0])))
+        source = f"SELECT {', '.join(selected)} FROM unnest({', '.join(arrays)}) AS u({names})"
+        return source, params
+
+    def _sqlite_rows(
+        self, table: Table, rows: list[dict[str, Any]], constants: dict[str, Any]
+    ) -> tuple[str, list[Any]]:
+        """``VALUES (?, ...), ...`` (a chunk of at most ``CHUNK`` rows, within SQLite's 32,766
+        variables), converted by the columns' own SQLAlchemy bind processors."""
+        dialect = self.engine.dialect
+        columns = [*constants, *rows[0]]
+        converters: list[Callable[[Any], Any] | None] = []
+        for name in columns:
+            process = table.c[name].type._cached_bind_processor(dialect)  # noqa: SLF001
+            if process is not None and isinstance(table.c[name].type, DateTime):
+                process = _memo(process)  # a chunk's times are mostly the upload's one clock
+            converters.append(process)
+        params: list[Any] = []
+        for row in rows:
+            values = [*constants.values(), *(row[c] for c in columns[len(constants) :])]
+            # every processor takes None as SQLAlchemy gives it (JSON's stores it as 'null')
+            params.extend(v if (f := converters[i]) is None else f(v) for i, v in enumerate(values))
+        one = f"({', '.join('?' * len(columns))})"
+        return f"VALUES {', '.join([one] * len(rows))}", params
 
     def _ensure_systems(self, conn: Connection, wanted: dict[str, dict]) -> dict[str, int]:
         """Get or create Systems; ``wanted`` maps a System to the properties it gets if created."""
@@ -661,20 +696,12 @@ class EmbeddedCatalog:
                         "bytes_written": m.bytes_written,
                     }
                 )
-            if rows and self.engine.dialect.name == "postgresql":
+            if rows:
+                keep = ["entity_id"]
                 refresh = [c for c in rows[0] if c != "entity_id"]
-                for chunk in chunks(rows, PG_CHUNK):
-                    self._pg_upsert(conn, run_metrics, list(chunk), ["entity_id"], refresh, {}, [])
-                return 0, 0
-            for chunk in chunks(rows):
-                stmt = self._insert(run_metrics)
-                conn.execute(
-                    stmt.on_conflict_do_update(
-                        index_elements=["entity_id"],
-                        set_={c: stmt.excluded[c] for c in chunk[0] if c != "entity_id"},
-                    ),
-                    list(chunk),
-                )
+                pg = self.engine.dialect.name == "postgresql"
+                for chunk in chunks(rows, PG_CHUNK if pg else CHUNK):
+                    self._bulk_upsert(conn, run_metrics, list(chunk), keep, refresh, {}, [])
             return 0, 0
 
         steps: list[tuple[str, Callable[[Connection], tuple[int, int]]]] = [
