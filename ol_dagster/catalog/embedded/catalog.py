@@ -17,7 +17,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from itertools import islice
+from itertools import chain, islice
 from operator import itemgetter
 from typing import Any, Literal, overload
 
@@ -354,17 +354,22 @@ class EmbeddedCatalog:
         variables), converted by the columns' own SQLAlchemy bind processors."""
         dialect = self.engine.dialect
         columns = [*constants, *rows[0]]
-        converters: list[Callable[[Any], Any] | None] = []
+        # column by column, then interleaved: far fewer Python steps than row by row
+        values: list[list[Any]] = []
         for name in columns:
             process = table.c[name].type._cached_bind_processor(dialect)  # noqa: SLF001
-            if process is not None and isinstance(table.c[name].type, DateTime):
-                process = _memo(process)  # a chunk's times are mostly the upload's one clock
-            converters.append(process)
-        params: list[Any] = []
-        for row in rows:
-            values = [*constants.values(), *(row[c] for c in columns[len(constants) :])]
-            # every processor takes None as SQLAlchemy gives it (JSON's stores it as 'null')
-            params.extend(v if (f := converters[i]) is None else f(v) for i, v in enumerate(values))
+            if name in constants:
+                value = constants[name]
+                values.append([process(value) if process else value] * len(rows))
+                continue
+            column = [r[name] for r in rows]
+            if process is not None:
+                if isinstance(table.c[name].type, DateTime):
+                    process = _memo(process)  # a chunk's times are mostly the upload's clock
+                # every processor takes None as SQLAlchemy gives it (JSON's stores 'null')
+                column = list(map(process, column))
+            values.append(column)
+        params = list(chain.from_iterable(zip(*values, strict=True)))
         one = f"({', '.join('?' * len(columns))})"
         return f"VALUES {', '.join([one] * len(rows))}", params
 
