@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, func, select, text
+from sqlalchemy import inspect as sa_inspect
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.embedded.catalog import RETIRED_INDEXES
 from ol_dagster.catalog.embedded.reads import NodeNotFound
 from ol_dagster.catalog.protocol import CleanupPermissionDenied, ObjectType, UploadResult
 from ol_dagster.lineage import LineageGraph
@@ -1071,3 +1073,26 @@ def test_a_large_upload_is_bulk(catalog: EmbeddedCatalog, definition) -> None:
     # ~2-3 s on SQLite and ~6 s on PostgreSQL on the 2-core dev machine; generous for CI load
     limit = 20 if catalog.engine.dialect.name == "sqlite" else 60
     assert elapsed < limit, f"2,000-job upload took {elapsed:.1f} s"
+
+
+def test_a_catalog_from_an_earlier_version_loses_its_retired_indexes(catalog_url: str) -> None:
+    """Earlier versions indexed the flows' scope on its own, which the unique keys already lead
+    with: reopened, the catalog drops those indexes and keeps every other one."""
+    old = EmbeddedCatalog(catalog_url)
+    with old.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE INDEX ix_cat_flows_scope ON cat_data_flows (scope)")
+        conn.exec_driver_sql("CREATE INDEX ix_cat_field_flows_scope ON cat_field_flows (scope)")
+    old.close()
+    reopened = EmbeddedCatalog(catalog_url)
+    try:
+        with reopened.engine.connect() as conn:
+            insp = sa_inspect(conn)
+            names = {
+                i["name"]
+                for table in ("cat_data_flows", "cat_field_flows")
+                for i in insp.get_indexes(table)
+            }
+        assert not names & set(RETIRED_INDEXES)
+        assert {"ix_cat_flows_to", "ix_cat_field_flows_from"} <= names
+    finally:
+        reopened.close()

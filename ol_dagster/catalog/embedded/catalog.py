@@ -81,6 +81,9 @@ from ol_dagster.settings import CleanupMode, Definition
 CHUNK = 500
 PG_CHUNK = 10_000  # rows per unnest upsert: the statement's size does not grow with it
 DEFAULT_USER = "ol-dagster"
+# Indexes earlier versions created that no query needs: each costs every upload a btree insert
+# per row (the scope ones repeat the leading column of the flows' unique keys).
+RETIRED_INDEXES = ("ix_cat_flows_scope", "ix_cat_field_flows_scope")
 _SCHEMA_LOCK = 0x6F6C5F636174616C  # "ol_catal": the advisory lock of this schema's changes
 
 # element types of the unnest arrays; strings go as text, so that a value too long for its
@@ -151,6 +154,8 @@ class EmbeddedCatalog:
             for table in metadata.sorted_tables:
                 for index in table.indexes:
                     index.create(conn, checkfirst=True)
+            for name in RETIRED_INDEXES:
+                conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
             if conn.execute(select(func.count()).select_from(users)).scalar_one() == 0:
                 # a new catalog: its own sync user administers Systems, as Blindata's must
                 conn.execute(users.insert().values(name=user, permissions=[SYSTEMS_ADMIN]))

@@ -129,7 +129,6 @@ data_flows = Table(
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
     UniqueConstraint("scope", "from_entity", "to_entity", name="ux_cat_flow_identity"),
-    Index("ix_cat_flows_scope", "scope"),
     Index("ix_cat_flows_to", "to_entity"),
     # deletes cascade through these: without them every removed entity scans the flows
     Index("ix_cat_flows_from", "from_entity"),
@@ -149,7 +148,6 @@ field_flows = Table(
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
     UniqueConstraint("scope", "from_field", "to_field", name="ux_cat_field_flow_identity"),
-    Index("ix_cat_field_flows_scope", "scope"),
     Index("ix_cat_field_flows_from", "from_field"),
     Index("ix_cat_field_flows_to", "to_field"),
     Index("ix_cat_field_flows_statement", "statement_id"),
