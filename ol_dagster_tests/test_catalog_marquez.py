@@ -46,6 +46,7 @@ from ol_dagster_tests.fakes.harness import (
     run,
 )
 from ol_dagster_tests.fakes.marquez_fake import MarquezFake
+from ol_dagster_tests.fakes.reset_proxy import ResetProxy
 
 LINEAGE = "/api/v1/lineage"
 SECRET = "marquez-proxy-secret-0123"
@@ -292,6 +293,47 @@ def test_answers_that_stay_too_slow_fail_the_upload_and_delete_nothing(env: Env)
     assert "ReadTimeout after 3 attempt(s)" in row.reason
     assert synced.report["skippedReason"] == "UPLOAD_FAILED"
     assert env.fake.visible_jobs() == {(NS, KPI), (NS, ANOMALIES)}
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_connection_reset_mid_upload_is_retried_and_nothing_is_lost(env: Env, when: str):
+    """A connection reset while the snapshot is being posted, before Marquez got the event or
+    after it stored it (the answer lost): the post is retried, the upload succeeds and the
+    cleanup removes exactly the dropped job."""
+    proxy = ResetProxy(env.url)
+    try:
+        catalog = env.catalog(url=proxy.url)
+        env.syncer.sync(catalog, definition(), snapshot())
+        proxy.reset_next(f"POST {LINEAGE} ".encode(), when=when)  # type: ignore[arg-type]
+
+        synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+        assert proxy.resets == 1
+        assert synced.result.succeeded and synced.result.failed == []
+        assert len(env.sleeps) == 1
+        assert synced.report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+        assert env.fake.visible_jobs() == {(NS, KPI)}
+        assert env.fake.edges() == {KPI_EDGE}
+    finally:
+        proxy.close()
+
+
+def test_connections_reset_on_every_attempt_fail_the_upload_and_delete_nothing(env: Env):
+    proxy = ResetProxy(env.url)
+    try:
+        catalog = env.catalog(url=proxy.url, maxRetries=2)
+        env.syncer.sync(catalog, definition(), snapshot())
+        proxy.reset_next(f"POST {LINEAGE} ".encode(), when="before", times=3)
+
+        synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+        assert proxy.resets == 3
+        (row,) = synced.result.failed
+        assert "after 3 attempt(s)" in row.reason
+        assert synced.report["skippedReason"] == "UPLOAD_FAILED"
+        assert env.fake.visible_jobs() == {(NS, KPI), (NS, ANOMALIES)}
+    finally:
+        proxy.close()
 
 
 def test_an_unreachable_marquez_fails_before_anything_is_sent(env: Env):

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -32,6 +33,7 @@ import yaml
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
+from ol_dagster import db
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded.tables import users
 from ol_dagster.catalog.ledger import Ledger as SyncLedger
@@ -362,7 +364,8 @@ def _pg_writing(url: str) -> tuple[Callable[[], bool], Callable[[], bool], Calla
             conn.execute(
                 text(
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = :n "
-                    "AND backend_xid IS NOT NULL AND query ILIKE 'INSERT INTO ol_events%'"
+                    "AND backend_xid IS NOT NULL "
+                    "AND (query ILIKE 'COPY ol_events%' OR query ILIKE 'INSERT INTO ol_events%')"
                 ),
                 {"n": name},
             ).scalar()
@@ -543,6 +546,50 @@ def test_postgres_restart_mid_run_is_503_then_recovers_with_nothing_half_written
                 )
         _assert_store_matches(store, ledger)
     finally:
+        store.dispose()
+
+
+def test_a_locked_sqlite_store_holds_posts_then_answers_503_and_loses_nothing(
+    write_settings: Callable[..., Path],
+    tokens: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Another process holds the SQLite store's write lock (a long sync, a backup, a person in
+    the sqlite3 shell): a post waits for it up to the busy timeout (here 0.5 s instead of 30),
+    gets a retriable 503 after that, and is stored once the lock is gone; nothing half written."""
+    monkeypatch.setattr(db, "SQLITE_BUSY_TIMEOUT_MS", 500)
+    path = tmp_path / "store.db"
+    store = EventStore(f"sqlite:///{path}", background_checkpoints=True)
+    settings = load_settings(write_settings())
+    first, second = _events_of(3, tag="first"), _events_of(2, tag="second")
+    locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        with (
+            serve_in_background(create_app(settings, store)) as url,
+            httpx.Client(base_url=url, headers=HEADERS, timeout=30) as client,
+        ):
+            locker.execute("BEGIN IMMEDIATE")  # the write lock, held
+            t0 = time.monotonic()
+            refused = client.post(BATCH, json={"events": first})
+            waited = time.monotonic() - t0
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["retriable"] is True
+            assert waited >= 0.45, "the post waited for the lock before giving up"
+
+            release = threading.Timer(0.2, locker.execute, args=("ROLLBACK",))
+            release.start()
+            held = client.post(BATCH, json={"events": second})  # waits 0.2 s, then stored
+            release.join()
+            assert held.status_code == 200, held.text
+            assert held.json()["summary"]["accepted"] == 2
+
+            retried = client.post(BATCH, json={"events": first})  # the producer's retry
+            assert retried.status_code == 200, retried.text
+        assert [b.accepted_count for b in store.batches()] == [2, 3]
+        assert sum(1 for b in store.batches() for _ in store.iter_events(b.id)) == 5
+    finally:
+        locker.close()
         store.dispose()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -138,16 +139,20 @@ def test_crash_after_events_insert_leaves_no_batch(event_store: EventStore) -> N
     class Crash(RuntimeError):
         pass
 
-    def crash_after_events_insert(conn, cursor, statement, parameters, context, executemany):
-        if statement.lstrip().upper().startswith("INSERT INTO OL_EVENTS"):
-            raise Crash("killed mid-write")
+    seen: list[int] = []
 
-    event.listen(event_store.engine, "after_cursor_execute", crash_after_events_insert)
+    def crash_before_commit(conn) -> None:
+        # however they were inserted (a binary COPY on PostgreSQL), the events are there
+        seen.append(conn.exec_driver_sql("SELECT count(*) FROM ol_events").scalar_one())
+        raise Crash("killed mid-write")
+
+    event.listen(event_store.engine, "commit", crash_before_commit)
     try:
         with pytest.raises(Crash):
             event_store.add_posted_batch("snap", [ev(i) for i in range(50)], received=50)
     finally:
-        event.remove(event_store.engine, "after_cursor_execute", crash_after_events_insert)
+        event.remove(event_store.engine, "commit", crash_before_commit)
+    assert seen == [50]
 
     assert event_store.batches() == []
     assert count_rows(event_store, schema.batches) == 0
@@ -798,6 +803,62 @@ def test_a_version_3_store_loses_the_job_index_and_then_stores_long_job_names(
         assert [e.raw for e in upgraded.iter_events(batch_id)] == [ev(0).raw]
     finally:
         upgraded.dispose()
+
+
+def _raw_compression(store: EventStore) -> str:
+    with store.engine.connect() as conn:
+        return conn.execute(
+            text(
+                "SELECT attcompression FROM pg_attribute "
+                "WHERE attrelid = 'ol_events'::regclass AND attname = 'raw'"
+            )
+        ).scalar_one()
+
+
+@pytest.mark.postgres
+def test_postgres_keeps_raw_events_with_lz4_new_and_migrated_stores(pg_url: str) -> None:
+    """lz4 ('l') on a new store and on a version-4 store once opened (pglz, 'p', or the server
+    default, '', before); the events written before and after read back byte for byte."""
+    store = EventStore(pg_url)
+    assert _raw_compression(store) == "l"
+    before = store.add_posted_batch("snap", [ev(0)], received=1)
+    _turn_back(store, 4, "ALTER TABLE ol_events ALTER COLUMN raw SET COMPRESSION pglz")
+    upgraded = EventStore(pg_url)
+    try:
+        assert upgraded.schema_version == schema.SCHEMA_VERSION >= 5
+        assert _raw_compression(upgraded) == "l"
+        big = ev(1, raw=json.dumps({"i": 1, "sql": "select 1 -- é" * 2000}).encode())
+        after = upgraded.add_posted_batch("snap", [big], received=1)
+        assert [e.raw for e in upgraded.iter_events(before)] == [ev(0).raw]
+        assert [e.raw for e in upgraded.iter_events(after)] == [big.raw]
+    finally:
+        upgraded.dispose()
+
+
+def test_events_keep_every_field_through_the_bulk_insert(event_store: EventStore) -> None:
+    """The posted batch's insert (a binary COPY on PostgreSQL) keeps bytes, empty and missing
+    fields, non-ASCII text and sub-second times exactly."""
+    odd = NewEvent(
+        raw=bytes(range(256)) + "ünï©ødé ✓".encode(),
+        kind="dataset",
+        event_type=None,
+        event_time=datetime(2026, 11, 1, 2, 3, 4, 567891, tzinfo=UTC),
+        producer=None,
+        job_namespace=None,
+        job_name=None,
+        run_id=None,
+    )
+    plain = replace(ev(7), job_name="jöb ' \\ \t \n", producer="")
+    batch_id = event_store.add_posted_batch("snap", [odd, plain], received=2)
+    stored = list(event_store.iter_events(batch_id))
+    assert [
+        (s.raw, s.kind, s.event_type, s.producer, s.job_namespace, s.job_name) for s in stored
+    ] == [
+        (odd.raw, "dataset", None, None, None, None),
+        (plain.raw, "run", "COMPLETE", "", "etl", "jöb ' \\ \t \n"),
+    ]
+    assert [s.event_time for s in stored] == [odd.event_time, plain.event_time]
+    assert [s.run_id for s in stored] == [None, "run-7"]
 
 
 def test_failed_batches_are_due_for_retry_after_a_growing_backoff(event_store: EventStore) -> None:

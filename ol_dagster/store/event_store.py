@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, select, update
+from sqlalchemy import Connection, Engine, and_, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from ol_dagster.db import WalCheckpointer, is_sqlite_file, open_engine
@@ -123,22 +123,70 @@ def _record(row: Any) -> BatchRecord:
     )
 
 
-def _event_rows(batch_id: int, start: int, new_events: Sequence[NewEvent]) -> list[dict]:
+_EVENT_COLUMNS = (
+    "batch_id",
+    "position",
+    "raw",
+    "kind",
+    "event_type",
+    "event_time",
+    "producer",
+    "job_namespace",
+    "job_name",
+    "run_id",
+)
+# PostgreSQL types of those columns, for a binary COPY
+_EVENT_PG_TYPES = (
+    "int8",
+    "int4",
+    "bytea",
+    "varchar",
+    "varchar",
+    "timestamp",
+    "text",
+    "text",
+    "text",
+    "varchar",
+)
+
+
+def _event_tuples(batch_id: int, start: int, new_events: Sequence[NewEvent]) -> list[tuple]:
     return [
-        {
-            "batch_id": batch_id,
-            "position": start + i,
-            "raw": e.raw,
-            "kind": e.kind,
-            "event_type": e.event_type,
-            "event_time": _naive(e.event_time),
-            "producer": e.producer,
-            "job_namespace": e.job_namespace,
-            "job_name": e.job_name,
-            "run_id": e.run_id,
-        }
+        (
+            batch_id,
+            start + i,
+            e.raw,
+            e.kind,
+            e.event_type,
+            _naive(e.event_time),
+            e.producer,
+            e.job_namespace,
+            e.job_name,
+            e.run_id,
+        )
         for i, e in enumerate(new_events)
     ]
+
+
+def _insert_events(
+    conn: Connection, batch_id: int, start: int, new_events: Sequence[NewEvent]
+) -> None:
+    """Insert a batch's events in the caller's transaction. On PostgreSQL, a binary COPY: a
+    1,000-event post of 6 MB as one INSERT of 10,000 parameters cost the receiver about twice
+    the time (parameter handling in Python, and the server parsing it)."""
+    rows = _event_tuples(batch_id, start, new_events)
+    if conn.dialect.name == "postgresql":
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            columns = ", ".join(_EVENT_COLUMNS)
+            with cursor.copy(f"COPY ol_events ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(_EVENT_PG_TYPES)
+                for row in rows:
+                    copy.write_row(row)
+        finally:
+            cursor.close()
+        return
+    conn.execute(events.insert(), [dict(zip(_EVENT_COLUMNS, row, strict=True)) for row in rows])
 
 
 class EventStore:
@@ -208,7 +256,7 @@ class EventStore:
                     )
                 ).inserted_primary_key[0]  # type: ignore[index]
                 if new_events:
-                    conn.execute(events.insert(), _event_rows(batch_id, 0, new_events))
+                    _insert_events(conn, batch_id, 0, new_events)
         except OperationalError as exc:
             raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
         self._written()
@@ -254,7 +302,7 @@ class EventStore:
                     else:
                         batch_id, start, old_rejections = row[0], row[1], list(row[2] or [])
                     if new_events:
-                        conn.execute(events.insert(), _event_rows(batch_id, start, new_events))
+                        _insert_events(conn, batch_id, start, new_events)
                     conn.execute(
                         batches.update()
                         .where(batches.c.id == batch_id)
