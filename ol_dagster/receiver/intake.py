@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import orjson
 import pydantic_core
 
 from ol_dagster.gcpause import gc_paused
@@ -65,6 +66,20 @@ def _check_values(value: object, path: str) -> None:
             _check_values(item, f"{path}.{i}" if path else str(i))
 
 
+def _serialize(event: object) -> bytes:
+    """The accepted event as the JSON the store keeps. orjson writes it in half the time, and
+    exactly, unless the event holds a number orjson cannot write: an integer beyond 64 bits
+    (orjson refuses it) or a float too large for 64 bits, read as infinity (orjson writes
+    ``null``, which would silently change the value: only an event with no ``null`` at all is
+    taken from orjson). Those go through pydantic, which keeps big integers and writes infinity
+    as ``Infinity`` for ``_check_values`` to refuse."""
+    try:
+        raw = orjson.dumps(event)
+    except orjson.JSONEncodeError:
+        return pydantic_core.to_json(event)
+    return pydantic_core.to_json(event) if b"null" in raw else raw
+
+
 # The store's run_id column is VARCHAR(200), which PostgreSQL enforces (the spec's runId is a UUID).
 MAX_RUN_ID = 200
 
@@ -94,7 +109,7 @@ def _sort_events(events: list[object], allowed_job_namespaces: list[str]) -> Int
                     f"is {len(header.run_id)} characters long; at most {MAX_RUN_ID} are stored "
                     "(the spec's runId is a UUID)",
                 )
-            raw = pydantic_core.to_json(event)
+            raw = _serialize(event)
             # a cheap test first (strings may hold these words), the walk only when it matches
             if b"Infinity" in raw or b"NaN" in raw or b"\\u0000" in raw:
                 _check_values(event, "")
