@@ -52,9 +52,9 @@ def open_engine(url: str, *, wal_autocheckpoint: bool = True) -> Engine:
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True, future=True)
 
-    database = parsed.database
-    if database and database != ":memory:":
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    in_file = is_sqlite_file(url)
+    if in_file:
+        Path(str(parsed.database)).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(
         url, future=True, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
     )
@@ -63,7 +63,7 @@ def open_engine(url: str, *, wal_autocheckpoint: bool = True) -> Engine:
     def _on_connect(dbapi_conn, _record):  # pragma: no cover - exercised by every SQLite test
         dbapi_conn.isolation_level = None  # let SQLAlchemy's "begin" hook issue BEGIN itself
         cur = dbapi_conn.cursor()
-        if database and database != ":memory:":
+        if in_file:
             _set_wal(cur)
         cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys=ON")

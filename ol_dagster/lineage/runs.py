@@ -22,27 +22,16 @@ TERMINAL = frozenset({"COMPLETE", "FAIL", "ABORT"})
 
 
 def facet_items(facets: _FacetMap) -> dict[str, Any]:
-    """A facet map as ``{facet name: facet}``, typed facets and custom ones alike."""
+    """A facet map as ``{facet name: facet}``, typed facets and custom ones alike (a ``_deleted``
+    facet removes nothing from an empty map, so it is simply not there)."""
     out: dict[str, Any] = {}
-    values = facets.__dict__
-    for name, key in facet_keys(type(facets)):
-        value = values[name]
-        if value is not None and not isinstance(value, DeletedFacet):
-            out[key] = value
-    if facets.__pydantic_extra__:
-        out.update(
-            (k, v)
-            for k, v in facets.__pydantic_extra__.items()
-            if not (isinstance(v, dict) and v.get("_deleted") is True)
-        )
+    merge_facets(out, facets)
     return out
 
 
 def merge_facets(into: dict[str, Any], facets: _FacetMap) -> None:
-    """Apply ``facets`` to ``into``: each facet replaces, each ``_deleted`` facet removes.
-
-    The same as popping ``facets.deleted`` and then updating with ``facet_items(facets)``, in one
-    pass (a facet name is either deleted or given in one map, never both)."""
+    """Apply ``facets`` to ``into``: each facet replaces, each ``_deleted`` facet removes (in one
+    pass: a facet name is either deleted or given in one map, never both)."""
     values = facets.__dict__
     for name, key in facet_keys(type(facets)):
         value = values[name]

@@ -196,14 +196,10 @@ def _write_version(conn: Connection, version: int) -> None:
 _MIGRATION_LOCK = 0x6F6C5F73746F7265  # "ol_store"
 
 
-def _lock_schema(conn: Connection) -> None:
-    lock_schema(conn, _MIGRATION_LOCK)
-
-
 def migrate(conn_factory: Callable[[], object]) -> int:
     """Create or upgrade the schema; returns the version the store is at afterwards."""
     with conn_factory() as conn:  # type: ignore[attr-defined]
-        _lock_schema(conn)
+        lock_schema(conn, _MIGRATION_LOCK)
         version = _read_version(conn)
         if version is None:
             metadata.create_all(conn)
@@ -220,7 +216,7 @@ def migrate(conn_factory: Callable[[], object]) -> int:
         if version == SCHEMA_VERSION:
             return version
         with conn_factory() as conn:  # type: ignore[attr-defined]
-            _lock_schema(conn)
+            lock_schema(conn, _MIGRATION_LOCK)
             # another process may have taken this step while we waited for the lock
             current = _read_version(conn)
             assert current is not None, "the store's schema version disappeared during a migration"

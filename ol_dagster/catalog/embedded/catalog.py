@@ -8,7 +8,8 @@ rows this upload wrote from rows it only touched, without a read before each wri
 On PostgreSQL a chunk is one ``INSERT ... SELECT FROM unnest(<one array per column>) ON CONFLICT
 ... RETURNING``: a short statement whatever the chunk's size, so psycopg does not rewrite a
 statement of thousands of placeholders for every chunk (which took most of the upload's time).
-SQLite keeps SQLAlchemy's multi-row ``INSERT ... VALUES ... RETURNING``.
+On SQLite it is one multi-row ``INSERT ... VALUES ... RETURNING``. Both go straight to the driver
+(``_bulk_upsert``), the values converted as SQLAlchemy would.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
+from functools import cache
 from itertools import chain, islice
 from operator import itemgetter
 from typing import Any, Literal, overload
@@ -106,27 +108,11 @@ def naive(dt: datetime) -> datetime:
     return dt.astimezone(UTC).replace(tzinfo=None)
 
 
-def chunks(items: Sequence, size: int = CHUNK) -> Iterable[Sequence]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
 _first = itemgetter(0)
 
 
-def _memo(process: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    cache: dict[Any, Any] = {}
-
-    def convert(value: Any) -> Any:
-        out = cache.get(value)
-        if out is None:
-            out = cache[value] = process(value)
-        return out
-
-    return convert
-
-
-def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+def batched(items: Iterable[Any], size: int = CHUNK) -> Iterator[list[Any]]:
+    """Lists of ``size`` items (the last one shorter); ``items`` may be a generator."""
     iterator = iter(items)
     while batch := list(islice(iterator, size)):
         yield batch
@@ -139,9 +125,9 @@ class EmbeddedCatalog:
         self.url = url
         self.user = user
         self.engine = open_engine(url)
-        self._insert = (
-            postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
-        )
+        self._pg = self.engine.dialect.name == "postgresql"
+        self._insert = postgresql.insert if self._pg else sqlite.insert
+        self._chunk = PG_CHUNK if self._pg else CHUNK  # rows per upsert statement
         # one locked transaction: catalogs opened at once on an empty PostgreSQL database (runs,
         # a sensor, the webserver) would otherwise race on CREATE TABLE and on the first user
         with self.engine.begin() as conn:
@@ -187,7 +173,7 @@ class EmbeddedCatalog:
     def clock(self) -> datetime:
         """The database server's time (never the Python process's)."""
         with self.engine.connect() as conn:
-            if self.engine.dialect.name == "postgresql":
+            if self._pg:
                 value = conn.exec_driver_sql("SELECT clock_timestamp() AT TIME ZONE 'UTC'").scalar()
             else:
                 text = conn.exec_driver_sql("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')").scalar()
@@ -275,8 +261,7 @@ class EmbeddedCatalog:
         returning = [table.c.created_by]
         if want_ids:
             returning = [id_col, table.c.created_by, *(table.c[c] for c in keys)]
-        pg = self.engine.dialect.name == "postgresql"
-        for chunk in _batched(rows, PG_CHUNK if pg else CHUNK):
+        for chunk in batched(rows, self._chunk):
             returned = self._bulk_upsert(
                 conn,
                 table,
@@ -313,7 +298,7 @@ class EmbeddedCatalog:
             return []
         quote = self.engine.dialect.identifier_preparer.quote
         columns = [*constants, *rows[0]]
-        if self.engine.dialect.name == "postgresql":
+        if self._pg:
             source, params = self._pg_rows(table, rows, constants)
         else:
             source, params = self._sqlite_rows(table, rows, constants)
@@ -370,7 +355,7 @@ class EmbeddedCatalog:
             column = [r[name] for r in rows]
             if process is not None:
                 if isinstance(table.c[name].type, DateTime):
-                    process = _memo(process)  # a chunk's times are mostly the upload's clock
+                    process = cache(process)  # a chunk's times are mostly the upload's clock
                 # every processor takes None as SQLAlchemy gives it (JSON's stores 'null')
                 column = list(map(process, column))
             values.append(column)
@@ -569,14 +554,9 @@ class EmbeddedCatalog:
 
         def do_flows(conn: Connection) -> tuple[int, int]:
             ds, jobs, stm = state["ds_ids"], state["job_ids"], state.get("statement_ids", {})
-            scopes: dict[NodeKey, str] = {}  # one scope string per job, not one per flow
-            orchestration: dict[NodeKey, str] = {}
-
-            def scope(job: NodeKey) -> str:
-                value = scopes.get(job)
-                if value is None:
-                    value = scopes[job] = flow_scope(*job)
-                return value
+            # one scope string per job, not one per flow
+            scope = cache(lambda job: flow_scope(*job))
+            o_scope = cache(lambda job: orchestration_scope(*job))
 
             # rows are built a chunk at a time: keys first (the last flow of a key), then the rows
             # in key order, so the flow indexes grow at their end instead of at random places
@@ -585,10 +565,7 @@ class EmbeddedCatalog:
             for f in graph.data_flows:
                 flows[(scope(f.job), ds[f.source], ds[f.target])] = f
             for o in graph.orchestration_flows:
-                o_scope = orchestration.get(o.child)
-                if o_scope is None:
-                    o_scope = orchestration[o.child] = orchestration_scope(*o.child)
-                flows[(o_scope, jobs[o.parent], jobs[o.child])] = o
+                flows[(o_scope(o.child), jobs[o.parent], jobs[o.child])] = o
             count = len(graph.data_flows) + len(graph.orchestration_flows)
             rows = (
                 (
@@ -652,7 +629,7 @@ class EmbeddedCatalog:
         def do_quality(conn: Connection) -> tuple[int, int]:
             suites = sorted({f"{q.job[0]}.{q.job[1]}" for q in graph.quality_checks.values()})
             suite_ids: dict[str, int] = {}
-            for chunk in chunks(suites):
+            for chunk in batched(suites):
                 stmt = self._insert(quality_suites).on_conflict_do_nothing(index_elements=["code"])
                 conn.execute(stmt, [{"code": c} for c in chunk])
                 for sid, code in conn.execute(
@@ -709,9 +686,8 @@ class EmbeddedCatalog:
             if rows:
                 keep = ["entity_id"]
                 refresh = [c for c in rows[0] if c != "entity_id"]
-                pg = self.engine.dialect.name == "postgresql"
-                for chunk in chunks(rows, PG_CHUNK if pg else CHUNK):
-                    self._bulk_upsert(conn, run_metrics, list(chunk), keep, refresh, {}, [])
+                for chunk in batched(rows, self._chunk):
+                    self._bulk_upsert(conn, run_metrics, chunk, keep, refresh, {}, [])
             return 0, 0
 
         steps: list[tuple[str, Callable[[Connection], tuple[int, int]]]] = [
