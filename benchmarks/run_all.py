@@ -618,20 +618,12 @@ def sqlite_backend() -> Backend:
 
 
 def postgres_backend() -> Backend:
-    from sqlalchemy import create_engine, text
-
     from ol_dagster_tests.postgres import PostgresServer
 
     server = PostgresServer().start()
 
     def urls(n: int, _d: Path) -> tuple[str, str]:
-        engine = create_engine(server.url, isolation_level="AUTOCOMMIT")
-        with engine.connect() as conn:
-            for db in (f"store_{n}", f"catalog_{n}"):
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{db}"'))
-                conn.execute(text(f'CREATE DATABASE "{db}"'))
-        engine.dispose()
-        return server.database_url(f"store_{n}"), server.database_url(f"catalog_{n}")
+        return server.fresh_database(f"store_{n}"), server.fresh_database(f"catalog_{n}")
 
     return Backend("PostgreSQL (fsync=off)", urls, server.stop)
 

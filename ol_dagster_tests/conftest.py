@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import yaml
-from sqlalchemy import create_engine, text
 
 from ol_dagster.store import EventStore
 from ol_dagster_tests.postgres import PostgresServer
@@ -47,12 +46,7 @@ def pg_server() -> Iterator[PostgresServer]:
 @pytest.fixture
 def pg_url(pg_server: PostgresServer) -> str:
     """A fresh, empty database on the throwaway server."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    engine = create_engine(pg_server.url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return pg_server.database_url(name)
+    return pg_server.fresh_database()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -115,13 +109,7 @@ def write_settings(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[.
     databases: dict[str, str] = {}
     if os.environ.get(TEST_DB_ENV) == "postgresql":
         databases = {"store": request.getfixturevalue("pg_url")}
-        server = request.getfixturevalue("pg_server")
-        name = f"c_{uuid.uuid4().hex[:12]}"
-        engine = create_engine(server.url, isolation_level="AUTOCOMMIT")
-        with engine.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        engine.dispose()
-        databases["catalog"] = server.database_url(name)
+        databases["catalog"] = request.getfixturevalue("pg_server").fresh_database("c")
 
     def write(data: dict[str, Any] | None = None, **definition_overrides: Any) -> Path:
         path = tmp_path / "ol_dagster.yaml"
@@ -156,3 +144,17 @@ def run_event(
         "inputs": [{"namespace": ns, "name": n} for ns, n in inputs],
         "outputs": [{"namespace": ns, "name": n} for ns, n in outputs],
     }
+
+
+def events_of(n: int, namespace: str = "etl", tag: str = "job") -> list[dict[str, Any]]:
+    """``n`` completed runs of jobs ``<tag>_<i>``, each reading ``raw.<tag>_<i>`` and writing
+    ``mart.<tag>_<i>``."""
+    return [
+        run_event(
+            namespace,
+            f"{tag}_{i}",
+            inputs=[("postgres://db:5432", f"raw.{tag}_{i}")],
+            outputs=[("postgres://db:5432", f"mart.{tag}_{i}")],
+        )
+        for i in range(n)
+    ]

@@ -12,7 +12,10 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
+
+from sqlalchemy import create_engine, text
 
 
 def _free_port() -> int:
@@ -44,6 +47,17 @@ class PostgresServer:
 
     def database_url(self, name: str) -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
+
+    def fresh_database(self, prefix: str = "t") -> str:
+        """The URL of a new, empty database (a unique name starting with ``prefix``)."""
+        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        admin = create_engine(self.url, isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as conn:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+        finally:
+            admin.dispose()
+        return self.database_url(name)
 
     def start(self) -> PostgresServer:
         if os.geteuid() == 0:

@@ -39,7 +39,6 @@ import random
 import socket
 import string
 import unicodedata
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -51,7 +50,7 @@ import httpx
 import pydantic_core
 import pytest
 import yaml
-from sqlalchemy import create_engine, func, inspect, select, text
+from sqlalchemy import func, inspect, select
 
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.server import serve_in_background
@@ -142,13 +141,7 @@ def rx(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory)
     if request.param == "sqlite":
         url = f"sqlite:///{tmp / 'store.db'}"
     else:
-        server = request.getfixturevalue("pg_server")
-        name = f"bad_{uuid.uuid4().hex[:12]}"
-        admin = create_engine(server.url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        admin.dispose()
-        url = server.database_url(name)
+        url = request.getfixturevalue("pg_server").fresh_database("bad")
     path = tmp / "ol_dagster.yaml"
     path.write_text(yaml.safe_dump(_settings(tmp)))
     with pytest.MonkeyPatch.context() as mp:

@@ -26,7 +26,7 @@ from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.server import serve_in_background
 from ol_dagster.settings import SettingsError, load_settings
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
-from ol_dagster_tests.conftest import TOKENS, run_event
+from ol_dagster_tests.conftest import TOKENS, events_of, run_event
 
 LINEAGE = "/api/v1/lineage"
 BATCH = "/api/v1/lineage/batch"
@@ -63,18 +63,6 @@ def stored(store: EventStore, definition: str) -> list[tuple[BatchRecord, list[d
 
 def assert_store_empty(store: EventStore) -> None:
     assert store.batches() == []
-
-
-def events_of(n: int, namespace: str = "etl") -> list[dict[str, Any]]:
-    return [
-        run_event(
-            namespace,
-            f"job_{i}",
-            inputs=[("postgres://db:5432", f"raw.t{i}")],
-            outputs=[("postgres://db:5432", f"mart.t{i}")],
-        )
-        for i in range(n)
-    ]
 
 
 @dataclass

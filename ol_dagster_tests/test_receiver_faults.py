@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,7 +42,7 @@ from ol_dagster.receiver.server import serve_in_background
 from ol_dagster.settings import load_settings
 from ol_dagster.store import BatchKind, BatchStatus, EventStore
 from ol_dagster.store.schema import batches, events
-from ol_dagster_tests.conftest import TOKENS, run_event, settings_data
+from ol_dagster_tests.conftest import TOKENS, events_of, settings_data
 from ol_dagster_tests.postgres import PostgresServer
 
 LINEAGE = "/api/v1/lineage"
@@ -132,33 +131,12 @@ def receivers(settings: Path, logs: list[Path]) -> Iterator[list[Served]]:
             served.proc.wait(timeout=30)
 
 
-def _fresh_pg_url(server: PostgresServer) -> str:
-    name = f"f_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(server.url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return server.database_url(name)
-
-
 def _write_settings(directory: Path, store_url: str, **snap: Any) -> Path:
     data = settings_data(directory, **snap)
     data["store"]["url"] = store_url
     path = directory / "ol_dagster.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-def _events_of(n: int, namespace: str = "etl", tag: str = "e") -> list[dict[str, Any]]:
-    return [
-        run_event(
-            namespace,
-            f"{tag}_{i}",
-            inputs=[("postgres://db:5432", f"raw.{tag}_{i}")],
-            outputs=[("postgres://db:5432", f"mart.{tag}_{i}")],
-        )
-        for i in range(n)
-    ]
 
 
 @dataclass
@@ -341,7 +319,7 @@ BIG = 20_000
 
 @pytest.fixture(scope="module")
 def big_batch() -> tuple[bytes, int]:
-    posted = _events_of(BIG, tag="big")
+    posted = events_of(BIG, tag="big")
     return json.dumps({"events": posted}).encode(), BIG
 
 
@@ -461,7 +439,7 @@ def test_sigkill_while_writing_a_large_batch_leaves_no_half_batch(
         if backend == "sqlite":
             url = f"sqlite:///{directory / 'store.db'}"
         else:
-            url = _fresh_pg_url(request.getfixturevalue("pg_server"))
+            url = request.getfixturevalue("pg_server").fresh_database("f")
         outcomes.append(_kill_during_post(directory, url, body, n))
         if outcomes[-1] == "killed mid-write":
             break
@@ -469,7 +447,7 @@ def test_sigkill_while_writing_a_large_batch_leaves_no_half_batch(
 
     # A receiver started again on the killed one's store takes the producer's retry.
     with receivers(directory / "ol_dagster.yaml", [directory / "again.log"]) as [served]:
-        retry = _events_of(3, tag="retry")
+        retry = events_of(3, tag="retry")
         resp = httpx.post(
             f"{served.url}{BATCH}", json={"events": retry}, headers=HEADERS, timeout=30
         )
@@ -507,9 +485,9 @@ def test_postgres_restart_mid_run_is_503_then_recovers_with_nothing_half_written
             i = 0
             while not stop.is_set():
                 if i % 2:
-                    answer = ledger.post(client, BATCH, SNAP, "snap", _events_of(3, tag=f"p{n}"))
+                    answer = ledger.post(client, BATCH, SNAP, "snap", events_of(3, tag=f"p{n}"))
                 else:
-                    answer = ledger.post(client, LINEAGE, SNAP, "snap", _events_of(1, tag=f"p{n}"))
+                    answer = ledger.post(client, LINEAGE, SNAP, "snap", events_of(1, tag=f"p{n}"))
                 if restarted.is_set() and answer.status == 200:
                     after_restart.append(1)
                 i += 1
@@ -562,7 +540,7 @@ def test_a_locked_sqlite_store_holds_posts_then_answers_503_and_loses_nothing(
     path = tmp_path / "store.db"
     store = EventStore(f"sqlite:///{path}", background_checkpoints=True)
     settings = load_settings(write_settings())
-    first, second = _events_of(3, tag="first"), _events_of(2, tag="second")
+    first, second = events_of(3, tag="first"), events_of(2, tag="second")
     locker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         with (
@@ -601,7 +579,7 @@ def test_slow_clients_do_not_block_others(
 ):
     store = EventStore(f"sqlite:///{tmp_path / 'store.db'}")
     settings = load_settings(write_settings())
-    slow_events = [_events_of(2, tag=f"slow{i}") for i in range(3)]
+    slow_events = [events_of(2, tag=f"slow{i}") for i in range(3)]
     bodies = [json.dumps({"events": e}).encode() for e in slow_events]
     try:
         with (
@@ -630,7 +608,7 @@ def test_slow_clients_do_not_block_others(
                 + half[:-1]
             )
 
-            fast = _events_of(2, tag="fast")
+            fast = events_of(2, tag="fast")
             fast_times: list[float] = []
             for i in range(40):  # 1 byte per 50 ms of each slow body: 2 s of dribbling
                 for sock, body in zip(socks, bodies, strict=True):
@@ -700,7 +678,7 @@ def test_concurrent_posts_while_sealing(
         with httpx.Client(base_url=url, timeout=60) as client:
             for i in range(20):
                 token, definition = (SNAP, "snap") if (n + i) % 3 else (ADD, "add")
-                ledger.post(client, LINEAGE, token, definition, _events_of(1, tag=f"t{n}_{i}"))
+                ledger.post(client, LINEAGE, token, definition, events_of(1, tag=f"t{n}_{i}"))
 
     with serve_in_background(create_app(settings, event_store)) as url:
         sealer.start()
@@ -732,7 +710,7 @@ def test_two_receiver_processes_and_a_sealer_on_one_store(
     if backend == "sqlite":
         url = f"sqlite:///{tmp_path / 'shared' / 'store.db'}"
     else:
-        url = _fresh_pg_url(request.getfixturevalue("pg_server"))
+        url = request.getfixturevalue("pg_server").fresh_database("f")
     settings = _write_settings(tmp_path, url)
     ledger = Ledger()
     with receivers(settings, [tmp_path / "r1.log", tmp_path / "r2.log"]) as served:
@@ -745,9 +723,9 @@ def test_two_receiver_processes_and_a_sealer_on_one_store(
                     token, definition = (SNAP, "snap") if i % 4 else (ADD, "add")
                     tag = f"p{n}_{i}"
                     if i % 3 == 0:
-                        ledger.post(client, BATCH, token, definition, _events_of(5, tag=tag))
+                        ledger.post(client, BATCH, token, definition, events_of(5, tag=tag))
                     else:
-                        ledger.post(client, LINEAGE, token, definition, _events_of(1, tag=tag))
+                        ledger.post(client, LINEAGE, token, definition, events_of(1, tag=tag))
 
         threads = [threading.Thread(target=producer, args=(n,)) for n in range(4)]
         for t in threads:
@@ -775,12 +753,12 @@ def test_receivers_starting_at_once_on_an_empty_database(
     tmp_path: Path, tokens: dict[str, str], pg_server: PostgresServer
 ):
     """Receivers behind a load balancer start together: both create or find the schema."""
-    url = _fresh_pg_url(pg_server)
+    url = pg_server.fresh_database("f")
     settings = _write_settings(tmp_path, url)
     with receivers(settings, [tmp_path / f"r{i}.log" for i in range(3)]) as served:
         for s in served:
             resp = httpx.post(
-                f"{s.url}{BATCH}", json={"events": _events_of(1)}, headers=HEADERS, timeout=30
+                f"{s.url}{BATCH}", json={"events": events_of(1)}, headers=HEADERS, timeout=30
             )
             assert resp.status_code == 200, resp.text
     store = EventStore(url)
@@ -802,7 +780,7 @@ def test_stores_opened_at_once_create_and_migrate_the_schema_once(
     if backend == "sqlite":
         url = f"sqlite:///{tmp_path / 'store.db'}"
     else:
-        url = _fresh_pg_url(request.getfixturevalue("pg_server"))
+        url = request.getfixturevalue("pg_server").fresh_database("f")
 
     def open_together() -> list[str]:
         barrier = threading.Barrier(4)
@@ -851,7 +829,7 @@ def test_catalogs_and_ledgers_opened_at_once_create_their_tables_and_one_sync_us
     if backend == "sqlite":
         url = f"sqlite:///{tmp_path / 'catalog.db'}"
     else:
-        url = _fresh_pg_url(request.getfixturevalue("pg_server"))
+        url = request.getfixturevalue("pg_server").fresh_database("f")
     barrier = threading.Barrier(6)
     errors: list[str] = []
 
