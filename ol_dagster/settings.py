@@ -114,6 +114,9 @@ class CleanupSettings(_Model):
     enabled: bool = True
     maxRemovalsPerRun: Annotated[int, Field(ge=0)] = 500
     staleJobDays: Annotated[int, Field(ge=1)] = 30
+    # beyond the seed: a batch may not remove more than this share of the jobs the definition
+    # holds (a partial "snapshot" is an accident to every user, whatever its absolute size)
+    maxRemovalShare: Annotated[float, Field(ge=0, le=1)] = 0.5
 
 
 class Limits(_Model):
@@ -121,6 +124,8 @@ class Limits(_Model):
     batchWindowSeconds: Annotated[float, Field(ge=0)] = 60
     maxBodyBytes: Annotated[int, Field(ge=1024)] = 64 * 1024 * 1024
     maxEventsPerBatch: Annotated[int, Field(ge=1)] = 100_000
+    # per namespace or name of a job or dataset: a catalog key, never a document
+    maxNameLength: Annotated[int, Field(ge=1)] = 2048
 
 
 class OutputOptions(_Model):

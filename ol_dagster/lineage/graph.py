@@ -65,6 +65,9 @@ class JobNode:
     owners: list[str] = field(default_factory=list)
     source_code_location: str | None = None
     metrics: RunMetrics = field(default_factory=RunMetrics)
+    # known only from another job's parent facet: no event of the batch describes it, so its
+    # namespace is no cutoff scope and, outside the definition's namespaces, no job it owns
+    referenced_only: bool = False
 
     @property
     def key(self) -> NodeKey:
@@ -180,13 +183,15 @@ class LineageGraph:
     )
     dangling: list[DanglingFlow] = field(default_factory=list)
     skipped_events: list[str] = field(default_factory=list)  # stored events that no longer parse
-    # jobs an event describes completely (a JobEvent, a COMPLETE_SNAPSHOT or PERIODIC event)
+    # jobs an event describes completely: a JobEvent (seed: "A JobEvent ... for a job")
     described_jobs: set[NodeKey] = field(default_factory=set)
     completed_jobs: set[NodeKey] = field(default_factory=set)  # jobs with a COMPLETE run
 
     @property
     def job_namespaces(self) -> list[str]:
-        return sorted({ns for ns, _ in self.jobs})
+        """Namespaces of the jobs the batch's events describe (not those only named as a
+        parent): the only namespaces a snapshot can speak for."""
+        return sorted({ns for (ns, _), j in self.jobs.items() if not j.referenced_only})
 
     def dangling_by_reason(self) -> dict[str, int]:
         out: dict[str, int] = {}

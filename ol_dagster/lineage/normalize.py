@@ -174,6 +174,7 @@ class _Builder:
         node = self.graph.jobs.get(key)
         if node is None:
             node = self.graph.jobs[key] = JobNode(*key)
+        node.referenced_only = False
         f = view.job_facets
         job_type = f.get("jobType")
         if job_type is not None:
@@ -196,8 +197,7 @@ class _Builder:
     def add_run(self, view: RunView) -> None:
         job = self.job(view)
         job_key = self.node_key(job.key)
-        trigger, content = view.emission
-        if view.run_id is None or content == "COMPLETE_SNAPSHOT" or trigger == "PERIODIC":
+        if view.run_id is None:  # PERIODIC or COMPLETE_SNAPSHOT windows describe a window only
             self.graph.described_jobs.add(job_key)
         if view.status == "COMPLETE":
             self.graph.completed_jobs.add(job_key)
@@ -266,7 +266,8 @@ class _Builder:
         )
         for key in (parent_key, root):
             if key is not None and key not in self.graph.jobs:
-                self.graph.jobs[key] = JobNode(*key)  # known from its child's parent facet
+                # known from its child's parent facet only (until an event of its own comes)
+                self.graph.jobs[key] = JobNode(*key, referenced_only=True)
         self.graph.orchestration_flows.add(OrchestrationFlow(parent_key, job, root))
 
     def quality(self, view: RunView, job: NodeKey) -> None:
