@@ -34,7 +34,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_send(args: argparse.Namespace) -> int:
-    from ol_dagster.sender import UnreadableFile, post_batch, read_batch
+    from ol_dagster.sender import UnreadableFile, post_batch, read_batch, snapshot_notice
 
     token = args.token or os.environ.get("OL_DAGSTER_TOKEN")
     if not token:
@@ -54,6 +54,8 @@ def _cmd_send(args: argparse.Namespace) -> int:
             except ValueError:
                 answer = {"body": response.text[:500]}
             print(json.dumps({"file": name, "httpStatus": response.status_code, **answer}))
+            if notice := snapshot_notice(name, answer):
+                print(notice, file=sys.stderr)  # stdout stays one JSON answer per file
             if response.status_code >= 400:
                 worst = 1
     return worst

@@ -12,12 +12,21 @@ from typing import Any
 from ol_dagster.eventfiles import BrokenLine, UnreadableFile, read_events
 from ol_dagster.lineage import normalize
 from ol_dagster.openlineage.envelope import EventRejected
-from ol_dagster.openlineage.models import Event, parse_event, parse_event_lenient
+from ol_dagster.openlineage.models import (
+    DEFAULT_MAX_NAME_LENGTH,
+    Event,
+    check_name_lengths,
+    parse_event,
+    parse_event_lenient,
+)
 
 
-def inspect_files(paths: list[str], *, lenient: bool = False) -> dict[str, Any]:
+def inspect_files(
+    paths: list[str], *, lenient: bool = False, max_name_length: int = DEFAULT_MAX_NAME_LENGTH
+) -> dict[str, Any]:
     """``lenient`` reads templates and fragments: placeholders for a missing envelope, broken
-    facets dropped (never what the receiver does)."""
+    facets dropped (never what the receiver does). ``max_name_length``: the receiver's bound on
+    a namespace or name (``limits.maxNameLength``; no definition here, so its default)."""
     parse = parse_event_lenient if lenient else parse_event
     rows: list[dict[str, Any]] = []
     accepted: list[Event] = []
@@ -32,7 +41,9 @@ def inspect_files(paths: list[str], *, lenient: bool = False) -> dict[str, Any]:
                 rows.append({"file": path, "index": index, "accepted": False, "reason": raw.reason})
                 continue
             try:
-                accepted.append(parse(raw))
+                event = parse(raw)
+                check_name_lengths(raw, max_name_length)
+                accepted.append(event)
             except EventRejected as exc:
                 rows.append({"file": path, "index": index, "accepted": False, "reason": str(exc)})
                 continue

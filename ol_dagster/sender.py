@@ -2,6 +2,9 @@
 
 A file may hold one event, a JSON array of events, ``{"events": [...]}``, or NDJSON (one event per
 line). An NDJSON line that is not JSON is sent as a string, so the answer names its index.
+
+An answer that says the post is stored as a whole snapshot (``wholeSnapshot``) is also told in a
+line of its own (``snapshot_notice``): the next sync removes what such a post does not describe.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import httpx
 
 from ol_dagster.eventfiles import BrokenLine, UnreadableFile, read_events
 
-__all__ = ["BATCH_PATH", "UnreadableFile", "post_batch", "read_batch"]
+__all__ = ["BATCH_PATH", "UnreadableFile", "post_batch", "read_batch", "snapshot_notice"]
 
 BATCH_PATH = "/api/v1/lineage/batch"
 
@@ -30,3 +33,13 @@ def post_batch(client: httpx.Client, url: str, token: str, batch: dict[str, Any]
         json=batch,
         headers={"Authorization": f"Bearer {token}"},
     )
+
+
+def snapshot_notice(file: str, answer: object) -> str | None:
+    """``whole snapshot: FILE: ...`` when the answer says the post is stored as a whole snapshot,
+    with the receiver's sentence on what the next sync removes; else None."""
+    if not isinstance(answer, dict) or answer.get("wholeSnapshot") is not True:
+        return None
+    _, found, rest = str(answer.get("message", "")).partition("stored as a whole snapshot")
+    detail = (found + rest) if found else "stored as a whole snapshot"
+    return f"whole snapshot: {file}: {detail}"

@@ -10,12 +10,21 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings as hypothesis_settings
 
 from ol_dagster.store import EventStore
 from ol_dagster_tests.postgres import PostgresServer
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CORPUS = PROJECT_ROOT.parent / "shared" / "corpus" / "openlineage"
+
+# Hypothesis profiles. ``ci`` (the default, every ``make test``): 500 sequences of the lineage
+# safety model on SQLite (a share of them on PostgreSQL and through Dagster, see
+# test_lineage_safety_model.py). ``long``, for a nightly run, ten times as many:
+#   .venv/bin/pytest ol_dagster_tests/test_lineage_safety_model.py --hypothesis-profile=long
+hypothesis_settings.register_profile("ci", max_examples=500, deadline=None, print_blob=True)
+hypothesis_settings.register_profile("long", max_examples=5000, deadline=None, print_blob=True)
+hypothesis_settings.load_profile("ci")
 
 TOKENS = {"OL_TEST_TOKEN_SNAP": "snap-secret-token", "OL_TEST_TOKEN_ADD": "add-secret-token"}
 

@@ -20,6 +20,10 @@ Decisions the table documents (see each row's note):
   (``\\u0000``) is refused wherever it is, naming the path (a name, a facet, a key): no PostgreSQL
   text or jsonb value can hold it (the store's columns, the embedded catalog, Marquez). A runId
   longer than 200 characters is refused (the store's column is VARCHAR(200)).
+- Names are keys, not documents: a namespace or name the catalogs key by (job, datasets, parent
+  and root job, symlinks, previous identifier, column-lineage inputs) longer than the definition's
+  ``limits.maxNameLength`` (default 2048) rejects its event alone, naming the field path and both
+  numbers; exactly at the limit is accepted. Other strings (facets) are bounded by maxBodyBytes.
 - Duplicates and replays are stored as sent: the same event twice in a batch is two events, the
   same batch posted twice is two batches. Deduplication is a later concern (the catalog upload is
   idempotent), not the receiver's.
@@ -66,6 +70,10 @@ ANSWER_KEYS = {"status", "message", "batchId", "summary", "failedEvents"}
 SNAP = TOKENS["OL_TEST_TOKEN_SNAP"]  # definition "snap": BATCH_SNAPSHOT, namespaces etl, features
 ADD = TOKENS["OL_TEST_TOKEN_ADD"]  # definition "add": namespaces marketing*
 ANY_ENV, ANY = "OL_TEST_TOKEN_ANYNS", "anyns-secret-token"  # definition "anyns": every namespace
+NARROW_ENV, NARROW = "OL_TEST_TOKEN_NARROW", "narrow-secret-token"  # "narrow": short names only
+NAME_MAX = 2048  # limits.maxNameLength's default (snap, add)
+ANY_NAME_MAX = 100_000  # anyns's limits.maxNameLength: longer names than the default
+NARROW_NAME_MAX = 10  # narrow's limits.maxNameLength: shorter names than the default
 MAX_BODY = 8 * 1024 * 1024
 MAX_EVENTS = 1000
 TABLES = {"ol_batches", "ol_events", "ol_store_meta"}
@@ -96,7 +104,12 @@ def _settings(tmp: Path) -> dict[str, Any]:
                 "snap", 1, "OL_TEST_TOKEN_SNAP", ["etl", "features"], snapshotMode="BATCH_SNAPSHOT"
             ),
             definition("add", 2, "OL_TEST_TOKEN_ADD", ["marketing*"]),
-            definition("anyns", 3, ANY_ENV, ["*"]),
+            definition(
+                "anyns", 3, ANY_ENV, ["*"], limits={**limits, "maxNameLength": ANY_NAME_MAX}
+            ),
+            definition(
+                "narrow", 4, NARROW_ENV, ["*"], limits={**limits, "maxNameLength": NARROW_NAME_MAX}
+            ),
         ],
     }
 
@@ -145,7 +158,7 @@ def rx(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory)
     path = tmp / "ol_dagster.yaml"
     path.write_text(yaml.safe_dump(_settings(tmp)))
     with pytest.MonkeyPatch.context() as mp:
-        for env, value in {**TOKENS, ANY_ENV: ANY}.items():
+        for env, value in {**TOKENS, ANY_ENV: ANY, NARROW_ENV: NARROW}.items():
             mp.setenv(env, value)
         settings = load_settings(path)
         store = EventStore(url)
@@ -227,7 +240,7 @@ def _send(rx: Rx, post: Post) -> tuple[int, dict[str, str], bytes]:
 
 
 def _assert_no_token(payload: bytes) -> None:
-    for secret in (SNAP, ADD, ANY):
+    for secret in (SNAP, ADD, ANY, NARROW):
         assert secret.encode() not in payload, "an answer must never echo a token"
 
 
@@ -254,6 +267,9 @@ def _check_answer(post: Post, status: int, hdrs: dict[str, str], payload: bytes)
         for s in post.failed[f["index"]]:
             assert s in f["reason"], (s, f["reason"])
     accepted = len(_value(post.accepted))
+    # a whole snapshot: a /batch post to snap (BATCH_SNAPSHOT), stored with every event accepted
+    whole = post.path == BATCH and post.definition == "snap" and accepted > 0 and not failed
+    assert body["wholeSnapshot"] is (status == 200 and whole), body
     if status == 200:
         assert isinstance(body["batchId"], int)
         assert body["status"] == ("partial_success" if failed else "success")
@@ -446,6 +462,97 @@ def multi_member_bomb() -> bytes:
     """Many small gzip members, each inflating to 1 MiB: together past the limit."""
     member = gzip.compress(b" " * 1_048_576, compresslevel=9)
     return gzip.compress(b'{"events": [], "pad": "') + member * 12 + gzip.compress(b'"}')
+
+
+def padded(prefix: str, n: int) -> str:
+    """``prefix`` padded to ``n`` characters (a name exactly at, or one over, a limit)."""
+    return prefix + "x" * (n - len(prefix))
+
+
+def keyed_event() -> dict[str, Any]:
+    """A RunEvent with every kind of catalog key once: job, an input and an output, the parent
+    and root job, a symlink, a previous identifier, column-lineage input fields."""
+    ref = {"namespace": NS, "name": "raw.orders"}
+    parent = {
+        "_producer": "https://example.com/p",
+        "_schemaURL": "https://openlineage.io/spec/facets/1-1-0/ParentRunFacet.json",
+        "run": {"runId": "0190f2c4-5d2a-7c3e-9b8a-000000000001"},
+        "job": {"namespace": "etl", "name": "dag"},
+        "root": {
+            "run": {"runId": "0190f2c4-5d2a-7c3e-9b8a-000000000002"},
+            "job": {"namespace": "etl", "name": "root_dag"},
+        },
+    }
+    return ev(
+        "keyed",
+        run={"runId": "0190f2c4-5d2a-7c3e-9b8a-000000000003", "facets": {"parent": parent}},
+        inputs=[
+            {
+                **ref,
+                "facets": {
+                    "symlinks": {
+                        "identifiers": [{"namespace": "hive://m", "name": "db.orders", "type": "T"}]
+                    }
+                },
+            }
+        ],
+        outputs=[
+            {
+                "namespace": NS,
+                "name": "mart.orders",
+                "facets": {
+                    "lifecycleStateChange": {
+                        "lifecycleStateChange": "RENAME",
+                        "previousIdentifier": {"namespace": NS, "name": "mart.orders_old"},
+                    },
+                    "columnLineage": {
+                        "fields": {"id": {"inputFields": [{**ref, "field": "id"}]}},
+                        "dataset": [{**ref, "field": "status"}],
+                    },
+                },
+            }
+        ],
+    )
+
+
+# every catalog key of keyed_event, by its field path (job.namespace: namelen-job-namespace)
+KEYED_PATHS = [
+    "job.name",
+    *(f"{side}.0.{key}" for side in ("inputs", "outputs") for key in ("namespace", "name")),
+    *(
+        f"{where}.{key}"
+        for where in (
+            "run.facets.parent.job",
+            "run.facets.parent.root.job",
+            "inputs.0.facets.symlinks.identifiers.0",
+            "outputs.0.facets.lifecycleStateChange.previousIdentifier",
+            "outputs.0.facets.columnLineage.fields.id.inputFields.0",
+            "outputs.0.facets.columnLineage.dataset.0",
+        )
+        for key in ("namespace", "name")
+    ),
+]
+
+
+def name_bounded(path: str) -> tuple[Post, ...]:
+    """``[at the limit, one over]`` at ``path``: the first stored, the second rejected naming
+    the path and both numbers."""
+    at = put(keyed_event(), path, padded("at_", NAME_MAX))
+    over = put(keyed_event(), path, padded("over_", NAME_MAX + 1))
+    reason = f"{path}: is {NAME_MAX + 1} characters long; at most {NAME_MAX} are accepted"
+    return (
+        Post(batch_body(at, over), failed={1: (reason, "(limits.maxNameLength)")}, accepted=[at]),
+    )
+
+
+def dataset_event(name: int = 7, namespace: int = len(NS)) -> dict[str, Any]:
+    """A DatasetEvent whose dataset's name and namespace are that many characters long."""
+    return {
+        "eventTime": _T,
+        "producer": "https://example.com/p",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent",
+        "dataset": {"namespace": padded("ns_", namespace), "name": padded("ds_", name)},
+    }
 
 
 # -- checks on stored rows -------------------------------------------------------------------------
@@ -745,12 +852,17 @@ CASES: list[Case] = [
     ),
     Case(
         "huge-100k-dataset-name",
-        accepted(ev(outputs=[{"namespace": NS, "name": _random_name(100_000, 2)}])),
-        note="dataset names are not indexed by the store: any length within maxBodyBytes",
+        accepted(
+            ev(outputs=[{"namespace": NS, "name": _random_name(ANY_NAME_MAX, 2)}]),
+            auth=f"Bearer {ANY}",
+            definition="anyns",
+        ),
+        note="dataset names are not indexed by the store: any length within maxNameLength "
+        "(anyns raises it to 100,000)",
     ),
     Case(
         "huge-3000-char-job-name",
-        accepted(ev(LONG_JOB)),
+        accepted(ev(LONG_JOB), auth=f"Bearer {ANY}", definition="anyns"),
         check=stored_verbatim(LONG_JOB),
         note="PostgreSQL stores it too since store schema v4 dropped the job-name btree index",
     ),
@@ -758,6 +870,141 @@ CASES: list[Case] = [
         "huge-run-id-over-200-chars",
         one_bad(put(ev(), "run.runId", "r" * 201), "run.runId", "201 characters", "at most 200"),
         note="run ids are VARCHAR(200) in the store (a UUID by the spec)",
+    ),
+    # -- names over limits.maxNameLength: the event rejected alone, naming path and numbers -------
+    *[
+        Case(
+            f"namelen-{path}",
+            name_bounded(path),
+            note="one character over is rejected naming the field; exactly at the limit is stored",
+        )
+        for path in KEYED_PATHS
+    ],
+    Case(
+        "namelen-dataset-event-name",
+        (
+            Post(
+                batch_body(at := dataset_event(NAME_MAX), dataset_event(NAME_MAX + 1)),
+                failed={1: ("dataset.name", f"is {NAME_MAX + 1} characters long")},
+                accepted=[at],
+            ),
+        ),
+    ),
+    Case(
+        "namelen-dataset-event-namespace",
+        (
+            Post(
+                batch_body(
+                    at := dataset_event(namespace=NAME_MAX),
+                    dataset_event(namespace=NAME_MAX + 1),
+                ),
+                failed={1: ("dataset.namespace", f"is {NAME_MAX + 1} characters long")},
+                accepted=[at],
+            ),
+        ),
+    ),
+    Case(
+        "namelen-job-namespace",
+        (
+            Post(
+                batch_body(
+                    at := ev("long_ns", padded("marketing", NAME_MAX)),
+                    ev("long_ns", padded("marketing", NAME_MAX + 1)),
+                ),
+                auth=f"Bearer {ADD}",
+                failed={1: ("job.namespace", f"{NAME_MAX + 1} characters", "at most 2048")},
+                accepted=[at],
+                definition="add",
+            ),
+        ),
+        note="checked before allowedJobNamespaces, so no reason ever quotes a huge namespace",
+    ),
+    Case(
+        "namelen-5mb-job-name",
+        one_bad(
+            ev("j" * 5_000_000),
+            "job.name: is 5000000 characters long; at most 2048 are accepted "
+            "(limits.maxNameLength)",
+        ),
+        note="refused by the validation pass itself (test_a_5mb_job_name_is_rejected_quickly)",
+    ),
+    Case(
+        "namelen-single-endpoint",
+        (
+            Post(
+                json.dumps(put(keyed_event(), "inputs.0.name", "n" * (NAME_MAX + 1))).encode(),
+                path=LINEAGE,
+                status=400,
+                failed={0: ("inputs.0.name", f"is {NAME_MAX + 1} characters long")},
+            ),
+            Post(
+                json.dumps(at := put(keyed_event(), "inputs.0.name", "n" * NAME_MAX)).encode(),
+                path=LINEAGE,
+                accepted=[at],
+            ),
+        ),
+        note="/api/v1/lineage applies the same bound",
+    ),
+    Case(
+        "namelen-5mb-job-namespace-not-quoted",
+        one_bad(ev("j", "e" * 5_000_000), "job.namespace", "5000000 characters"),
+    ),
+    Case(
+        "namelen-custom-limit-raised",
+        (
+            Post(
+                batch_body(
+                    at := ev(outputs=[{"namespace": NS, "name": "t" * ANY_NAME_MAX}]),
+                    ev(outputs=[{"namespace": NS, "name": "t" * (ANY_NAME_MAX + 1)}]),
+                ),
+                auth=f"Bearer {ANY}",
+                failed={1: ("outputs.0.name", "100001 characters", "at most 100000")},
+                accepted=[at],
+                definition="anyns",
+            ),
+        ),
+        note="anyns sets limits.maxNameLength to 100,000",
+    ),
+    Case(
+        "namelen-custom-limit-lowered",
+        (
+            Post(
+                batch_body(
+                    at := ev("a" * NARROW_NAME_MAX, inputs=[{"namespace": "n" * 10, "name": "t"}]),
+                    ev("a" * (NARROW_NAME_MAX + 1)),
+                    ev("short", inputs=[{"namespace": NS, "name": "t"}]),
+                ),
+                auth=f"Bearer {NARROW}",
+                failed={
+                    1: ("job.name", "is 11 characters long; at most 10 are accepted"),
+                    2: ("inputs.0.namespace", f"is {len(NS)} characters long"),
+                },
+                accepted=[at],
+                definition="narrow",
+            ),
+        ),
+        note="narrow sets limits.maxNameLength to 10: the default's 2048 does not apply",
+    ),
+    Case(
+        "namelen-long-strings-elsewhere-are-data",
+        accepted(
+            with_custom(
+                "c" * 10_000,
+                put(keyed_event(), "job.facets.sql", {"query": "SELECT " + "1, " * 5_000 + "1"}),
+            )
+        ),
+        note="only namespaces and names are bounded: SQL, a custom facet may be longer",
+    ),
+    Case(
+        "namelen-deleted-facet-is-not-read",
+        accepted(
+            put(
+                keyed_event(),
+                "outputs.0.facets.symlinks",
+                {"_deleted": True, "identifiers": [{"namespace": "x" * 3000, "name": "t"}]},
+            )
+        ),
+        note="a deletion marker's content is never read, so never a key",
     ),
     # -- numbers as strings ------------------------------------------------------------------------
     Case(
@@ -1272,3 +1519,24 @@ def test_bad_input(rx: Rx, case: Case) -> None:
         # whatever the case did, the receiver is still serving and the store is whole
         rx.last_event = max([rx.last_event, *(r.id for r in rx.new_events())])
         _check_still_whole(rx)
+
+
+def test_a_5mb_job_name_is_rejected_quickly() -> None:
+    """The bound is part of the validation pass: a 5 MB job name costs milliseconds, is never
+    serialized or quoted, and its neighbours are accepted."""
+    import time
+
+    from ol_dagster.receiver.intake import sort_events
+
+    huge, good = keyed_event(), ev("good_neighbour")
+    huge["job"]["name"] = "j" * 5_000_000
+    started = time.perf_counter()
+    intake = sort_events([huge, good], ["*"], max_name_length=NAME_MAX)
+    elapsed = time.perf_counter() - started
+    [rejected] = intake.rejected
+    assert rejected.reason == (
+        "event 0: job.name: is 5000000 characters long; at most 2048 are accepted "
+        "(limits.maxNameLength)"
+    )
+    assert [e.job_name for e in intake.accepted] == ["good_neighbour"]
+    assert elapsed < 1.0, f"{elapsed:.3f} s for a 5 MB name (about 0.01 s expected)"

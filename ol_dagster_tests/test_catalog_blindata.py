@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,15 +26,15 @@ from starlette.testclient import TestClient
 from ol_dagster.catalog.blindata import BlindataCatalog
 from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.catalog.http import CatalogRefused
-from ol_dagster.catalog.protocol import CleanupPermissionDenied, ObjectType
+from ol_dagster.catalog.protocol import CleanupPermissionDenied, DatasetRef, ObjectType
 from ol_dagster.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.receiver.server import serve_in_background
 from ol_dagster.settings import CatalogSettings, Definition, SettingsError, load_settings
 from ol_dagster.store import EventStore
-from ol_dagster.sync.cleanup import run_cleanup
-from ol_dagster.sync.upload import UploadOutcome, build_graph, upload_graph
+from ol_dagster.sync.batch import cleanup_batch, upload_batch
+from ol_dagster.sync.upload import UploadOutcome, build_graph
 from ol_dagster_tests.conftest import settings_data
 from ol_dagster_tests.fakes.blindata_fake import BlindataFake, FakeClock, Fault
 from ol_dagster_tests.test_cleanup_rules import (
@@ -43,7 +44,6 @@ from ol_dagster_tests.test_cleanup_rules import (
     calls,
     definition,
     ds,
-    facts_of,
     job,
     other_definition,
     pg,
@@ -157,11 +157,12 @@ class Harness:
             rejections=[r.as_dict() for r in intake.rejected],
             snapshot=d.snapshotMode.value == "BATCH_SNAPSHOT",
         )
-        batch = self.store.get_batch(batch_id)
-        graph = build_graph((e.raw for e in self.store.iter_events(batch_id)), d)
-        outcome = upload_graph(self.catalog, graph, d)
-        self.uploads.append(outcome)
-        return run_cleanup(self.catalog, d, facts_of(batch, graph, outcome), cutoff=outcome.cutoff)
+        # what the assets run: the production code builds the cleanup's facts from the store
+        run_id = str(uuid.uuid4())
+        done = upload_batch(self.store, self.catalog, d, batch_id, run_id=run_id)
+        assert done.cutoff is not None and done.result is not None
+        self.uploads.append(UploadOutcome(done.cutoff, done.result))
+        return cleanup_batch(self.store, self.catalog, d, batch_id, run_id=run_id)
 
     @property
     def upload(self) -> dict[str, Any]:
@@ -536,7 +537,8 @@ def test_timeouts_that_outlast_the_retries_fail_the_upload(
 def test_a_snapshot_cleanup_removes_the_flows_entities_and_routines_the_run_did_not_touch(
     h: Harness,
 ):
-    d = snap(allowedJobNamespaces=["etl"])
+    # two of its three jobs go: above the default maxRemovalShare (0.5), on purpose here
+    d = snap(allowedJobNamespaces=["etl"], cleanup={"maxRemovalShare": 1.0})
     other = other_definition(allowedJobNamespaces=["crm"])
     h.sync(other, [simple("crm", "sync_accounts", sql="select 1")])
     h.sync(
@@ -859,30 +861,136 @@ def _kpi_dataset(**kw: Any) -> dict[str, Any]:
     return lifecycle_ds(BUCKET, "kpi/daily.parquet", **kw)
 
 
+def _kpi_job() -> dict[str, Any]:
+    return job("etl", "build_kpi", [pg("orders")], [_kpi_dataset(fields=["total"])])
+
+
+def _touching(fake: BlindataFake, entity_uuid: str) -> tuple[set[str], set[str]]:
+    """The fields of an entity and the flows touching it or them, by uuid."""
+    t = fake.tenant(TENANT)
+    fields = {f["uuid"] for f in t.fields.values() if f["physicalEntity"]["uuid"] == entity_uuid}
+    flows = {
+        f["uuid"]
+        for f in t.flows.values()
+        if entity_uuid in (_uuid_of(f["fromPhysicalEntity"]), _uuid_of(f["toPhysicalEntity"]))
+        or _uuid_of(f["fromPhysicalField"]) in fields
+        or _uuid_of(f["toPhysicalField"]) in fields
+    }
+    return fields, flows
+
+
+def _uuid_of(ref: dict[str, Any] | None) -> str | None:
+    return ref["uuid"] if ref else None
+
+
+def _entity(fake: BlindataFake, system: str, schema: str, name: str) -> dict[str, Any]:
+    t = fake.tenant(TENANT)
+    (e,) = [
+        e
+        for e in t.entities.values()
+        if t.systems[e["system"]["uuid"]]["name"] == system
+        and (e.get("schema") or "") == schema
+        and e["name"] == name
+    ]
+    return e
+
+
 @pytest.mark.parametrize(("mode", "removed"), [("CUTOFF", True), ("DAYS", True), ("NONE", False)])
-def test_a_drop_removes_the_entity_only_where_the_policy_allows(
+def test_a_drop_is_a_call_of_the_cleanup_only_where_the_policy_allows(
     h: Harness, mode: str, removed: bool
 ):
+    """A DROP is carried out by the cleanup (``drop_datasets``, behind its guards), never by the
+    upload; its planned counts are exactly what it removes: the entity, its fields and every
+    flow touching them."""
     from ol_dagster_tests.test_embedded_catalog import dataset_event
 
     d = definition(
         datasetSystems=[{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": mode}]
     )
-    h.sync(d, [job("etl", "build_kpi", [pg("orders")], [_kpi_dataset(fields=["total"])])])
-    assert h.fake.entities(TENANT, system=BUCKET_SYSTEM) == {
-        (BUCKET_SYSTEM, "kpi", "daily.parquet")
-    }
+    h.sync(d, [_kpi_job()])
+    kpi = _entity(h.fake, BUCKET_SYSTEM, "kpi", "daily.parquet")
+    fields, flows = _touching(h.fake, kpi["uuid"])
+    assert len(fields) == 1 and len(flows) == 1  # total; orders -> kpi
+    deletes_before = len(h.fake.seen("DELETE"))
+    upload_deletes: list[int] = []
+    upload = h.catalog.upload
 
-    h.sync(d, [dataset_event(_kpi_dataset(lifecycle="DROP"))])
+    def upload_then_count(*args: Any, **kwargs: Any) -> Any:
+        result = upload(*args, **kwargs)
+        upload_deletes.append(len(h.fake.seen("DELETE")) - deletes_before)
+        return result
+
+    h.catalog.upload = upload_then_count  # type: ignore[method-assign]
+
+    report = h.sync(d, [dataset_event(_kpi_dataset(lifecycle="DROP"))])
 
     assert h.upload["succeeded"] is True
+    assert h.upload["removed"] == {} and upload_deletes == [0]  # the upload deleted nothing
+    drops = calls(report, "drops")
     if removed:
-        assert h.upload["removed"] == {"physicalEntities": 1}
+        (call,) = drops
+        expected = {"physicalEntities": 1, "physicalFields": 1, "dataFlows": 1}
+        assert call["dryRun"] == call["real"] == expected
         assert h.fake.entities(TENANT, system=BUCKET_SYSTEM) == set()
+        t = h.fake.tenant(TENANT)
+        assert not fields & set(t.fields) and not flows & set(t.flows)
         assert "ol:etl|build_kpi" not in scopes(h.fake)  # its flows went with it
     else:
-        assert h.upload["removed"] == {}
+        assert drops == []
+        assert {"code": "DROP_NOT_OWNED", "dataset": f"{BUCKET}:kpi/daily.parquet"} in report[
+            "warnings"
+        ]
         assert h.fake.entities(TENANT, system=BUCKET_SYSTEM) != set()
+
+
+def test_drop_datasets_counts_in_a_dry_run_exactly_what_the_real_call_removes(h: Harness):
+    """Each object once: the entity, its fields, and the flows touching the entity or a field
+    (a field flow touches both), whoever's scope they are in."""
+    h.sync(snap(), shop())
+    orders = _entity(h.fake, WH, "shop.public", "orders")
+    fields, flows = _touching(h.fake, orders["uuid"])
+    assert len(fields) == 2 and len(flows) == 4  # 2 data flows, 2 field flows
+    ref = DatasetRef(WH, "shop.public", "orders", WH, "shop.public.orders")
+    missing = DatasetRef(WH, "shop.public", "nowhere", WH, "shop.public.nowhere")
+    before = everything(h.fake)
+
+    planned = h.catalog.drop_datasets([ref, ref, missing], dry_run=True)
+
+    assert planned.counts == {"physicalEntities": 1, "physicalFields": 2, "dataFlows": 4}
+    assert everything(h.fake) == before and h.fake.seen("DELETE") == []
+
+    done = h.catalog.drop_datasets([ref, ref, missing], dry_run=False)
+
+    assert done.counts == planned.counts
+    t = h.fake.tenant(TENANT)
+    assert orders["uuid"] not in t.entities
+    assert not fields & set(t.fields) and not flows & set(t.flows)
+    after = everything(h.fake)
+    assert len(before["entities"]) - len(after["entities"]) == 1
+    assert len(before["fields"]) - len(after["fields"]) == 2
+    assert len(before["flows"]) - len(after["flows"]) == 4
+    assert h.catalog.drop_datasets([ref], dry_run=True).total == 0  # nothing left to drop
+
+
+@pytest.mark.parametrize(
+    ("permissions", "dry_run"), [(EDITOR, True), ({"SYSTEMS_VIEWER", "QUALITY_VIEWER"}, False)]
+)
+def test_a_refused_drop_is_cleanup_permission_denied_and_deletes_nothing(
+    h: Harness, permissions: set[str], dry_run: bool
+):
+    """Without SYSTEMS_ADMIN the dry run is refused already (it asks the System for an empty
+    cleanup), so the plan stops before any real call; a refused delete is the same refusal."""
+    h.sync(snap(), shop())
+    h.fake.set_permissions(USER, permissions)
+    before = everything(h.fake)
+
+    with pytest.raises(CleanupPermissionDenied) as exc:
+        h.catalog.drop_datasets(
+            [DatasetRef(WH, "shop.public", "orders", WH, "shop.public.orders")], dry_run=dry_run
+        )
+
+    assert "HTTP 403" in str(exc.value) and API_KEY not in str(exc.value)
+    assert everything(h.fake) == before
 
 
 def test_a_rename_moves_the_entity_in_place_with_its_fields(h: Harness):
@@ -906,6 +1014,165 @@ def test_a_rename_moves_the_entity_in_place_with_its_fields(h: Harness):
     assert [
         f["name"] for f in t.fields.values() if f["physicalEntity"]["uuid"] == before["uuid"]
     ] == ["total"]
+    assert h.upload["renamed"] == [f"{BUCKET}:kpi/daily.parquet -> {BUCKET}:kpi/day.parquet"]
+
+
+@pytest.mark.parametrize("whose", ["another definition's System", "a System it never cleans"])
+def test_a_rename_moves_nothing_in_a_system_this_definition_may_not_clean(h: Harness, whose: str):
+    """Renames respect ownership: the previous identifier's entity is moved only in a System
+    this definition owns whose policy lets it clean; otherwise the new name is a new entity and
+    the old one stays as it is, for its owner."""
+    rules = [{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": "CUTOFF"}]
+    if whose == "a System it never cleans":
+        creator = d = definition(
+            datasetSystems=[{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": "NONE"}]
+        )
+    else:
+        creator = other_definition(allowedJobNamespaces=["crm"], datasetSystems=rules)
+        d = snap()
+    namespace = "crm" if creator is not d else "etl"
+    h.sync(creator, [job(namespace, "build_kpi", [pg("orders")], [_kpi_dataset(fields=["total"])])])
+    old = _entity(h.fake, BUCKET_SYSTEM, "kpi", "daily.parquet")
+    renamed = {
+        **_kpi_dataset(
+            fields=["total"], lifecycle="RENAME", previous=(BUCKET, "kpi/daily.parquet")
+        ),
+        "name": "kpi/day.parquet",
+    }
+
+    h.sync(d, [job("etl", "build_kpi", [pg("orders")], [renamed])])
+
+    assert h.upload["succeeded"] is True and h.upload["renamed"] == []
+    assert h.fake.seen("PUT", f"/physical_entities/{old['uuid']}$") == []
+    kept = h.fake.tenant(TENANT).entities[old["uuid"]]
+    assert (kept["name"], kept["modificationDate"]) == ("daily.parquet", old["modificationDate"])
+    assert (BUCKET_SYSTEM, "kpi", "day.parquet") in h.fake.entities(TENANT, system=BUCKET_SYSTEM)
+
+
+# == parent jobs of other owners ==================================================================
+
+
+def _orchestration(fake: BlindataFake) -> set[tuple[str, str, str]]:
+    """(scope, parent entity uuid, child entity uuid) of every orchestration flow."""
+    return {
+        (f["scope"], f["fromPhysicalEntity"]["uuid"], f["toPhysicalEntity"]["uuid"])
+        for f in fake.tenant(TENANT).flows.values()
+        if f["scope"].endswith("#orchestration")
+    }
+
+
+def test_a_foreign_parent_job_is_referenced_or_created_neutral_and_never_cleaned(h: Harness):
+    """A parent job in a namespace the definition does not own is another owner's: the
+    orchestration flow to it is written, but the job is never created, touched or removed in
+    this definition's job Systems. Where its owner's entity exists it is referenced as it is;
+    where it exists nowhere it is created in a neutral System named after its namespace, which
+    carries neither openLineageOwner nor openLineageJobSystem, so no definition cleans it."""
+    other = other_definition(allowedJobNamespaces=["crm"])
+    h.sync(other, [simple("crm", "dag")])
+    crm_dag = _entity(h.fake, "other_jobs", "crm", "dag")
+    d = snap(allowedJobNamespaces=["etl"])
+    events = [
+        simple("etl", "child", parent=("crm", "dag")),
+        simple("etl", "b", parent=("airflow", "nightly")),
+    ]
+
+    h.sync(d, events)
+
+    assert h.upload["succeeded"] is True and h.upload["dropped"] == {}
+    assert jobs(h.fake) == {"etl.child", "etl.b"}  # neither parent in this definition's System
+    nightly = _entity(h.fake, "airflow", "airflow", "nightly")
+    assert h.fake.system_props(TENANT, "airflow") == {}  # neutral: no owner, no job-System mark
+    child, b = _entity(h.fake, JOBS, "etl", "child"), _entity(h.fake, JOBS, "etl", "b")
+    assert _orchestration(h.fake) == {
+        ("ol:etl|child#orchestration", crm_dag["uuid"], child["uuid"]),
+        ("ol:etl|b#orchestration", nightly["uuid"], b["uuid"]),
+    }
+    assert h.fake.tenant(TENANT).entities[crm_dag["uuid"]] == crm_dag  # referenced, not updated
+    graph = h.catalog.lineage("job:etl:child", depth=1, upstream=True, downstream=False)
+    assert {"from": "job:crm:dag", "to": "job:etl:child"} in graph["edges"]
+
+    h.sync(d, events)  # again: both parents referenced as they are, nothing created
+    for parent in (crm_dag, nightly):
+        assert h.fake.seen("PUT", f"/physical_entities/{parent['uuid']}$") == []
+    assert h.upload["written"]["physicalEntities"] == 0
+
+    report = h.sync(d, [simple("etl", "b", parent=("airflow", "nightly"))])  # child is gone
+
+    assert report["skippedReason"] is None and report["removedJobs"] == ["etl.child"]
+    assert _orchestration(h.fake) == {("ol:etl|b#orchestration", nightly["uuid"], b["uuid"])}
+    assert {"crm.dag", "airflow.nightly"} <= {
+        f"{schema}.{name}" for _, schema, name in h.fake.entities(TENANT)
+    }
+    t = h.fake.tenant(TENANT)
+    airflow = next(uid for uid, s in t.systems.items() if s["name"] == "airflow")
+    assert h.fake.seen("POST", f"/systems/{airflow}/cleanup") == []
+    assert all(c.get("system") != "airflow" for c in report["calls"])
+
+
+def test_a_foreign_parent_whose_namespace_names_someones_system_is_not_placed(h: Harness):
+    """A System named after the parent's namespace that a definition owns is not neutral:
+    nothing is created in it, and the flow to that parent is a dropped row (it blocks nothing)."""
+    other = other_definition(allowedJobNamespaces=["crm"], openLineageSystem="airflow")
+    h.sync(other, [simple("crm", "x")])  # "airflow" is the other definition's job System
+
+    report = h.sync(snap(), [simple("etl", "b", parent=("airflow", "nightly"))])
+
+    assert h.upload["succeeded"] is True
+    assert h.upload["dropped"] == {"FOREIGN_PARENT_NOT_PLACED": 1}
+    assert h.fake.entities(TENANT, system="airflow") == {("airflow", "crm", "x")}
+    assert _orchestration(h.fake) == set()
+    assert report["skippedReason"] is None
+
+
+def test_a_parent_in_an_owned_namespace_goes_to_its_own_job_system(h: Harness):
+    """A parent known only from its child's parent facet, in a namespace the definition owns,
+    is this definition's job: written to the job System of its namespace (created if need be),
+    though no event of the batch describes that namespace."""
+    d = snap(
+        allowedJobNamespaces=["etl", "ops"],
+        jobSystems=[{"namespaces": "ops", "system": "ops_jobs"}],
+    )
+
+    h.sync(d, [simple("etl", "child", parent=("ops", "dag"))])
+
+    assert h.upload["succeeded"] is True
+    assert h.fake.entities(TENANT, system="ops_jobs") == {("ops_jobs", "ops", "dag")}
+    assert h.fake.system_props(TENANT, "ops_jobs") == {"openLineageJobSystem": [str(d.uuid)]}
+    assert jobs(h.fake) == {"etl.child"}
+
+
+# == counting jobs ================================================================================
+
+
+def test_count_jobs_counts_the_job_entities_of_a_system_page_by_page(h: Harness):
+    d = snap(allowedJobNamespaces=["etl", "ops"])
+    h.sync(d, [simple("etl", "a"), simple("etl", "b", parent=("etl", "dag")), simple("ops", "c")])
+    t = h.fake.tenant(TENANT)
+    jobs_uuid = next(uid for uid, s in t.systems.items() if s["name"] == JOBS)
+    stamp = h.fake.clock().isoformat()
+    for i in range(1005):  # more than a page (1000) of the fake, written straight into it
+        uid = f"bulk-{i:04d}"
+        t.entities[uid] = {
+            "uuid": uid,
+            "system": {"uuid": jobs_uuid},
+            "schema": "bulk",
+            "name": f"job_{i:04d}",
+            "tableType": "JOB" if i < 1002 else "TABLE",  # three entities that are no job
+            "additionalProperties": [],
+            "creationDate": stamp,
+            "modificationDate": stamp,
+        }
+
+    assert h.catalog.count_jobs(JOBS, schemas=["etl"]) == 3
+    assert h.catalog.count_jobs(JOBS, schemas=["etl", "ops"]) == 4
+    seen = len(h.fake.seen("GET", "/physical_entities$"))
+    assert h.catalog.count_jobs(JOBS, schemas=["bulk"]) == 1002
+    assert len(h.fake.seen("GET", "/physical_entities$")) - seen == 2  # two pages
+    assert h.catalog.count_jobs(JOBS, schemas=None) == 4 + 1002
+    assert h.catalog.count_jobs(JOBS, schemas=[]) == 0
+    assert h.catalog.count_jobs(JOBS, schemas=["crm"]) == 0
+    assert h.catalog.count_jobs("no_such_system", schemas=None) == 0
+    assert h.catalog.count_jobs(WH, schemas=None) == 0  # a dataset System holds no job
 
 
 def test_a_user_who_may_not_create_systems_fails_the_upload(h: Harness):

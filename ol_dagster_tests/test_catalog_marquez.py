@@ -9,6 +9,7 @@ sees afterwards: visible jobs and datasets, the lineage graph's edges, and the r
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.catalog.http import CatalogUnavailable
 from ol_dagster.catalog.ledger import DATASET, EDGE, JOB
 from ol_dagster.catalog.marquez import MarquezCatalog
+from ol_dagster.catalog.protocol import DatasetRef
 from ol_dagster.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import CatalogSettings, load_settings
@@ -41,6 +43,7 @@ from ol_dagster_tests.fakes.harness import (
     calls,
     definition,
     ds,
+    facet,
     job_event,
     pg,
     run,
@@ -464,6 +467,156 @@ def test_a_dataset_another_definition_still_uses_is_not_deleted(env: Env):
     assert [r.path for r in env.fake.server.seen("DELETE")] == [
         f"/api/v1/namespaces/{NS}/jobs/{ANOMALIES}"
     ]
+
+
+# == parents, drops, job counts ==================================================================
+
+
+def with_parent(event: dict[str, Any], namespace: str, name: str) -> dict[str, Any]:
+    """The event of a run whose parent (an Airflow DAG, say) is the job ``namespace.name``."""
+    event["run"]["facets"] = {
+        "parent": facet(
+            "ParentRunFacet",
+            run={"runId": str(uuid.uuid4())},
+            job={"namespace": namespace, "name": name},
+        )
+    }
+    return event
+
+
+def ledger_jobs(catalog: MarquezCatalog) -> dict[tuple[str, str], str | None]:
+    return {
+        (i.payload["namespace"], i.payload["name"]): i.system
+        for i in catalog.ledger.all(JOB, catalog.definition_name)
+    }
+
+
+def ledger_datasets(catalog: MarquezCatalog) -> set[tuple[str, str]]:
+    return {
+        (i.payload["namespace"], i.payload["name"])
+        for i in catalog.ledger.all(DATASET, catalog.definition_name)
+    }
+
+
+def test_a_foreign_parent_job_is_never_recorded_or_deleted_as_this_definitions_job(env: Env):
+    """A parent job in a namespace the definition does not own is another owner's: Marquez
+    makes it from the events (the parent facet is sent as it is), but it is never this
+    definition's JOB entry, so its cleanup can never delete it."""
+    catalog = env.catalog()
+    child = with_parent(run("child", [pg("a")], [pg("b")]), "airflow", "nightly")
+
+    first = env.syncer.sync(catalog, definition(), [kpi(), child])
+
+    assert first.result.succeeded
+    assert ledger_jobs(catalog) == {(NS, KPI): "snap_jobs", (NS, "child"): "snap_jobs"}
+    assert first.result.touched["physicalEntities"] == 2 + 4  # the jobs it owns, 4 datasets
+    (posted,) = [e for e in env.fake.events if e["job"]["name"] == "child"]
+    assert posted["run"]["facets"]["parent"]["job"] == {"namespace": "airflow", "name": "nightly"}
+
+    second = env.syncer.sync(catalog, definition(), [kpi()])  # the child is gone
+
+    assert second.report["removedJobs"] == [f"{NS}.child"]
+    assert [r.path for r in env.fake.server.seen("DELETE")] == [
+        f"/api/v1/namespaces/{NS}/jobs/child"
+    ]
+    assert catalog.count_jobs("snap_jobs", schemas=None) == 1
+
+
+def test_a_parent_in_an_owned_namespace_is_recorded_in_its_job_system(env: Env):
+    """A parent in a namespace the definition owns is its job, in the job System of that
+    namespace, though no event of the batch describes the namespace."""
+    d = definition(
+        allowedJobNamespaces=[NS, "ops"], jobSystems=[{"namespaces": "ops", "system": "ops_jobs"}]
+    )
+    catalog = env.catalog()
+
+    synced = env.syncer.sync(catalog, d, [with_parent(run("child"), "ops", "dag")])
+
+    assert synced.result.succeeded
+    assert ledger_jobs(catalog) == {(NS, "child"): "snap_jobs", ("ops", "dag"): "ops_jobs"}
+    systems = {s["name"]: s for s in catalog.systems()}
+    assert systems["ops_jobs"]["openLineageJobSystem"] == [str(d.uuid)]
+
+
+def test_a_drop_is_carried_out_by_the_cleanup_not_by_the_upload(env: Env):
+    """A DROP goes through the cleanup's ``drop_datasets`` call (its guards apply): the upload
+    sends the event and deletes nothing; the call's planned count is what it removes."""
+    catalog = env.catalog()
+    env.syncer.sync(catalog, definition(), snapshot())
+    assert (BUCKET, "anomalies") in env.fake.visible_datasets()
+    drop = {
+        "eventTime": "2026-11-01T02:30:00.000Z",
+        "producer": "https://example.com/ol-dagster-tests",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent",
+        "dataset": {
+            "namespace": BUCKET,
+            "name": "anomalies",
+            "facets": {
+                "lifecycleStateChange": facet(
+                    "LifecycleStateChangeDatasetFacet", lifecycleStateChange="DROP"
+                )
+            },
+        },
+    }
+    deletes_after_upload: list[int] = []
+
+    synced = env.syncer.sync(
+        catalog,
+        definition(),
+        [drop],
+        between=lambda: deletes_after_upload.append(len(env.fake.server.seen("DELETE"))),
+    )
+
+    assert synced.result.succeeded and synced.result.removed == {}
+    assert deletes_after_upload == [0]
+    (call,) = calls(synced.report, "drops")
+    assert call["dryRun"] == call["real"] == {"physicalEntities": 1}
+    assert [r.path for r in env.fake.server.seen("DELETE")] == [
+        "/api/v1/namespaces/s3%3A%2F%2Fanomalies-bucket/datasets/anomalies"
+    ]
+    assert (BUCKET, "anomalies") not in env.fake.visible_datasets()
+    assert (BUCKET, "anomalies") not in ledger_datasets(catalog)
+
+
+def test_drop_datasets_counts_first_and_keeps_what_another_definition_still_holds(env: Env):
+    snap = definition()
+    other = definition(
+        name="other",
+        uuid=OTHER_UUID,
+        allowedJobNamespaces=["ml"],
+        datasetSystems=[{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": "DAYS"}],
+        receiver={"token": {"env": "OL_TEST_TOKEN_ADD"}},
+    )
+    snap_catalog, other_catalog = env.catalog("snap"), env.catalog("other")
+    env.syncer.sync(snap_catalog, snap, snapshot())
+    env.syncer.sync(other_catalog, other, [run("score", [ds(BUCKET, "anomalies")], namespace="ml")])
+    ref = DatasetRef(BUCKET_SYSTEM, "", "anomalies", BUCKET, "anomalies")
+    elsewhere = DatasetRef("another-system", "", "anomalies", BUCKET, "anomalies")
+
+    planned = snap_catalog.drop_datasets([ref, elsewhere], dry_run=True)
+
+    assert planned.counts == {"physicalEntities": 1}
+    assert (BUCKET, "anomalies") in ledger_datasets(snap_catalog)
+
+    done = snap_catalog.drop_datasets([ref, elsewhere], dry_run=False)
+
+    assert done.counts == planned.counts
+    assert (BUCKET, "anomalies") not in ledger_datasets(snap_catalog)
+    assert (BUCKET, "anomalies") in ledger_datasets(other_catalog)  # still referred to there
+    assert env.fake.server.seen("DELETE") == []  # so Marquez keeps it
+    assert (BUCKET, "anomalies") in env.fake.visible_datasets()
+
+
+def test_count_jobs_counts_this_definitions_jobs_in_a_system(env: Env):
+    snap_catalog, other_catalog = env.catalog("snap"), env.catalog("other")
+    env.syncer.sync(snap_catalog, definition(), snapshot())
+
+    assert snap_catalog.count_jobs("snap_jobs", schemas=[NS]) == 2
+    assert snap_catalog.count_jobs("snap_jobs", schemas=None) == 2
+    assert snap_catalog.count_jobs("snap_jobs", schemas=[]) == 0
+    assert snap_catalog.count_jobs("snap_jobs", schemas=["ml"]) == 0
+    assert snap_catalog.count_jobs(BUCKET_SYSTEM, schemas=None) == 0
+    assert other_catalog.count_jobs("snap_jobs", schemas=None) == 0  # the ledger is per definition
 
 
 # == secrets =======================================================================================

@@ -10,6 +10,7 @@ edges between table FQNs, and the report.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from starlette.testclient import TestClient
 
 from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.catalog.http import CatalogRefused
-from ol_dagster.catalog.ledger import EDGE
+from ol_dagster.catalog.ledger import DATASET, EDGE, JOB
 from ol_dagster.catalog.openmetadata import OpenMetadataCatalog, table_fqn
 from ol_dagster.headless import sync_batches
 from ol_dagster.receiver.app import create_app
@@ -41,6 +42,7 @@ from ol_dagster_tests.fakes.harness import (
     calls,
     definition,
     ds,
+    facet,
     job_event,
     pg,
     run,
@@ -459,11 +461,12 @@ def test_an_edge_another_job_still_writes_is_kept(env: Env):
 
 def test_an_edge_already_gone_or_unnamed_does_not_stop_the_cleanup(env: Env):
     catalog = env.catalog()
+    d = definition(cleanup={"maxRemovalShare": 1.0})  # two of its three jobs go, on purpose
     unmapped = run("etl.export", [pg("kpi_daily")], [ds("mysql://other:3306", "crm.kpi")])
-    env.syncer.sync(catalog, definition(), [*snapshot(), unmapped])
+    env.syncer.sync(catalog, d, [*snapshot(), unmapped])
     del env.fake.edges[ANOMALIES_EDGE]  # someone removed it by hand
 
-    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+    synced = env.syncer.sync(catalog, d, snapshot(with_anomalies=False))
 
     assert synced.report["skippedReason"] is None
     assert sorted(synced.report["removedJobs"]) == [f"{NS}.etl.export", f"{NS}.{ANOMALIES}"]
@@ -471,6 +474,92 @@ def test_an_edge_already_gone_or_unnamed_does_not_stop_the_cleanup(env: Env):
     assert deletes == [
         f"/api/v1/lineage/table/name/{fqn('kpi_daily')}/table/name/{fqn('anomalies')}"
     ]  # answered 404; the unmapped end has no FQN: no call
+
+
+def with_parent(event: dict[str, Any], namespace: str, name: str) -> dict[str, Any]:
+    """The event of a run whose parent (an Airflow DAG, say) is the job ``namespace.name``."""
+    event["run"]["facets"] = {
+        "parent": facet(
+            "ParentRunFacet",
+            run={"runId": str(uuid.uuid4())},
+            job={"namespace": namespace, "name": name},
+        )
+    }
+    return event
+
+
+def ledger_keys(catalog: OpenMetadataCatalog, kind: str) -> set[tuple[str, str]]:
+    return {
+        (i.payload["namespace"], i.payload["name"])
+        for i in catalog.ledger.all(kind, catalog.definition_name)
+    }
+
+
+def test_a_foreign_parent_job_is_never_recorded_as_this_definitions_job(env: Env):
+    """A parent job in a namespace the definition does not own is another owner's: the event
+    goes to OpenMetadata with its parent facet, but the parent is never this definition's JOB
+    entry, so no cleanup of this definition ever counts or removes it."""
+    catalog = env.catalog()
+    child = with_parent(run("child", [pg("orders")], [pg("child_out")]), "airflow", "nightly")
+
+    first = env.syncer.sync(catalog, definition(), [kpi(), child])
+
+    assert first.result.succeeded
+    assert ledger_keys(catalog, JOB) == {(NS, KPI), (NS, "child")}
+    (sent,) = [e for e in env.fake.received if e["job"]["name"] == "child"]
+    assert sent["run"]["facets"]["parent"]["job"] == {"namespace": "airflow", "name": "nightly"}
+
+    second = env.syncer.sync(catalog, definition(), [kpi()])
+
+    assert second.report["removedJobs"] == [f"{NS}.child"]
+    assert ledger_keys(catalog, JOB) == {(NS, KPI)}
+    assert catalog.count_jobs("snap_jobs", schemas=[NS, "airflow"]) == 1
+
+
+def test_a_drop_only_leaves_the_ledger_through_the_cleanup(env: Env):
+    """A DROP goes through the cleanup's ``drop_datasets`` call: the DatasetEvent is not sent
+    (OpenMetadata takes RunEvents), the upload deletes nothing, and the call forgets the
+    dataset's ledger entry; OpenMetadata's table (metadata others own) is never deleted."""
+    d = definition(
+        datasetSystems=[{"namespace": WH, "system": "warehouse", "cleanupMode": "CUTOFF"}]
+    )
+    catalog = env.catalog()
+    env.syncer.sync(catalog, d, [kpi()])
+    assert (WH, "shop.public.kpi_daily") in ledger_keys(catalog, DATASET)
+    drop = {
+        "eventTime": "2026-11-01T02:30:00.000Z",
+        "producer": "https://example.com/ol-dagster-tests",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent",
+        "dataset": {
+            "namespace": WH,
+            "name": "shop.public.kpi_daily",
+            "facets": {
+                "lifecycleStateChange": facet(
+                    "LifecycleStateChangeDatasetFacet", lifecycleStateChange="DROP"
+                )
+            },
+        },
+    }
+
+    synced = env.syncer.sync(catalog, d, [drop])
+
+    assert synced.result.succeeded and synced.result.removed == {}
+    (call,) = calls(synced.report, "drops")
+    assert call["dryRun"] == call["real"] == {"physicalEntities": 1}
+    assert (WH, "shop.public.kpi_daily") not in ledger_keys(catalog, DATASET)
+    assert env.fake.server.seen("DELETE") == []
+    assert fqn("kpi_daily") in env.fake.tables
+
+
+def test_count_jobs_counts_this_definitions_jobs_in_a_system(env: Env):
+    catalog = env.catalog()
+    env.syncer.sync(catalog, definition(), snapshot())
+
+    assert catalog.count_jobs("snap_jobs", schemas=[NS]) == 2
+    assert catalog.count_jobs("snap_jobs", schemas=None) == 2
+    assert catalog.count_jobs("snap_jobs", schemas=[]) == 0
+    assert catalog.count_jobs("other_jobs", schemas=None) == 0
+    assert env.catalog("other").count_jobs("snap_jobs", schemas=None) == 0
 
 
 def test_a_refused_cleanup_deletes_nothing_and_the_next_run_does_it(env: Env):

@@ -30,9 +30,10 @@ from ol_dagster.catalog.protocol import CleanupCounts
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import Definition, SnapshotMode
-from ol_dagster.store import BatchKind, EventStore
-from ol_dagster.sync.cleanup import BatchFacts, run_cleanup, run_stale_cleanup
-from ol_dagster.sync.upload import UploadOutcome, build_graph, graph_facts, upload_graph
+from ol_dagster.store import EventStore
+from ol_dagster.sync.batch import CleanupOverrides, cleanup_batch, upload_batch
+from ol_dagster.sync.cleanup import run_stale_cleanup
+from ol_dagster.sync.upload import UploadOutcome
 
 WH = "postgres://db:5432"
 WH_SYSTEM = WH  # a dataset System without a rule is named after its namespace (cleanupMode NONE)
@@ -170,23 +171,6 @@ def simple(namespace: str, name: str, **kw: Any) -> dict[str, Any]:
 # -- the harness: what the four assets of a batch do, without Dagster -----------------------------
 
 
-def facts_of(batch: Any, graph: Any, outcome: UploadOutcome) -> BatchFacts:
-    """The facts ``catalog_cleanup`` builds from the stored batch and its recorded upload."""
-    g = graph_facts(graph)
-    return BatchFacts(
-        posted=batch.kind is BatchKind.POSTED,
-        whole_snapshot=batch.whole_snapshot,
-        accepted=batch.accepted_count,
-        job_namespaces=g["jobNamespaces"],
-        upload_succeeded=outcome.result.succeeded,
-        dataset_systems=g["datasetSystems"],
-        described_jobs=[tuple(j) for j in g["describedJobs"]],
-        completed_jobs=[tuple(j) for j in g["completedJobs"]],
-        jobs=g["jobs"],
-        dropped=outcome.result.dropped,
-    )
-
-
 @dataclass
 class Harness:
     catalog: EmbeddedCatalog
@@ -200,6 +184,7 @@ class Harness:
         *,
         stream: bool = False,
         max_removals: int | None = None,
+        max_share: float | None = None,
     ) -> dict[str, Any]:
         """Receive ``events`` (a ``/lineage/batch`` post, or single events when ``stream``), then
         upload and clean the batch; returns the cleanup report."""
@@ -218,17 +203,19 @@ class Harness:
                 rejections=rejections,
                 snapshot=d.snapshotMode is SnapshotMode.BATCH_SNAPSHOT,
             )
-        batch = self.store.get_batch(batch_id)
-        graph = build_graph((e.raw for e in self.store.iter_events(batch_id)), d)
         time.sleep(0.005)  # SQLite's clock has millisecond steps: runs never share a millisecond
-        outcome = upload_graph(self.catalog, graph, d)
-        self.uploads.append(outcome)
-        return run_cleanup(
+        # what the assets run: the production code builds the cleanup's facts from the store
+        run_id = str(uuid.uuid4())
+        done = upload_batch(self.store, self.catalog, d, batch_id, run_id=run_id)
+        assert done.cutoff is not None and done.result is not None
+        self.uploads.append(UploadOutcome(done.cutoff, done.result))
+        return cleanup_batch(
+            self.store,
             self.catalog,
             d,
-            facts_of(batch, graph, outcome),
-            cutoff=outcome.cutoff,
-            max_removals=max_removals,
+            batch_id,
+            run_id=run_id,
+            overrides=CleanupOverrides(max_removals, max_share),
         )
 
     @property
@@ -553,7 +540,8 @@ def test_one_dry_run_then_one_real_call_per_set_and_no_real_call_before_every_dr
     h: Harness,
 ):
     """The calls: "A run makes one dry run, then one real call, for each set." The idea: "why one
-    cleanup call per set is enough." """
+    cleanup call per set is enough." The embedded catalog's dry run is a rehearsal: the calls made
+    in order in one transaction that is rolled back, so each planned count is exact."""
     d = definition(
         allowedJobNamespaces=["etl"],
         datasetSystems=[{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": "CUTOFF"}],
@@ -563,7 +551,8 @@ def test_one_dry_run_then_one_real_call_per_set_and_no_real_call_before_every_dr
 
     def spy(name: str, fn: Callable[..., CleanupCounts]) -> Callable[..., CleanupCounts]:
         def call(*args: Any, **kwargs: Any) -> CleanupCounts:
-            seen.append((name, kwargs["dry_run"]))
+            rehearsed = h.catalog._rehearsal is not None
+            seen.append((name, kwargs["dry_run"] or rehearsed))
             return fn(*args, **kwargs)
 
         return call
@@ -685,18 +674,6 @@ def test_additive_definition_removes_only_what_was_not_updated_for_stale_job_day
 
 REPLACEMENTS = {
     "job_event": ({}, lambda inputs, outputs: job_event("etl", "x", inputs, outputs)),
-    "periodic": (
-        {},
-        lambda i, o: job(
-            "etl", "x", i, o, event_type="RUNNING", emission=("PERIODIC", "ACCUMULATIVE")
-        ),
-    ),
-    "complete_snapshot": (
-        {},
-        lambda i, o: job(
-            "etl", "x", i, o, event_type="RUNNING", emission=("EVENT_BASED", "COMPLETE_SNAPSHOT")
-        ),
-    ),
     "completed_run_with_lineage_replacement_job": (
         {"lineageReplacement": "JOB"},
         lambda i, o: job("etl", "x", i, o),
@@ -721,8 +698,9 @@ def test_a_job_replaced_by_an_authoritative_description_loses_its_two_scopes_flo
     h: Harness, kind: str
 ):
     """What a run fully describes: "A JobEvent, or a completed run when lineageReplacement is JOB,
-    for a job: The two scopes of that job." (issue: "A PERIODIC / COMPLETE_SNAPSHOT event also
-    fully describes its job"). The calls: "Flows, [...] or on the scopes of each replaced job";
+    for a job: The two scopes of that job." (PERIODIC and COMPLETE_SNAPSHOT windows describe a
+    window, not the job: ``test_any_other_run_replaces_nothing``). The calls: "Flows, [...] or on
+    the scopes of each replaced job";
     "For a single job replaced by a JobEvent, only the flows call is made: its entity is uploaded
     again anyway." Owned: "Data flows: The scope ol:<job namespace>|<job name>"."""
     overrides, replacement = REPLACEMENTS[kind]
@@ -757,22 +735,40 @@ def test_a_job_replaced_by_an_authoritative_description_loses_its_two_scopes_flo
 
 
 @pytest.mark.parametrize(
-    ("overrides", "event_type"),
+    ("overrides", "event_type", "emission"),
     [
-        ({}, "COMPLETE"),
-        ({"lineageReplacement": "JOB"}, "RUNNING"),
-        ({"lineageReplacement": "JOB"}, "FAIL"),
+        ({}, "COMPLETE", None),
+        ({"lineageReplacement": "JOB"}, "RUNNING", None),
+        ({"lineageReplacement": "JOB"}, "FAIL", None),
+        ({}, "RUNNING", ("PERIODIC", "ACCUMULATIVE")),
+        ({}, "RUNNING", ("PERIODIC", "COMPLETE_SNAPSHOT")),
+        ({}, "RUNNING", ("EVENT_BASED", "COMPLETE_SNAPSHOT")),
+        ({"lineageReplacement": "JOB"}, "RUNNING", ("PERIODIC", "COMPLETE_SNAPSHOT")),
     ],
-    ids=["completed_without_lineage_replacement", "running_run", "failed_run"],
+    ids=[
+        "completed_without_lineage_replacement",
+        "running_run",
+        "failed_run",
+        "periodic_window",
+        "periodic_snapshot_window",
+        "complete_snapshot_event",
+        "periodic_snapshot_window_with_lineage_replacement",
+    ],
 )
-def test_any_other_run_replaces_nothing(h: Harness, overrides: dict, event_type: str):
+def test_any_other_run_replaces_nothing(
+    h: Harness, overrides: dict, event_type: str, emission: tuple[str, str] | None
+):
     """What a run fully describes: "Anything else (everything an ADDITIVE definition receives):
-    None: the day-based cleanup applies." """
+    None: the day-based cleanup applies." A PERIODIC or COMPLETE_SNAPSHOT event is "complete
+    state for a specific time window" (jobType seed): it describes a window, not the job, so the
+    Blindata seed's table (JobEvent, completed run) decides: it replaces nothing."""
     d = definition(snapshotMode="ADDITIVE", **overrides)
     _replacement_world(h, d)
     before = flows(h.catalog)
 
-    report = h.sync(d, [job("etl", "x", [pg("a")], [pg("c")], event_type=event_type)])
+    report = h.sync(
+        d, [job("etl", "x", [pg("a")], [pg("c")], event_type=event_type, emission=emission)]
+    )
 
     assert report["mode"] == "DAYS"
     assert flows(h.catalog) == before  # b -> c and the orchestration flow stay
@@ -1175,7 +1171,8 @@ def test_a_days_dataset_system_is_cleaned_after_its_cleanup_days(h: Harness, mod
     age_dataset(h.catalog, "eleven_days", 11)
     age_dataset(h.catalog, "nine_days", 9)
 
-    report = h.sync(d, [_writes("d", "fresh")])  # refers to none of them
+    # refers to none of them (and, as a snapshot, retires 3 of 4 jobs: beyond maxRemovalShare)
+    report = h.sync(d, [_writes("d", "fresh")], max_share=1)
 
     bucket = {n for s, n in datasets(h.catalog) if s == BUCKET_SYSTEM}
     assert bucket == {"nine_days", "gone_today", "fresh"}

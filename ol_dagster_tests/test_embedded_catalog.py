@@ -23,7 +23,12 @@ from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.catalog import RETIRED_INDEXES
 from ol_dagster.catalog.embedded.reads import NodeNotFound
-from ol_dagster.catalog.protocol import CleanupPermissionDenied, ObjectType, UploadResult
+from ol_dagster.catalog.protocol import (
+    CleanupPermissionDenied,
+    DatasetRef,
+    ObjectType,
+    UploadResult,
+)
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.settings import Definition, parse_settings
 from ol_dagster.sync.upload import build_graph, upload_graph
@@ -503,22 +508,155 @@ def test_a_second_definition_appends_its_job_system_mark(
     assert count(catalog, t.systems, t.systems.c.name == "etl_jobs") == 1
 
 
+# -- jobs of other definitions, known only as a parent --------------------------------------------
+
+AIRFLOW_DAG = ("airflow", "daily_dag")
+
+
+def _job_rows(catalog: EmbeddedCatalog, namespace: str, name: str) -> list[dict[str, Any]]:
+    e = t.entities.c
+    return rows(
+        catalog, t.entities, e.type == t.JOB, e.ol_namespace == namespace, e.ol_name == name
+    )
+
+
+def _orchestration(catalog: EmbeddedCatalog) -> list[dict[str, Any]]:
+    return rows(catalog, t.data_flows, t.data_flows.c.kind == t.ORCHESTRATION)
+
+
+def test_a_parent_in_a_foreign_namespace_is_a_reference_stub_outside_every_job_system(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    # a jobSystems rule for the foreign namespace must not matter: that namespace is not ours
+    d = definition(jobSystems=[{"namespaces": "air*", "system": "af_jobs"}])
+    graph = graph_of([load_orders(parent=AIRFLOW_DAG)], d)
+    assert graph.jobs[AIRFLOW_DAG].referenced_only
+
+    result = catalog.upload(graph, d)
+
+    assert result.succeeded
+    (stub,) = _job_rows(catalog, *AIRFLOW_DAG)
+    systems = {s["name"]: s for s in catalog.systems()}
+    assert "af_jobs" not in systems  # no job System created for another owner's namespace
+    assert system_name(catalog, stub["system_id"]) == "airflow"
+    assert systems["airflow"] == {"name": "airflow", "kind": "jobReference"}
+    assert (stub["schema"], stub["name"]) == AIRFLOW_DAG
+    # no job of this definition's job System is the parent
+    snap_jobs = rows(catalog, t.systems, t.systems.c.name == "snap_jobs")[0]["id"]
+    assert catalog.job_schemas("snap_jobs") == ["etl"]
+    assert catalog.count_jobs("snap_jobs", schemas=None) == 1
+    # the orchestration flow is written, owned by the child's scope
+    (flow,) = _orchestration(catalog)
+    child = _job_rows(catalog, "etl", "load_orders")[0]
+    assert (flow["from_entity"], flow["to_entity"]) == (stub["id"], child["id"])
+    assert flow["scope"] == "ol:etl|load_orders#orchestration"
+    assert child["system_id"] == snap_jobs
+    assert written(result)[ENTITIES] == 4  # load_orders, the stub, orders_raw, orders
+    # no run metrics for the stub
+    assert count(catalog, t.run_metrics, t.run_metrics.c.entity_id == stub["id"]) == 0
+
+    # the next upload reuses the stub and does not touch it
+    again = catalog.upload(graph_of([load_orders(parent=AIRFLOW_DAG)], d), d)
+    assert again.succeeded
+    assert _job_rows(catalog, *AIRFLOW_DAG) == [stub]
+    assert count(catalog, t.systems, t.systems.c.name.like("airflow%")) == 1
+    assert len(_orchestration(catalog)) == 1
+    # a lineage read finds the parent through the stub
+    assert catalog.lineage("job:airflow:daily_dag", depth=1, upstream=False, downstream=True)[
+        "edges"
+    ] == [{"from": "job:airflow:daily_dag", "to": "job:etl:load_orders"}]
+
+
+def test_a_foreign_parent_links_to_the_other_definitions_entity_untouched(
+    catalog: EmbeddedCatalog, tmp_path
+) -> None:
+    data = settings_data(tmp_path)
+    data["definitions"][1]["allowedJobNamespaces"] = ["airflow"]
+    settings = parse_settings(data)
+    snap, add = settings.definition("snap"), settings.definition("add")
+    dag = job(*AIRFLOW_DAG, [ds(WH, "shop.public.orders_raw")], [])
+    dag["job"]["facets"] = {"documentation": {"description": "the add definition's DAG"}}
+    catalog.upload(graph_of([dag], add), add)
+    (theirs,) = _job_rows(catalog, *AIRFLOW_DAG)
+    assert system_name(catalog, theirs["system_id"]) == "add_jobs"
+    systems_before = catalog.systems()
+    time.sleep(0.01)  # so that a touch would show in last_update
+
+    result = catalog.upload(graph_of([load_orders(parent=AIRFLOW_DAG)], snap), snap)
+
+    assert result.succeeded
+    # linked, not copied, and left exactly as the other definition wrote it
+    assert _job_rows(catalog, *AIRFLOW_DAG) == [theirs]
+    (flow,) = _orchestration(catalog)
+    assert flow["from_entity"] == theirs["id"]
+    assert flow["scope"] == "ol:etl|load_orders#orchestration"
+    # no reference System, and the other definition's job System did not gain snap's mark
+    systems_after = {s["name"]: s for s in catalog.systems()}
+    assert set(systems_after) == {s["name"] for s in systems_before} | {"snap_jobs"}
+    assert [systems_after[s["name"]] for s in systems_before] == systems_before
+    assert systems_after["add_jobs"]["openLineageJobSystem"] == [ADD_UUID]
+
+
+def test_a_stub_gives_way_to_the_real_job_once_uploaded(catalog: EmbeddedCatalog, tmp_path) -> None:
+    data = settings_data(tmp_path)
+    data["definitions"][1]["allowedJobNamespaces"] = ["airflow"]
+    settings = parse_settings(data)
+    snap, add = settings.definition("snap"), settings.definition("add")
+    catalog.upload(graph_of([load_orders(parent=AIRFLOW_DAG)], snap), snap)
+    (stub,) = _job_rows(catalog, *AIRFLOW_DAG)
+
+    catalog.upload(graph_of([job(*AIRFLOW_DAG)], add), add)
+    catalog.upload(graph_of([load_orders(parent=AIRFLOW_DAG)], snap), snap)
+
+    real = next(r for r in _job_rows(catalog, *AIRFLOW_DAG) if r["id"] != stub["id"])
+    assert system_name(catalog, real["system_id"]) == "add_jobs"
+    parents = {f["from_entity"] for f in _orchestration(catalog)}
+    assert real["id"] in parents  # the new flow goes to the real job; the stub's one is stale
+
+
+def test_a_reference_system_never_takes_the_name_of_another_kind_of_system(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    # a dataset System already holds the namespace's name
+    d = definition(datasetSystems=[{"namespace": LAKE, "system": "airflow"}])
+    catalog.upload(graph_of([build_kpi()], d), d)
+
+    catalog.upload(graph_of([load_orders(parent=AIRFLOW_DAG)], d), d)
+
+    (stub,) = _job_rows(catalog, *AIRFLOW_DAG)
+    name = system_name(catalog, stub["system_id"])
+    assert name != "airflow"
+    assert next(s for s in catalog.systems() if s["name"] == name) == {
+        "name": name,
+        "kind": "jobReference",
+    }
+
+
+def test_a_parent_in_an_allowed_namespace_is_this_definitions_job(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    # features is allowed but no event describes a features job: its job System is still made
+    d = definition(jobSystems=[{"namespaces": "features*", "system": "feature_jobs"}])
+    graph = graph_of([load_orders(parent=("features", "nightly"))], d)
+    assert graph.jobs[("features", "nightly")].referenced_only
+    assert graph.job_namespaces == ["etl"]
+
+    result = catalog.upload(graph, d)
+
+    assert result.succeeded
+    (parent,) = _job_rows(catalog, "features", "nightly")
+    assert system_name(catalog, parent["system_id"]) == "feature_jobs"
+    feature_jobs = next(s for s in catalog.systems() if s["name"] == "feature_jobs")
+    assert feature_jobs["openLineageJobSystem"] == [SNAP_UUID]
+    (flow,) = _orchestration(catalog)
+    assert flow["from_entity"] == parent["id"]
+
+
 # -- renames and drops -------------------------------------------------------------------------
 
 
-def test_a_rename_updates_the_entity_in_place(catalog: EmbeddedCatalog, definition) -> None:
-    d = definition()
-    catalog.upload(graph_of([load_orders(), build_kpi()], d), d)
-    old = entity(catalog, "shop.public.orders")
-    assert old is not None
-    old_fields = {f["id"] for f in rows(catalog, t.fields, t.fields.c.entity_id == old["id"])}
-    old_flows = {
-        f["id"] for f in rows(catalog, t.data_flows, t.data_flows.c.to_entity == old["id"])
-    }
-    downstream = rows(catalog, t.data_flows, t.data_flows.c.from_entity == old["id"])
-    assert len(old_fields) == 2 and len(old_flows) == 1 and len(downstream) == 1
-
-    renamed = job(
+def _renamed_orders(previous: tuple[str, str] = (WH, "shop.public.orders")) -> dict:
+    return job(
         "etl",
         "load_orders",
         [ds(WH, "shop.public.orders_raw", ["id", "amount"])],
@@ -532,14 +670,33 @@ def test_a_rename_updates_the_entity_in_place(catalog: EmbeddedCatalog, definiti
                     "amount": [(WH, "shop.public.orders_raw", "amount")],
                 },
                 lifecycle="RENAME",
-                previous=(WH, "shop.public.orders"),
+                previous=previous,
             )
         ],
         sql="insert into shop.public.orders_v2 select id, amount from shop.public.orders_raw",
     )
-    result = catalog.upload(graph_of([renamed], d), d)
+
+
+@pytest.mark.parametrize("mode", ["CUTOFF", "DAYS"])
+def test_a_rename_in_an_owned_system_updates_the_entity_in_place(
+    catalog: EmbeddedCatalog, definition, mode: str
+) -> None:
+    d = definition(datasetSystems=[{"namespace": WH, "system": WH, "cleanupMode": mode}])
+    catalog.upload(graph_of([load_orders(), build_kpi()], d), d)
+    old = entity(catalog, "shop.public.orders")
+    assert old is not None
+    old_fields = {f["id"] for f in rows(catalog, t.fields, t.fields.c.entity_id == old["id"])}
+    old_flows = {
+        f["id"] for f in rows(catalog, t.data_flows, t.data_flows.c.to_entity == old["id"])
+    }
+    downstream = rows(catalog, t.data_flows, t.data_flows.c.from_entity == old["id"])
+    assert len(old_fields) == 2 and len(old_flows) == 1 and len(downstream) == 1
+
+    result = catalog.upload(graph_of([_renamed_orders()], d), d)
 
     assert result.succeeded
+    assert result.renamed == [f"{WH}:shop.public.orders -> {WH}:shop.public.orders_v2"]
+    assert result.as_dict()["renamed"] == result.renamed
     assert result.written.get(ENTITIES) == 0  # moved, not created
     assert result.written.get(FIELDS) == 0
     assert entity(catalog, "shop.public.orders") is None
@@ -566,49 +723,125 @@ def test_a_rename_updates_the_entity_in_place(catalog: EmbeddedCatalog, definiti
     }
 
 
+def _assert_not_renamed(catalog: EmbeddedCatalog, result: UploadResult, old: dict) -> None:
+    assert result.succeeded and result.renamed == []
+    assert entity(catalog, "shop.public.orders") == old  # not moved, not touched
+    new = entity(catalog, "shop.public.orders_v2")
+    assert new is not None and new["id"] != old["id"]  # uploaded as a new entity
+    assert field_names(catalog, new["id"]) == {"id", "amount"}
+    assert field_names(catalog, old["id"]) == {"id", "amount"}
+
+
+def test_a_rename_in_a_system_with_cleanup_mode_none_is_not_applied(
+    catalog: EmbeddedCatalog, definition
+) -> None:
+    d = definition()  # WH: created by this definition, cleanupMode NONE
+    catalog.upload(graph_of([load_orders()], d), d)
+    old = entity(catalog, "shop.public.orders")
+    assert old is not None
+
+    result = catalog.upload(graph_of([_renamed_orders()], d), d)
+
+    _assert_not_renamed(catalog, result, old)
+
+
+def test_a_rename_in_a_system_another_definition_owns_is_refused(
+    catalog: EmbeddedCatalog, tmp_path
+) -> None:
+    rule = [{"namespace": WH, "system": WH, "cleanupMode": "CUTOFF"}]
+    data = settings_data(tmp_path, datasetSystems=rule)
+    data["definitions"][1]["datasetSystems"] = rule
+    settings = parse_settings(data)
+    snap, add = settings.definition("snap"), settings.definition("add")
+    catalog.upload(graph_of([load_orders()], add), add)  # add creates (owns) the WH System
+    old = entity(catalog, "shop.public.orders")
+    assert old is not None
+
+    result = catalog.upload(graph_of([_renamed_orders()], snap), snap)
+
+    _assert_not_renamed(catalog, result, old)
+
+
 def _drop_kpi() -> dict:
     return dataset_event(ds(LAKE, "kpi/daily.parquet", lifecycle="DROP"))
 
 
-@pytest.mark.parametrize(
-    ("mode", "removed"),
-    [("CUTOFF", True), ("DAYS", True), ("NONE", False), (None, False)],
-)
-def test_a_drop_removes_the_entity_only_where_the_policy_allows(
-    catalog: EmbeddedCatalog, definition, mode: str | None, removed: bool
+def _ref(graph: LineageGraph, namespace: str, name: str) -> DatasetRef:
+    node = graph.datasets[(namespace, name)]
+    return DatasetRef(node.system, node.schema, node.object_name, node.namespace, node.name)
+
+
+@pytest.mark.parametrize("mode", ["CUTOFF", "DAYS", "NONE", None])
+def test_an_upload_of_a_drop_deletes_nothing(
+    catalog: EmbeddedCatalog, definition, mode: str | None
 ) -> None:
     rules = [] if mode is None else [{"namespace": LAKE, "system": LAKE, "cleanupMode": mode}]
     d = definition(datasetSystems=rules)
     catalog.upload(graph_of([build_kpi()], d), d)
+    before = table_counts(catalog)
+
+    graph = graph_of([_drop_kpi()], d)
+    assert graph.datasets[(LAKE, "kpi/daily.parquet")].dropped
+    result = catalog.upload(graph, d)
+
+    # the cleanup removes it (drop_datasets), after its guards; the upload only touches it
+    assert result.succeeded and result.removed == {}
+    assert table_counts(catalog) == before
     kpi = entity(catalog, "kpi/daily.parquet")
     assert kpi is not None and field_names(catalog, kpi["id"]) == {"total"}
 
-    result = catalog.upload(graph_of([_drop_kpi()], d), d)
 
-    assert result.succeeded
-    if removed:
-        assert entity(catalog, "kpi/daily.parquet") is None
-        assert result.removed == {ENTITIES: 1}
-        assert count(catalog, t.fields, t.fields.c.entity_id == kpi["id"]) == 0
-        assert count(catalog, t.data_flows, t.data_flows.c.to_entity == kpi["id"]) == 0
-    else:
-        assert entity(catalog, "kpi/daily.parquet") is not None
-        assert result.removed == {}
-        assert field_names(catalog, kpi["id"]) == {"total"}
+def test_drop_datasets_counts_exactly_what_it_removes(catalog: EmbeddedCatalog, definition) -> None:
+    d = definition()
+    catalog.upload(graph_of([load_orders(), build_kpi(), export_anomalies()], d), d)
+    graph = graph_of(
+        [
+            _drop_kpi(),
+            dataset_event(ds(WH, "shop.public.orders", lifecycle="DROP")),
+            dataset_event(ds(WH, "shop.public.nope", lifecycle="DROP")),
+        ],
+        d,
+    )
+    kpi = _ref(graph, LAKE, "kpi/daily.parquet")
+    orders = _ref(graph, WH, "shop.public.orders")
+    refs = [
+        kpi,
+        orders,
+        kpi,  # named twice: counted and removed once
+        _ref(graph, WH, "shop.public.nope"),  # not in the catalog
+        DatasetRef("nowhere", "x", "y", "nowhere", "x.y"),  # no such System
+        DatasetRef("snap_jobs", "etl", "build_kpi", "etl", "build_kpi"),  # a job, never dropped
+    ]
+    before = table_counts(catalog)
 
+    dry = catalog.drop_datasets(refs, dry_run=True)
+    assert table_counts(catalog) == before
+    real = catalog.drop_datasets(refs, dry_run=False)
+    after = table_counts(catalog)
 
-def test_a_drop_leaves_a_system_another_definition_owns(catalog: EmbeddedCatalog, tmp_path) -> None:
-    rule = [{"namespace": LAKE, "system": LAKE, "cleanupMode": "CUTOFF"}]
-    data = settings_data(tmp_path, datasetSystems=rule)
-    data["definitions"][1]["datasetSystems"] = rule
-    settings = parse_settings(data)
-    add, snap = settings.definition("add"), settings.definition("snap")
-    catalog.upload(graph_of([build_kpi()], add), add)  # add creates (owns) the lake System
-
-    result = catalog.upload(graph_of([_drop_kpi()], snap), snap)
-
-    assert result.succeeded and result.removed == {}
-    assert entity(catalog, "kpi/daily.parquet") is not None
+    assert (
+        dry.counts
+        == real.counts
+        == {
+            ENTITIES: 2,
+            FIELDS: 3,  # kpi.total, orders.id, orders.amount
+            # orders_raw->orders, orders->kpi, kpi->anomalies; orders_raw.id->orders.id,
+            # orders_raw.amount->orders.amount, orders.amount->kpi.total (both ends go: once)
+            FLOWS: 6,
+        }
+    )
+    assert real.removed_jobs == []
+    gone = {name: before[name] - after[name] for name in before}
+    assert gone[t.entities.name] == real.counts[ENTITIES]
+    assert gone[t.fields.name] == real.counts[FIELDS]
+    assert gone[t.data_flows.name] + gone[t.field_flows.name] == real.counts[FLOWS]
+    assert gone[t.routines.name] == gone[t.statements.name] == 0
+    assert entity(catalog, "kpi/daily.parquet") is None
+    assert entity(catalog, "shop.public.orders") is None
+    assert catalog.job_names() == ["etl.build_kpi", "etl.load_orders", "features.export_anomalies"]
+    # again: nothing left to drop
+    assert catalog.drop_datasets(refs, dry_run=False).total == 0
+    assert catalog.drop_datasets([], dry_run=True).total == 0
 
 
 # -- dangling flows and failures ----------------------------------------------------------------
@@ -950,6 +1183,147 @@ def test_disable_quality_checks_disables_never_deletes(
         ("not_null", f"{WH}:shop.public.orders"): False,
     }
     assert catalog.counts()["disabledQualityChecks"] == 1
+
+
+# -- rehearsal: exact counts of a whole plan ------------------------------------------------------
+
+REMOVABLE = [t.entities, t.fields, t.routines, t.statements, t.data_flows, t.field_flows]
+
+
+@pytest.fixture
+def retired(catalog: EmbeddedCatalog, definition) -> tuple[EmbeddedCatalog, datetime, list]:
+    """A snapshot that no longer describes build_kpi (nor its parent daily) and
+    export_anomalies, with their lake datasets in a CUTOFF System; the plan of its cleanup as
+    ``(name, call(dry_run))``, in the executor's order."""
+    d = definition(datasetSystems=[{"namespace": LAKE, "system": "lake", "cleanupMode": "CUTOFF"}])
+    catalog.upload(
+        graph_of([load_orders(), build_kpi(parent=("etl", "daily")), export_anomalies()], d), d
+    )
+    cutoff = catalog.clock()
+    catalog.upload(graph_of([load_orders()], d), d)
+    drops = graph_of(
+        [_drop_kpi(), dataset_event(ds(WH, "shop.public.orders_raw", lifecycle="DROP"))], d
+    )
+    refs = [_ref(drops, LAKE, "kpi/daily.parquet"), _ref(drops, WH, "shop.public.orders_raw")]
+    plan: list[tuple[str, Callable[[bool], Any]]] = [
+        (
+            "flows",
+            lambda dry: catalog.cleanup_flows(
+                scope_prefixes=["ol:etl|", "ol:features|"], before=cutoff, dry_run=dry
+            ),
+        ),
+        (
+            "jobSystem",
+            lambda dry: catalog.cleanup_job_system(
+                "snap_jobs", schemas=["etl", "features"], before=cutoff, dry_run=dry
+            ),
+        ),
+        (
+            "datasetSystem",
+            lambda dry: catalog.cleanup_dataset_system("lake", before=cutoff, dry_run=dry),
+        ),
+        ("drop", lambda dry: catalog.drop_datasets(refs, dry_run=dry)),
+    ]
+    return catalog, cutoff, plan
+
+
+def _removable_rows(catalog: EmbeddedCatalog) -> int:
+    return sum(count(catalog, tbl) for tbl in REMOVABLE)
+
+
+def test_a_rehearsal_counts_a_plan_exactly_and_removes_nothing(retired) -> None:
+    catalog, _, plan = retired
+    before = table_counts(catalog)
+    # separate dry runs count a flow once per call that would remove it
+    separate = [call(True) for _, call in plan]
+
+    with catalog.rehearsal():
+        rehearsed = [call(False) for _, call in plan]
+        # inside, what a call removed is gone for the next ones, dry runs included
+        assert plan[0][1](True).total == 0
+        assert catalog.disable_quality_checks(["etl.build_kpi"]) == 1
+
+    assert table_counts(catalog) == before  # nothing is gone
+    assert count(catalog, t.quality_checks, t.quality_checks.c.enabled.is_(False)) == 0
+    assert [c.counts for c in rehearsed] == [
+        {FLOWS: 4},  # build_kpi's data + field flow, daily -> build_kpi, export_anomalies' flow
+        {ENTITIES: 3, ROUTINES: 1, STATEMENTS: 1, FLOWS: 0},  # build_kpi, daily, export_anomalies
+        {ENTITIES: 2, FIELDS: 1, FLOWS: 0},  # kpi (with kpi.total), anomalies
+        {ENTITIES: 1, FIELDS: 2, FLOWS: 3},  # orders_raw: its data flow and 2 field flows
+    ]
+    assert rehearsed[1].removed_jobs == ["etl.build_kpi", "etl.daily", "features.export_anomalies"]
+    assert sum(c.total for c in separate) > sum(c.total for c in rehearsed)
+
+    # the real run removes exactly what the rehearsal counted, call by call
+    rows_before = _removable_rows(catalog)
+    real = [call(False) for _, call in plan]
+    assert [c.counts for c in real] == [c.counts for c in rehearsed]
+    assert rows_before - _removable_rows(catalog) == sum(c.total for c in rehearsed)
+
+
+def test_a_rehearsal_is_rolled_back_when_its_block_fails(retired) -> None:
+    catalog, _, plan = retired
+    before = table_counts(catalog)
+    with pytest.raises(KeyError), catalog.rehearsal():
+        assert plan[1][1](False).total > 0
+        raise KeyError("the executor failed")
+    assert table_counts(catalog) == before
+    # a new rehearsal starts from the catalog as it is
+    with catalog.rehearsal():
+        assert plan[1][1](False).counts[ENTITIES] == 3
+
+
+def test_a_rehearsal_does_not_nest_nor_upload(retired, definition) -> None:
+    catalog, _, _ = retired
+    d = definition()
+    with catalog.rehearsal():
+        with pytest.raises(RuntimeError), catalog.rehearsal():
+            pass
+        with pytest.raises(RuntimeError):
+            catalog.upload(graph_of([load_orders()], d), d)
+        assert catalog.count_jobs("snap_jobs", schemas=None) == 4
+    # usable again after the block
+    with catalog.rehearsal():
+        pass
+
+
+def test_a_refused_call_in_a_rehearsal_keeps_the_earlier_ones(retired) -> None:
+    catalog, _, plan = retired
+    before = table_counts(catalog)
+    with catalog.rehearsal():
+        plan[0][1](False)
+        # the permission is read on the rehearsal's connection: revoke it there
+        conn = catalog._rehearsal  # noqa: SLF001
+        assert conn is not None
+
+        def grant(permissions: list[str]) -> None:
+            users = t.users
+            conn.execute(
+                users.update().where(users.c.name == catalog.user).values(permissions=permissions)
+            )
+
+        grant([])
+        with pytest.raises(CleanupPermissionDenied):
+            plan[1][1](False)
+        grant([t.SYSTEMS_ADMIN])
+        assert plan[0][1](True).total == 0  # the flows call is still rehearsed
+        assert plan[1][1](False).counts[ENTITIES] == 3  # and the rest can go on
+    assert table_counts(catalog) == before
+    assert plan[0][1](True).total == 4  # and the permission is back
+
+
+def test_count_jobs(retired) -> None:
+    catalog, cutoff, _ = retired
+    assert catalog.count_jobs("snap_jobs", schemas=None) == 4
+    assert catalog.count_jobs("snap_jobs", schemas=["etl"]) == 3
+    assert catalog.count_jobs("snap_jobs", schemas=["features", "nope"]) == 1
+    assert catalog.count_jobs("snap_jobs", schemas=[]) == 0
+    assert catalog.count_jobs("lake", schemas=None) == 0  # datasets are not jobs
+    assert catalog.count_jobs("nope", schemas=None) == 0
+    with catalog.rehearsal():
+        catalog.cleanup_job_system("snap_jobs", schemas=["etl"], before=cutoff, dry_run=False)
+        assert catalog.count_jobs("snap_jobs", schemas=None) == 2  # the rehearsed state
+    assert catalog.count_jobs("snap_jobs", schemas=None) == 4
 
 
 # -- lineage reads --------------------------------------------------------------------------------

@@ -220,3 +220,71 @@ def test_sync_command_prints_one_json_line_per_batch(write_settings, tokens, tmp
     assert lines[1]["status"] == "synced"
     assert proc.returncode == 0, proc.stderr
     assert tokens["snap"] not in proc.stdout + proc.stderr
+
+
+def _four_jobs(count: int) -> dict:
+    return {
+        "events": [
+            run_event(
+                "etl", f"job{i}", inputs=[(PG, f"shop.in{i}")], outputs=[(PG, f"shop.out{i}")]
+            )
+            for i in range(count)
+        ]
+    }
+
+
+def test_a_partial_snapshot_is_stopped_by_the_removal_share_and_an_override_lifts_it(env):
+    _post(env, _four_jobs(4))
+    _sync(env)
+    _post(env, _four_jobs(1))  # one event sent by hand to a snapshot definition
+    (line,) = _sync(env)
+    report = line["cleanup"]
+    assert report["skippedReason"] == "REMOVAL_SHARE_EXCEEDED"
+    assert (report["plannedJobRemovals"], report["heldJobs"]) == (3, 4)
+    assert line["checks"]["removal_cap"] is False
+    assert len(_catalog_jobs(env)) == 4
+
+    defs = build_defs(env["path"])
+    result = (
+        defs.resolve_implicit_global_asset_job_def()
+        .get_subset(asset_selection={dg.AssetKey(["snap", "catalog_cleanup"])})
+        .execute_in_process(
+            instance=env["instance"],
+            partition_key=str(line["batchId"]),
+            run_config={"ops": {"snap__catalog_cleanup": {"config": {"maxRemovalShare": 1.0}}}},
+        )
+    )
+    assert result.success
+    report = env["store"].get_batch(line["batchId"]).cleanup_report
+    assert report["skippedReason"] is None and report["override"]["maxRemovalShare"] == 1.0
+    assert _catalog_jobs(env) == ["etl.job0"]
+
+
+def test_a_sync_does_not_run_while_another_holds_the_definition(env, monkeypatch):
+    from ol_dagster.defs import assets
+
+    monkeypatch.setattr(assets, "LOCK_WAIT_SECONDS", 0.2)
+    _post(env, _repo_snapshot())
+    (first,) = _sync(env)
+    store: EventStore = env["store"]
+    # an operator's sync in another process holds the lock (not a run this instance knows)
+    assert store.acquire_sync_lock("snap", "operator-sync", lease_seconds=600) is None
+    _post(env, _repo_snapshot(with_anomalies=False))
+    (blocked,) = _sync(env)
+    assert blocked["status"] == "run_failed"
+    assert store.get_batch(blocked["batchId"]).status is BatchStatus.SEALED  # still pending
+    assert len(_catalog_jobs(env)) == 2
+    failure = next(
+        e
+        for e in env["instance"].all_logs(blocked["runId"])
+        if e.dagster_event and e.dagster_event.event_type_value == "STEP_FAILURE"
+    )
+    assert "operator-sync" in str(failure.dagster_event.event_specific_data)
+
+    # a lock held by a run that has finished is passed over at once
+    assert store.release_sync_lock("snap", "operator-sync")
+    assert store.acquire_sync_lock("snap", first["runId"], lease_seconds=600) is None
+    (done,) = _sync(env)
+    assert done["status"] == "synced"
+    assert done["cleanup"]["removedJobs"] == ["etl.features.export_anomalies"]
+    assert store.sync_lock("snap") is None  # released with the report

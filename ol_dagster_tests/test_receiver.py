@@ -47,6 +47,7 @@ def check_answer(resp: httpx.Response) -> dict[str, Any]:
     assert resp.headers["content-type"].startswith("application/json")
     body = resp.json()
     assert set(body) >= ANSWER_KEYS, body
+    assert body["wholeSnapshot"] in (True, False), "every answer says whether it is a snapshot"
     assert body["status"] in ("success", "partial_success", "failure")
     assert set(body["summary"]) == {"received", "accepted", "rejected"}
     for failed in body["failedEvents"]:
@@ -167,6 +168,7 @@ def test_good_batch_is_one_sealed_posted_batch(receiver: Callable[..., Receiver]
     assert batch.sealed_at is not None
     assert (batch.received_count, batch.accepted_count, batch.rejected_count) == (3, 3, 0)
     assert batch.whole_snapshot is False, "an ADDITIVE definition never posts whole snapshots"
+    assert body["wholeSnapshot"] is False and "snapshot" not in body["message"]
     assert events == posted
 
     # A later single event does not join the sealed posted batch: it opens a stream batch.
@@ -199,10 +201,66 @@ def test_snapshot_batch_with_every_event_accepted_is_a_whole_snapshot(
     resp = r.post(BATCH, {"events": posted})
     body = check_answer(resp)
     assert resp.status_code == 200 and body["status"] == "success"
-    assert "snapshot" not in body["message"]
+    assert body["wholeSnapshot"] is True
+    assert body["message"] == (
+        "4 event(s) accepted; stored as a whole snapshot of definition snap: jobs of namespaces "
+        "[etl, features] that it does not describe will be removed at the next sync (within "
+        "cleanup.maxRemovalsPerRun and cleanup.maxRemovalShare)"
+    )
     [(batch, events)] = stored(r.store, "snap")
-    assert batch.whole_snapshot is True
+    assert batch.whole_snapshot is True, "the answer says what the store holds"
     assert events == posted
+
+
+def test_one_event_to_a_snapshot_definition_is_told_it_is_a_whole_snapshot(
+    receiver: Callable[..., Receiver],
+):
+    """What ``ol-dagster send`` of one event does: the producer learns the post is a snapshot."""
+    r = receiver()
+    body = check_answer(r.post(BATCH, {"events": [run_event("etl", "only_job")]}))
+    assert body["wholeSnapshot"] is True
+    assert "whole snapshot of definition snap: jobs of namespaces [etl]" in body["message"]
+    [(batch, _)] = stored(r.store, "snap")
+    assert batch.whole_snapshot is True
+
+
+def test_a_snapshot_with_cleanup_disabled_says_nothing_is_removed(
+    receiver: Callable[..., Receiver],
+):
+    r = receiver(cleanup={"enabled": False})
+    body = check_answer(r.post(BATCH, {"events": events_of(1)}))
+    assert body["wholeSnapshot"] is True
+    assert body["message"].endswith("but cleanup.enabled is false: nothing is removed")
+
+
+def test_a_snapshot_of_dataset_events_only_removes_no_job(receiver: Callable[..., Receiver]):
+    r = receiver()
+    dataset_event = {
+        "eventTime": "2026-11-01T02:00:00Z",
+        "producer": "https://example.com/p",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent",
+        "dataset": {"namespace": "postgres://db:5432", "name": "raw.orders"},
+    }
+    body = check_answer(r.post(BATCH, {"events": [dataset_event]}))
+    assert body["wholeSnapshot"] is True
+    assert "it describes no job, so no job is removed" in body["message"]
+
+
+def test_an_empty_post_to_a_snapshot_definition_is_not_a_snapshot(
+    receiver: Callable[..., Receiver],
+):
+    r = receiver()
+    body = check_answer(r.post(BATCH, {"events": []}))
+    assert body["wholeSnapshot"] is False
+    assert "NOT treated as a snapshot" in body["message"]
+    [(batch, _)] = stored(r.store, "snap")
+    assert batch.whole_snapshot is False
+
+
+def test_single_events_are_never_a_whole_snapshot(receiver: Callable[..., Receiver]):
+    r = receiver()
+    body = check_answer(r.post(LINEAGE, run_event("etl", "single")))
+    assert body["wholeSnapshot"] is False and "snapshot" not in body["message"]
 
 
 def test_empty_batch_is_stored_as_an_empty_batch(receiver: Callable[..., Receiver]):
@@ -529,7 +587,9 @@ def test_partial_snapshot_batch_is_not_a_whole_snapshot(receiver: Callable[..., 
     assert body["summary"] == {"received": 3, "accepted": 2, "rejected": 1}
     assert [f["index"] for f in body["failedEvents"]] == [1]
     assert "allowedJobNamespaces" in body["failedEvents"][0]["reason"]
-    assert "snapshot" in body["message"], "the producer is told the snapshot is not whole"
+    assert body["wholeSnapshot"] is False
+    assert "not a whole snapshot: 1 event(s) rejected" in body["message"]
+    assert "definition snap does NOT treat this post as a snapshot" in body["message"]
 
     [(batch, events)] = stored(r.store, "snap")
     assert batch.id == body["batchId"]
@@ -546,6 +606,7 @@ def test_batch_with_every_event_rejected_is_a_400_and_stores_nothing(
     assert resp.status_code == 400, resp.text
     body = check_answer(resp)
     assert body["status"] == "failure" and body["batchId"] is None
+    assert body["wholeSnapshot"] is False
     assert body["summary"] == {"received": 3, "accepted": 0, "rejected": 3}
     assert [f["index"] for f in body["failedEvents"]] == [0, 1, 2]
     assert_store_empty(r.store)
@@ -772,3 +833,38 @@ def test_concurrent_single_events_all_land_in_one_open_batch(
     key = lambda e: e["run"]["runId"]  # noqa: E731
     assert sorted(events, key=key) == sorted(sent, key=key)
     assert [e.position for e in store.iter_events(batch.id)] == list(range(40))
+
+
+def test_send_prints_each_answer_and_says_when_a_post_is_a_whole_snapshot(
+    served: tuple[httpx.Client, EventStore],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+):
+    """``ol-dagster send``: one JSON answer per file on stdout (as before), and a
+    ``whole snapshot:`` line on stderr for the file stored as a whole snapshot only."""
+    from ol_dagster.cli import main
+
+    client, store = served
+    whole, partial = tmp_path / "one_event.json", tmp_path / "partial.ndjson"
+    whole.write_text(json.dumps(run_event("etl", "only_job")))
+    partial.write_text(
+        "\n".join(json.dumps(e) for e in (run_event("etl", "a"), run_event("marketing", "b")))
+    )
+    code = main(["send", str(whole), str(partial), "--url", str(client.base_url), "--token", SNAP])
+    out, err = capsys.readouterr()
+    assert code == 0
+    first, second = (json.loads(line) for line in out.splitlines())
+    assert (first["file"], first["httpStatus"], first["wholeSnapshot"]) == (str(whole), 200, True)
+    assert set(first) >= ANSWER_KEYS
+    assert (second["file"], second["status"], second["wholeSnapshot"]) == (
+        str(partial),
+        "partial_success",
+        False,
+    )
+    [line] = [x for x in err.splitlines() if x.startswith("whole snapshot:")]
+    assert line == (
+        f"whole snapshot: {whole}: stored as a whole snapshot of definition snap: jobs of "
+        "namespaces [etl] that it does not describe will be removed at the next sync (within "
+        "cleanup.maxRemovalsPerRun and cleanup.maxRemovalShare)"
+    )
+    assert [b.whole_snapshot for b in store.batches("snap")] == [True, False]

@@ -17,6 +17,13 @@ so a retried chunk never duplicates. A row the server refuses (a 4xx) is a faile
 upload goes on; a server that stays unavailable, or refuses the credentials, stops the upload. Any
 failed row blocks the cleanup.
 
+The upload deletes nothing. A DROP is carried out by the cleanup's ``drop_datasets`` call (behind
+its guards); a RENAME moves the entity in place only in a System this definition owns and may
+clean. A parent job in a namespace the definition does not own (known only from a child's parent
+facet) is another owner's: the orchestration flow to it is written, to its owner's job entity as
+it is, or else to one created in a neutral System named after its namespace, which carries no
+``openLineageOwner`` or ``openLineageJobSystem`` and so is never cleaned by any definition.
+
 Secrets are read from the environment when the catalog opens, sent as headers, and never written
 into an error, a failed row or a log line (answers from the server are scrubbed of them too).
 """
@@ -45,20 +52,31 @@ from ol_dagster.catalog.http import (
 from ol_dagster.catalog.protocol import (
     CleanupCounts,
     CleanupPermissionDenied,
+    DatasetRef,
     FailedRow,
     ObjectType,
     UploadResult,
 )
-from ol_dagster.catalog.systems import dataset_system_rules, job_system_for, wanted_systems
+from ol_dagster.catalog.systems import (
+    dataset_system_rules,
+    job_system_for,
+    owned_by,
+    wanted_systems,
+)
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import NodeKey
+from ol_dagster.lineage.graph import JobNode, NodeKey
 from ol_dagster.lineage.naming import place_dataset
+from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import CatalogSettings, CleanupMode, Definition, SettingsError
 
 log = logging.getLogger(__name__)
 
 QUALITY = "qualityChecks"
 SYSTEMS = "systems"
+# a dropped row: a foreign parent job whose neutral System (named after its namespace) is in fact
+# another definition's, so neither it nor the orchestration flow to it can be written safely
+PARENT_NOT_PLACED = "FOREIGN_PARENT_NOT_PLACED"
+_NEVER = datetime(1970, 1, 1, tzinfo=UTC)  # a cleanup cutoff nothing is older than
 EntityKey = tuple[str, str, str]  # (System uuid, schema, name)
 FlowKey = tuple[str, str | None, str | None, str | None, str | None, str | None, str | None]
 
@@ -155,6 +173,26 @@ def _when(value: Any) -> datetime | None:
 
 def _node_id(kind: str, key: NodeKey) -> str:
     return f"{kind}:{key[0]}:{key[1]}"
+
+
+def foreign_parent(job: JobNode, definition: Definition) -> bool:
+    """A job known only from a child's parent facet, in a namespace this definition does not
+    own: another owner's job, never created, touched or removed in this definition's Systems."""
+    return job.referenced_only and not namespace_allowed(
+        job.namespace, definition.allowedJobNamespaces
+    )
+
+
+def upload_systems(
+    graph: LineageGraph, definition: Definition, job_sys: Mapping[NodeKey, str]
+) -> dict[str, dict]:
+    """The Systems an upload writes to: ``wanted_systems`` (the described namespaces' job
+    Systems, the dataset Systems), plus the job System of a parent job in a namespace this
+    definition owns that no event of the batch describes."""
+    wanted = wanted_systems(graph, definition)
+    for system in sorted(set(job_sys.values()) - set(wanted)):
+        wanted[system] = {"kind": "job", api.PROP_JOB_SYSTEM: [str(definition.uuid)]}
+    return wanted
 
 
 @dataclass(slots=True)
@@ -558,16 +596,22 @@ class BlindataCatalog:
     def _upload(
         self, graph: LineageGraph, definition: Definition, result: UploadResult, phase: list[str]
     ) -> None:
-        job_sys = {key: job_system_for(definition, key[0]) for key in graph.jobs}
-        systems = self._ensure_systems(wanted_systems(graph, definition))
+        # another owner's parent jobs get no job System of this definition (see _foreign_parents)
+        foreign = {key for key, j in graph.jobs.items() if foreign_parent(j, definition)}
+        job_sys = {
+            key: job_system_for(definition, key[0]) for key in graph.jobs if key not in foreign
+        }
+        systems = self._ensure_systems(upload_systems(graph, definition, job_sys))
         sys_uuid = {name: s["uuid"] for name, s in systems.items()}
         phase[0] = ObjectType.PHYSICAL_ENTITIES
-        self._apply_renames(graph, definition, sys_uuid)
+        self._apply_renames(graph, definition, systems, result)
 
         # entities: jobs in their job System at schema = namespace, datasets where they were placed
         rows: dict[EntityKey, dict[str, Any]] = {}
         node_entity: dict[tuple[str, NodeKey], EntityKey] = {}
         for key, j in graph.jobs.items():
+            if key in foreign:
+                continue
             ek = (sys_uuid[job_sys[key]], j.namespace, j.name)
             node_entity[("job", key)] = ek
             m = j.metrics
@@ -630,6 +674,12 @@ class BlindataCatalog:
         ).values
         if result.failed:
             return  # later objects refer to these entities
+        parents = {o.parent for o in graph.orchestration_flows if o.parent in foreign}
+        for key, (ek, uid) in self._foreign_parents(sorted(parents), result).items():
+            node_entity[("job", key)] = ek
+            entity_uuid[ek] = uid
+        if result.failed:
+            return
 
         # fields: (entity, name); existing ones read per schema of the entities that existed
         phase[0] = ObjectType.PHYSICAL_FIELDS
@@ -686,10 +736,8 @@ class BlindataCatalog:
             return
         phase[0] = QUALITY
         self._upload_quality(graph, node_entity, entity_uuid, field_uuid, result)
-        if result.failed:
-            return
-        phase[0] = ObjectType.PHYSICAL_ENTITIES
-        self._apply_drops(graph, str(definition.uuid), systems, node_entity, entity_uuid, result)
+        # a DROP is not carried out here: the cleanup's ``drop_datasets`` call does it, behind
+        # the cleanup's guards (dry run, removal cap, permission)
 
     def _upload_routines(
         self,
@@ -806,6 +854,8 @@ class BlindataCatalog:
                 },
             )
         for o in sorted(graph.orchestration_flows, key=lambda o: (o.scope, o.parent, o.child)):
+            if ("job", o.parent) not in node_entity:
+                continue  # a foreign parent that could not be placed (counted as dropped)
             add(
                 o.scope,
                 (*end("job", o.parent), None),
@@ -911,20 +961,37 @@ class BlindataCatalog:
         result.touched[QUALITY] = counts["touched"]
 
     def _apply_renames(
-        self, graph: LineageGraph, definition: Definition, sys_uuid: dict[str, str]
+        self,
+        graph: LineageGraph,
+        definition: Definition,
+        systems: dict[str, dict[str, Any]],
+        result: UploadResult,
     ) -> None:
-        """A RENAME moves the entity in place (keeping its fields and flows), unless the new name
-        already exists; then the old one is left to the cleanup."""
+        """A RENAME moves the entity in place (keeping its fields and flows) when the previous
+        identifier's System is this definition's (``owned_by``) and its policy lets it clean
+        there (cleanupMode not NONE), and the new name does not exist yet. Otherwise nothing
+        moves: the new name is uploaded as a new entity and the old one is left to whoever owns
+        it (and to the cleanup, where this definition may clean)."""
         rules = dataset_system_rules(definition)
+        found: dict[str, dict[str, Any] | None] = {}
         for d in graph.datasets.values():
             if d.previous is None:
                 continue
             prev = place_dataset(d.previous[0], d.previous[1], system_rules=rules)
-            old_system = sys_uuid.get(prev.system) or _ref(self._find_system(prev.system))
+            if prev.system not in systems and prev.system not in found:
+                system = self._find_system(prev.system)
+                found[prev.system] = (
+                    {"uuid": _ref(system), "props": _props(system)} if _ref(system) else None
+                )
+            old_system = systems.get(prev.system) or found.get(prev.system)
             if old_system is None:
                 continue
-            old = self._find_entity((old_system, prev.schema, prev.name))
-            target = (sys_uuid[d.system], d.schema, d.object_name)
+            props = old_system["props"]
+            mode = props.get(api.PROP_CLEANUP_MODE) or CleanupMode.NONE.value
+            if not owned_by(definition, props) or mode == CleanupMode.NONE.value:
+                continue  # another owner's (or a never-cleaned) System: not ours to change
+            old = self._find_entity((old_system["uuid"], prev.schema, prev.name))
+            target = (systems[d.system]["uuid"], d.schema, d.object_name)
             if old is None or self._find_entity(target) is not None:
                 continue
             self.http.request(
@@ -941,40 +1008,106 @@ class BlindataCatalog:
                     ),
                 },
             )
+            result.renamed.append(f"{d.previous[0]}:{d.previous[1]} -> {d.namespace}:{d.name}")
 
-    def _apply_drops(
-        self,
-        graph: LineageGraph,
-        owner_uuid: str,
-        systems: dict[str, dict[str, Any]],
-        node_entity: dict[tuple[str, NodeKey], EntityKey],
-        entity_uuid: dict[EntityKey, str],
-        result: UploadResult,
-    ) -> None:
-        """A DROP removes the entity when its System's policy lets this definition clean it."""
-        removed = 0
-        for key, d in graph.datasets.items():
-            if not d.dropped:
-                continue
-            props = systems.get(d.system, {}).get("props", {})
-            mode = props.get(api.PROP_CLEANUP_MODE, CleanupMode.NONE.value)
-            if props.get(api.PROP_OWNER) != owner_uuid or mode == CleanupMode.NONE.value:
-                continue
-            uid = entity_uuid.get(node_entity[("dataset", key)])
-            if uid is None:
-                continue
+    def _foreign_parents(
+        self, keys: Sequence[NodeKey], result: UploadResult
+    ) -> dict[NodeKey, tuple[EntityKey, str]]:
+        """Place the parent jobs another owner describes, so the orchestration flows to them can
+        be written: the job entity that exists anywhere (its owner's job System) is referenced
+        and never updated; a parent that exists nowhere is created in a neutral System named
+        after its namespace, without ``openLineageOwner`` or ``openLineageJobSystem``, so that
+        no definition's cleanup ever visits it. A System of that name that is not neutral
+        (another definition's) is left alone, and so are the flows to the parent: dropped rows.
+        Returns node -> (entity key, entity uuid)."""
+        out: dict[NodeKey, tuple[EntityKey, str]] = {}
+        neutral: dict[str, str | None] = {}  # namespace -> neutral System uuid, None: not neutral
+        created = 0
+        for key in keys:
+            ns, name = key
             try:
-                self.http.request(
-                    "DELETE", api.PHYSICAL_ENTITY.format(uuid=uid), ok=frozenset({404})
-                )
-            except (CatalogRefused, CatalogUnavailable) as exc:
+                hit = self._find_job_entity(ns, name)
+                if hit is None:
+                    if ns not in neutral:
+                        neutral[ns] = self._neutral_system(ns)
+                    system_uuid = neutral[ns]
+                    if system_uuid is None:
+                        result.dropped[PARENT_NOT_PLACED] = (
+                            result.dropped.get(PARENT_NOT_PLACED, 0) + 1
+                        )
+                        continue
+                    hit = (system_uuid, self._create_job_entity(system_uuid, ns, name))
+                    created += 1
+            except CatalogRefused as exc:
                 result.failed.append(
-                    FailedRow(ObjectType.PHYSICAL_ENTITIES, f"drop {d.name}", self._reason(exc))
+                    FailedRow(ObjectType.PHYSICAL_ENTITIES, f"{ns}.{name}", self._reason(exc))
                 )
+                if exc.status in (401, 403):
+                    raise UploadStopped(ObjectType.PHYSICAL_ENTITIES) from None
                 continue
-            removed += 1
-        if removed:
-            result.removed = {ObjectType.PHYSICAL_ENTITIES: removed}
+            out[key] = ((hit[0], ns, name), hit[1])
+        if created:
+            written = result.written.get(ObjectType.PHYSICAL_ENTITIES, 0)
+            result.written[ObjectType.PHYSICAL_ENTITIES] = written + created
+        return out
+
+    def _find_job_entity(self, namespace: str, name: str) -> tuple[str, str] | None:
+        """(System uuid, entity uuid) of the job entity ``namespace.name`` in any System; its
+        owner's job System rather than a neutral one when both hold it."""
+        params = {"schema": namespace, "name": name, "search": f"{namespace}.{name}"}
+        hits = [
+            e
+            for e in self._pages(api.PHYSICAL_ENTITIES, params)
+            if (e.get("schema") or "") == namespace
+            and e.get("name") == name
+            and e.get("tableType") == api.JOB_TABLE_TYPE
+            and _ref(e)
+            and _ref(e.get("system"))
+        ]
+        if not hits:
+            return None
+
+        def system_name(e: dict[str, Any]) -> str:
+            system = e.get("system")
+            return str(system.get("name") or "") if isinstance(system, dict) else ""
+
+        best = min(hits, key=lambda e: (system_name(e) == namespace, system_name(e), _ref(e)))
+        return _ref(best.get("system")), _ref(best)  # type: ignore[return-value]
+
+    def _neutral_system(self, namespace: str) -> str | None:
+        """The uuid of the System named after ``namespace`` that no definition owns or cleans
+        (created when missing, with no properties); None when that System is someone's."""
+        found = self._find_system(namespace)
+        if found is None:
+            return self._ensure_systems({namespace: {"kind": "job"}})[namespace]["uuid"]
+        props = _props(found)
+        mode = props.get(api.PROP_CLEANUP_MODE) or CleanupMode.NONE.value
+        if props.get(api.PROP_OWNER) or props.get(api.PROP_JOB_SYSTEM):
+            return None
+        if mode != CleanupMode.NONE.value:
+            return None
+        return _ref(found)
+
+    def _create_job_entity(self, system_uuid: str, namespace: str, name: str) -> str:
+        """Create a parent job's entity (never update one: 409 means it exists; read it)."""
+        body = {
+            "system": {"uuid": system_uuid},
+            "schema": namespace,
+            "name": name,
+            "description": "A parent job another owner describes (from a child's parent facet)",
+            "tableType": api.JOB_TABLE_TYPE,
+            "additionalProperties": _prop_list(
+                {api.PROP_NAMESPACE: namespace, api.PROP_NAME: name}
+            ),
+        }
+        response = self.http.request("POST", api.PHYSICAL_ENTITIES, json=body, ok=frozenset({409}))
+        uid = _ref(_json(response)) if response.status_code != 409 else None
+        uid = uid or self._find_entity((system_uuid, namespace, name))
+        if uid is None:
+            raise CatalogRefused(
+                f"POST {api.PHYSICAL_ENTITIES}: {namespace}.{name} cannot be found", 409
+            )
+        return uid
 
     # -- cleanup -----------------------------------------------------------------------------------
 
@@ -1154,6 +1287,91 @@ class BlindataCatalog:
         if uid is not None:
             self._system_cleanup(uid, None, api.DATASET_SYSTEM_RESOURCES, before, dry_run, counts)
         return CleanupCounts(counts)
+
+    def drop_datasets(self, datasets: Sequence[DatasetRef], *, dry_run: bool) -> CleanupCounts:
+        """Remove the entities DROP events named, each with its fields and every flow touching
+        it (each object counted once), found by System, schema and name. Read first, so a dry
+        run counts exactly what the real call removes; the real call deletes the flows, then
+        the entity (``DELETE physical_entities/{uuid}`` takes its fields). A dry run also asks
+        each System for an empty cleanup (a cutoff nothing is older than), so that a user
+        without SYSTEMS_ADMIN is refused (403, ``CleanupPermissionDenied``) before any call
+        of the plan deletes anything, as with every other cleanup call."""
+        counts = {
+            ObjectType.PHYSICAL_ENTITIES.value: 0,
+            ObjectType.PHYSICAL_FIELDS.value: 0,
+            ObjectType.DATA_FLOWS.value: 0,
+        }
+        system_uuids: dict[str, str | None] = {}
+        targets: dict[str, tuple[str, str, str]] = {}  # entity uuid -> (System uuid, schema, name)
+        for ref in datasets:
+            if ref.system not in system_uuids:
+                system_uuids[ref.system] = _ref(self._find_system(ref.system))
+            system_uuid = system_uuids[ref.system]
+            if system_uuid is None:
+                continue
+            uid = self._find_entity((system_uuid, ref.schema, ref.name))
+            if uid is not None:
+                targets.setdefault(uid, (system_uuid, ref.schema, ref.name))
+        if not targets:
+            return CleanupCounts(counts)
+        if dry_run:
+            for system_uuid in sorted({t[0] for t in targets.values()}):
+                schemas = sorted({t[1] for t in targets.values() if t[0] == system_uuid})
+                self._system_cleanup(
+                    system_uuid, schemas, [api.RESOURCE_PHYSICAL_ENTITY], _NEVER, True, {}
+                )
+        fields: set[str] = set()
+        for uid, (system_uuid, schema, name) in targets.items():
+            params = {
+                "systemUuid": system_uuid,
+                "physicalEntitySchema": schema,
+                "physicalEntityName": name,
+            }
+            fields |= {
+                str(_ref(f))
+                for f in self._pages(api.PHYSICAL_FIELDS, params)
+                if _ref(f) and _ref(f.get("physicalEntity")) == uid
+            }
+        flows = {
+            str(_ref(f))
+            for f in self._pages(api.DATA_FLOWS, {})
+            if _ref(f)
+            and (
+                _ref(f.get("fromPhysicalEntity")) in targets
+                or _ref(f.get("toPhysicalEntity")) in targets
+                or _ref(f.get("fromPhysicalField")) in fields
+                or _ref(f.get("toPhysicalField")) in fields
+            )
+        }
+        counts[ObjectType.PHYSICAL_ENTITIES.value] = len(targets)
+        counts[ObjectType.PHYSICAL_FIELDS.value] = len(fields)
+        counts[ObjectType.DATA_FLOWS.value] = len(flows)
+        if not dry_run:
+            for flow in sorted(flows):
+                self._delete(api.DATA_FLOW.format(uuid=flow))
+            for uid in sorted(targets):
+                self._delete(api.PHYSICAL_ENTITY.format(uuid=uid))
+        return CleanupCounts(counts)
+
+    def count_jobs(self, system: str, *, schemas: list[str] | None) -> int:
+        """Job entities of a job System (in these schemas; ``None``: all), read page by page."""
+        uid = _ref(self._find_system(system))
+        if uid is None or schemas == []:
+            return 0
+        found: set[str] = set()
+        for schema in sorted(set(schemas)) if schemas is not None else [None]:
+            params: dict[str, Any] = {"systemUuid": uid}
+            if schema is not None:
+                params["schema"] = schema
+            found |= {
+                str(_ref(e))
+                for e in self._pages(api.PHYSICAL_ENTITIES, params)
+                if _ref(e)
+                and e.get("tableType") == api.JOB_TABLE_TYPE
+                and (_ref(e.get("system")) or uid) == uid
+                and (schema is None or (e.get("schema") or "") == schema)
+            }
+        return len(found)
 
     def disable_quality_checks(self, jobs: list[str]) -> int:
         """The suites of removed jobs are imported again with ``cleanup=true`` and no checks: the

@@ -31,6 +31,7 @@ from sqlalchemy import (
     UniqueConstraint,
     and_,
     delete,
+    func,
     or_,
     select,
 )
@@ -174,6 +175,54 @@ class Ledger:
                 .order_by(c.id)
             ).all()
         return [Entry(r[0], LedgerItem(r[1], r[2], r[3] or {}, r[4], r[5], r[6])) for r in rows]
+
+    def entries(
+        self, definition: str, kind: str, identities: Sequence[tuple[str, str | None]]
+    ) -> list[Entry]:
+        """This definition's entries of ``kind`` for these ``(identity, system)`` pairs (a None
+        system: whatever System the entry is in)."""
+        wanted = set(identities)
+        if not wanted:
+            return []
+        c = items.c
+        out: list[Entry] = []
+        names = sorted({identity for identity, _ in wanted})
+        with self.engine.connect() as conn:
+            for i in range(0, len(names), _CHUNK):
+                rows = conn.execute(
+                    select(c.id, c.kind, c.identity, c.payload, c.scope, c.system, c.schema)
+                    .where(
+                        c.catalog == self.catalog,
+                        c.definition == definition,
+                        c.kind == kind,
+                        c.identity.in_(names[i : i + _CHUNK]),
+                    )
+                    .order_by(c.id)
+                ).all()
+                out += [
+                    Entry(r[0], LedgerItem(r[1], r[2], r[3] or {}, r[4], r[5], r[6]))
+                    for r in rows
+                    if (r[2], None) in wanted or (r[2], r[5]) in wanted
+                ]
+        return sorted(out, key=lambda e: e.id)
+
+    def count(
+        self,
+        definition: str,
+        kind: str,
+        *,
+        system: str | None = None,
+        schemas: Sequence[str] | None = None,
+    ) -> int:
+        """How many entries of ``kind`` this definition holds (in a System, in these schemas)."""
+        c = items.c
+        condition = and_(c.catalog == self.catalog, c.definition == definition, c.kind == kind)
+        if system is not None:
+            condition = and_(condition, c.system == system)
+        if schemas is not None:
+            condition = and_(condition, c.schema.in_(list(schemas)))
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).where(condition)).scalar() or 0)
 
     def forget(self, ids: Sequence[int]) -> None:
         with self.engine.begin() as conn:

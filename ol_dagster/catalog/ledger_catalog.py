@@ -5,6 +5,11 @@ endpoints. What a definition sent is then recorded in the sync ledger (edges wit
 jobs, datasets) with the catalog's time, so the cleanup works unchanged: its calls select the
 ledger entries last touched before the cutoff, and the backend deletes them through its API.
 
+A parent job known only from a child's parent facet, in a namespace the definition does not own,
+is never recorded as the definition's job: the server makes it from the events, and its owner
+decides when it goes. A DROP leaves the ledger (and the catalog) through the cleanup's
+``drop_datasets`` call, never during the upload.
+
 A backend implements five things: ``send`` (the events, answering per event), ``clock`` (the
 server's time), and the three deletes. Everything else (Systems and their properties, dry runs,
 counts, removed job names, lineage reads) is here, once.
@@ -32,6 +37,7 @@ from ol_dagster.catalog.ledger import DATASET, EDGE, JOB, Entry, Ledger, LedgerI
 from ol_dagster.catalog.protocol import (
     CleanupCounts,
     CleanupPermissionDenied,
+    DatasetRef,
     FailedRow,
     ObjectType,
     UploadResult,
@@ -40,6 +46,7 @@ from ol_dagster.catalog.systems import job_system_for, wanted_systems
 from ol_dagster.db import open_engine
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey, job_of_scope
+from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import CatalogSettings, Definition
 
 
@@ -145,17 +152,28 @@ class LedgerCatalog(ABC):
         if result.failed:
             return result  # nothing is recorded as touched: the cleanup is blocked anyway
 
-        self.ledger.ensure_systems(wanted_systems(graph, definition))
+        # a parent job known only from a child's parent facet, in a namespace this definition
+        # does not own, is another owner's: the server creates it from the events, and it is
+        # never this definition's JOB entry (its cleanup would delete it)
+        jobs = {
+            key: job_system_for(definition, key[0])
+            for key, j in graph.jobs.items()
+            if not j.referenced_only or namespace_allowed(key[0], definition.allowedJobNamespaces)
+        }
+        wanted = wanted_systems(graph, definition)
+        for system in sorted(set(jobs.values()) - set(wanted)):  # an owned parent's job System
+            wanted[system] = {"kind": "job", "openLineageJobSystem": [str(definition.uuid)]}
+        self.ledger.ensure_systems(wanted)
         resolved = {k for k in graph.datasets if k not in outcome.unresolved}
         entries: list[LedgerItem] = [
             LedgerItem(
                 JOB,
                 node_identity(key),
                 {"namespace": key[0], "name": key[1]},
-                system=job_system_for(definition, key[0]),
+                system=system,
                 schema=key[0],
             )
-            for key in graph.jobs
+            for key, system in jobs.items()
         ]
         entries += [
             LedgerItem(
@@ -177,7 +195,7 @@ class LedgerCatalog(ABC):
             for f in edges
         ]
         self.ledger.touch(self.definition_name, entries, now)
-        result.touched[ObjectType.PHYSICAL_ENTITIES] = len(graph.jobs) + len(resolved)
+        result.touched[ObjectType.PHYSICAL_ENTITIES] = len(jobs) + len(resolved)
         result.touched[ObjectType.DATA_FLOWS] = len(edges)
         return result
 
@@ -255,6 +273,22 @@ class LedgerCatalog(ABC):
         stale = self.ledger.stale(self.definition_name, DATASET, before=before, system=system)
         self._remove(stale, self.delete_dataset, dry_run)
         return CleanupCounts({ObjectType.PHYSICAL_ENTITIES: len(stale)})
+
+    def drop_datasets(self, datasets: Sequence[DatasetRef], *, dry_run: bool) -> CleanupCounts:
+        """This definition's DATASET entries of the datasets DROP events named (in the System
+        named), removed through ``delete_dataset`` unless another entry still holds the same
+        object; a dry run only counts."""
+        found = self.ledger.entries(
+            self.definition_name,
+            DATASET,
+            [(node_identity((d.ol_namespace, d.ol_name)), d.system) for d in datasets],
+        )
+        self._remove(found, self.delete_dataset, dry_run)
+        return CleanupCounts({ObjectType.PHYSICAL_ENTITIES: len(found)})
+
+    def count_jobs(self, system: str, *, schemas: list[str] | None) -> int:
+        """This definition's JOB entries in a job System (in these schemas; None: all)."""
+        return self.ledger.count(self.definition_name, JOB, system=system, schemas=schemas)
 
     def disable_quality_checks(self, jobs: list[str]) -> int:
         return 0  # neither catalog keeps quality checks ol-dagster could disable

@@ -12,7 +12,8 @@ Cleanup, through the sync ledger (Marquez keeps no scope ol-dagster could clean 
 
 * a job: ``DELETE /api/v1/namespaces/{ns}/jobs/{job}``, a soft delete (``is_hidden``). The job
   leaves the lists and the lineage graph, and its edges go with it;
-* a dataset of a dataset System the cleanup may clean (CUTOFF owned, or DAYS):
+* a dataset of a dataset System the cleanup may clean (CUTOFF owned, or DAYS), or one a DROP
+  event named (the cleanup's ``drop_datasets`` call):
   ``DELETE /api/v1/namespaces/{ns}/datasets/{name}``, also a soft delete;
 * an edge: **no call**. Marquez has no edge delete: a job's edges are the inputs and outputs of its
   current version, written by its last terminal event. An edge a job no longer has disappears when

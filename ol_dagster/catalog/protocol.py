@@ -48,6 +48,7 @@ class UploadResult:
     failed: list[FailedRow] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)
     removed: dict[str, int] = field(default_factory=dict)  # objects a DROP event removed
+    renamed: list[str] = field(default_factory=list)  # RENAMEs applied: "ns:name -> ns:name"
 
     @property
     def succeeded(self) -> bool:
@@ -62,6 +63,7 @@ class UploadResult:
             ],
             "dropped": dict(self.dropped),
             "removed": dict(self.removed),
+            "renamed": list(self.renamed),
             "succeeded": self.succeeded,
         }
 
@@ -74,6 +76,18 @@ class CleanupCounts:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetRef:
+    """A dataset as the catalog files it (System, schema, object name) and as OpenLineage names
+    it (namespace, name): what a DROP removes."""
+
+    system: str
+    schema: str
+    name: str
+    ol_namespace: str
+    ol_name: str
 
 
 class Catalog(Protocol):
@@ -119,6 +133,16 @@ class Catalog(Protocol):
         self, system: str, *, before: datetime, dry_run: bool
     ) -> CleanupCounts:
         """Dataset entities no longer referenced, and fields the carried schemas no longer have."""
+        ...
+
+    def drop_datasets(self, datasets: list[DatasetRef], *, dry_run: bool) -> CleanupCounts:
+        """Remove datasets a DROP lifecycle event named (with their fields and the flows that
+        touch them). The cleanup calls it only for Systems this definition owns, after its
+        guards; a dry run only counts."""
+        ...
+
+    def count_jobs(self, system: str, *, schemas: list[str] | None) -> int:
+        """How many job entities a job System holds (in these schemas; ``None``: all)."""
         ...
 
     def disable_quality_checks(self, jobs: list[str]) -> int:

@@ -33,6 +33,13 @@ def dataset_policy(definition: Definition, system: str) -> DatasetSystemRule:
     return DatasetSystemRule(namespace=system, system=system, cleanupMode=CleanupMode.NONE)
 
 
+def owned_by(definition: Definition, properties: dict) -> bool:
+    """A System this definition created (``openLineageOwner`` is its uuid): the only dataset
+    Systems in which it may remove, drop or rename anything. A System without an owner is not
+    owned."""
+    return properties.get("openLineageOwner") == str(definition.uuid)
+
+
 def wanted_systems(graph: LineageGraph, definition: Definition) -> dict[str, dict]:
     """The Systems an upload of ``graph`` uses, with the properties each gets when created:
     job Systems carry ``openLineageJobSystem`` = [uuid]; dataset Systems ``openLineageOwner`` and

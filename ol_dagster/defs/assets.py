@@ -19,27 +19,42 @@ from ol_dagster.lineage_state import export_state
 from ol_dagster.logstore import write_event
 from ol_dagster.openlineage.models import parse_event
 from ol_dagster.settings import Definition, SnapshotMode
-from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
+from ol_dagster.store import BatchRecord, EventStore
+from ol_dagster.sync.batch import CleanupOverrides, SyncBusy, cleanup_batch, upload_batch
 from ol_dagster.sync.cleanup import (
     CLEANUP_PERMISSION_DENIED,
     REMOVAL_CAP_EXCEEDED,
-    RUN_FAILED,
+    REMOVAL_SHARE_EXCEEDED,
     SHARED_SYSTEM_DOWNGRADED,
     SUPERSEDED,
-    UPLOAD_FAILED,
-    BatchFacts,
-    run_cleanup,
-    skipped_report,
 )
-from ol_dagster.sync.upload import build_graph, graph_facts, upload_graph
+from ol_dagster.sync.upload import build_graph
 
 _TABLE_ROWS = 200
+# How long a sync waits for another sync of its definition (its lock) before it fails and its
+# batch stays pending for the sensor's retry.
+LOCK_WAIT_SECONDS = 120.0
 
 
 class CleanupConfig(dg.Config):
-    """Run config of ``catalog_cleanup``: a person may raise the removal cap for one run."""
+    """Run config of ``catalog_cleanup``: a person may raise the removal limits for one run."""
 
     maxRemovalsPerRun: int | None = None
+    maxRemovalShare: float | None = None
+
+
+def run_alive(instance: dg.DagsterInstance):
+    """Whether a sync lock's holder (a run id) still runs: a finished or failed run's lock is
+    taken over at once. A holder this instance does not know is trusted until its lease ends."""
+
+    def alive(holder: str) -> bool:
+        try:
+            run = instance.get_run_by_id(holder)
+        except Exception:  # a malformed id, an instance hiccup: trust the lease
+            return True
+        return run is None or not run.is_finished
+
+    return alive
 
 
 def _batch(
@@ -97,6 +112,36 @@ def refresh_lineage_state(context, catalog, definition: Definition, store: Event
         context.log.info("catalog cannot export its lineage: the asset graph keeps its snapshot")
         return
     store.save_lineage_state(definition.name, state)
+
+
+def removal_limits_check(report: dict[str, Any]) -> dg.AssetCheckResult:
+    """``removal_cap``: fails when the planned removals passed ``maxRemovalsPerRun`` or would
+    remove more than ``maxRemovalShare`` of the definition's jobs; says which, with the numbers."""
+    reason = report["skippedReason"]
+    description = None
+    if reason == REMOVAL_CAP_EXCEEDED:
+        description = (
+            f"{report.get('plannedRemovals', 0)} planned removals > maxRemovalsPerRun "
+            f"{report.get('maxRemovalsPerRun')}: nothing deleted"
+        )
+    elif reason == REMOVAL_SHARE_EXCEEDED:
+        description = (
+            f"{report.get('plannedJobRemovals', 0)} of {report.get('heldJobs', 0)} jobs would be "
+            f"removed, more than maxRemovalShare {report.get('maxRemovalShare')}: nothing deleted"
+        )
+    return dg.AssetCheckResult(
+        check_name=C.REMOVAL_CAP,
+        passed=reason not in (REMOVAL_CAP_EXCEEDED, REMOVAL_SHARE_EXCEEDED),
+        severity=dg.AssetCheckSeverity.WARN,
+        description=description,
+        metadata={
+            "plannedRemovals": report.get("plannedRemovals", 0),
+            "maxRemovalsPerRun": report.get("maxRemovalsPerRun", 0),
+            "plannedJobRemovals": report.get("plannedJobRemovals", 0),
+            "heldJobs": report.get("heldJobs", 0),
+            "maxRemovalShare": float(report.get("maxRemovalShare") or 0.0),
+        },
+    )
 
 
 def build_assets(
@@ -245,18 +290,22 @@ def build_assets(
         catalog's clock before the first write; every object sent is touched, changed or not."""
         store = ol_store.get()
         batch = _batch(context, store, definition)
-        newer = store.newer_synced_snapshot(name, batch.id) if batch.whole_snapshot else None
-        if newer is not None:
+        with ol_catalog.open(name) as catalog:
+            try:
+                done = upload_batch(
+                    store,
+                    catalog,
+                    definition,
+                    batch.id,
+                    run_id=context.run_id,
+                    is_alive=run_alive(context.instance),
+                    wait_seconds=LOCK_WAIT_SECONDS,
+                )
+            except SyncBusy as exc:
+                raise dg.Failure(str(exc)) from None
+        if done.graph is None or done.cutoff is None:
+            newer = done.record.get("supersededBy")
             # an older snapshot must not bring back what a newer one removed
-            store.record_upload(
-                batch.id,
-                cutoff=None,
-                result={
-                    "skippedReason": SUPERSEDED,
-                    "supersededBy": newer,
-                    "runId": context.run_id,
-                },
-            )
             yield dg.MaterializeResult(
                 metadata={"skippedReason": SUPERSEDED, "supersededBy": newer},
                 check_results=[
@@ -268,17 +317,8 @@ def build_assets(
                 ],
             )
             return
-        graph = build_graph((e.raw for e in store.iter_events(batch.id)), definition)
-        with ol_catalog.open(name) as catalog:
-            outcome = upload_graph(
-                catalog, graph, definition, lambda: (e.raw for e in store.iter_events(batch.id))
-            )
-        result = outcome.result
-        store.record_upload(
-            batch.id,
-            cutoff=outcome.cutoff,
-            result={**result.as_dict(), "graph": graph_facts(graph), "runId": context.run_id},
-        )
+        graph, result = done.graph, done.result
+        assert result is not None
         if result.succeeded:
             _observe_runs(context, graph, translator)
         if not result.succeeded:
@@ -290,7 +330,12 @@ def build_assets(
         ]
         yield dg.MaterializeResult(
             metadata={
-                "cutoff": dg.MetadataValue.timestamp(outcome.cutoff),
+                "cutoff": dg.MetadataValue.timestamp(done.cutoff),
+                **(
+                    {"renamed": dg.MetadataValue.json(result.renamed)}
+                    if getattr(result, "renamed", None)
+                    else {}
+                ),
                 "results": dg.MetadataValue.md(
                     rows_markdown(
                         [
@@ -344,53 +389,26 @@ def build_assets(
         metadata is the seed's cleanup report."""
         store = ol_store.get()
         batch = _batch(context, store, definition)
-        upload = batch.upload_result
-        cap = config.maxRemovalsPerRun
         selection = context.run.asset_selection
-        uploaded_in_this_run = selection is None or keys[C.CATALOG_UPLOAD] in selection
-        if upload is None or (uploaded_in_this_run and upload.get("runId") != context.run_id):
-            # the upload of this run never finished: the run failed before the cleanup
-            report = skipped_report(
-                RUN_FAILED, batch.cutoff, cap or definition.cleanup.maxRemovalsPerRun
-            )
-        elif upload.get("skippedReason") == SUPERSEDED:
-            report = skipped_report(SUPERSEDED, None, cap or definition.cleanup.maxRemovalsPerRun)
-            report["supersededBy"] = upload.get("supersededBy")
-        else:
-            assert batch.cutoff is not None
-            facts_graph = upload.get("graph") or {}
-            facts = BatchFacts(
-                posted=batch.kind is BatchKind.POSTED,
-                whole_snapshot=batch.whole_snapshot,
-                accepted=batch.accepted_count,
-                job_namespaces=facts_graph.get("jobNamespaces") or store.job_namespaces(batch.id),
-                upload_succeeded=bool(upload.get("succeeded")),
-                dataset_systems=facts_graph.get("datasetSystems") or [],
-                described_jobs=[tuple(j) for j in facts_graph.get("describedJobs") or []],
-                completed_jobs=[tuple(j) for j in facts_graph.get("completedJobs") or []],
-                jobs=facts_graph.get("jobs") or [],
-                dropped=upload.get("dropped") or {},
-            )
-            with ol_catalog.open(name) as catalog:
-                report = run_cleanup(
+        with ol_catalog.open(name) as catalog:
+            try:
+                report = cleanup_batch(
+                    store,
                     catalog,
                     definition,
-                    facts,
-                    cutoff=batch.cutoff,
-                    max_removals=config.maxRemovalsPerRun,
+                    batch.id,
+                    run_id=context.run_id,
+                    uploaded_in_this_run=selection is None or keys[C.CATALOG_UPLOAD] in selection,
+                    overrides=CleanupOverrides(config.maxRemovalsPerRun, config.maxRemovalShare),
+                    requested_by={"tags": dict(context.run.tags)},
+                    is_alive=run_alive(context.instance),
+                    wait_seconds=LOCK_WAIT_SECONDS,
                 )
+            except SyncBusy as exc:
+                raise dg.Failure(str(exc)) from None
+            if report["mode"] is not None:
                 refresh_lineage_state(context, catalog, definition, store)
-        if config.maxRemovalsPerRun is not None:
-            report["override"] = {
-                "maxRemovalsPerRun": config.maxRemovalsPerRun,
-                "runId": context.run.run_id,
-                "tags": dict(context.run.tags),
-            }
-        store.record_cleanup(batch.id, report)
         reason = report["skippedReason"]
-        # the events stay pending (FAILED) when nothing reached the catalog as it should
-        retry = reason in (UPLOAD_FAILED, RUN_FAILED)
-        store.set_status(batch.id, BatchStatus.FAILED if retry else BatchStatus.SYNCED)
         downgraded = [
             w["system"] for w in report["warnings"] if w.get("code") == SHARED_SYSTEM_DOWNGRADED
         ]
@@ -403,15 +421,7 @@ def build_assets(
                 "removedJobs": len(report["removedJobs"]),
             },
             check_results=[
-                dg.AssetCheckResult(
-                    check_name=C.REMOVAL_CAP,
-                    passed=reason != REMOVAL_CAP_EXCEEDED,
-                    severity=dg.AssetCheckSeverity.WARN,
-                    metadata={
-                        "plannedRemovals": report.get("plannedRemovals", 0),
-                        "maxRemovalsPerRun": report.get("maxRemovalsPerRun", 0),
-                    },
-                ),
+                removal_limits_check(report),
                 dg.AssetCheckResult(
                     check_name=C.CLEANUP_PERMITTED,
                     passed=reason != CLEANUP_PERMISSION_DENIED,

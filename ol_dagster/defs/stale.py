@@ -9,15 +9,18 @@ and report as the per-batch cleanup apply.
 import dagster as dg
 
 from ol_dagster.defs import constants as C
-from ol_dagster.defs.assets import CleanupConfig, refresh_lineage_state
+from ol_dagster.defs.assets import (
+    LOCK_WAIT_SECONDS,
+    CleanupConfig,
+    refresh_lineage_state,
+    removal_limits_check,
+    run_alive,
+)
 from ol_dagster.defs.report import cleanup_markdown
 from ol_dagster.defs.resources import CatalogResource, StoreResource
 from ol_dagster.settings import Definition
-from ol_dagster.sync.cleanup import (
-    CLEANUP_PERMISSION_DENIED,
-    REMOVAL_CAP_EXCEEDED,
-    run_stale_cleanup,
-)
+from ol_dagster.sync import batch as sync_batch
+from ol_dagster.sync.cleanup import CLEANUP_PERMISSION_DENIED
 
 
 def build_stale_cleanup(
@@ -43,9 +46,21 @@ def build_stale_cleanup(
     ):
         """What this definition's producers have not described for staleJobDays (and DAYS
         dataset Systems after their cleanupDays), removed from the catalog."""
+        store = ol_store.get()
         with ol_catalog.open(definition.name) as catalog:
-            report = run_stale_cleanup(catalog, definition, max_removals=config.maxRemovalsPerRun)
-            refresh_lineage_state(context, catalog, definition, ol_store.get())
+            try:
+                report = sync_batch.stale_cleanup(
+                    store,
+                    catalog,
+                    definition,
+                    run_id=context.run_id,
+                    max_removals=config.maxRemovalsPerRun,
+                    is_alive=run_alive(context.instance),
+                    wait_seconds=LOCK_WAIT_SECONDS,
+                )
+            except sync_batch.SyncBusy as exc:
+                raise dg.Failure(str(exc)) from None
+            refresh_lineage_state(context, catalog, definition, store)
         if config.maxRemovalsPerRun is not None:
             report["override"] = {
                 "maxRemovalsPerRun": config.maxRemovalsPerRun,
@@ -60,12 +75,7 @@ def build_stale_cleanup(
                 "removedJobs": len(report["removedJobs"]),
             },
             check_results=[
-                dg.AssetCheckResult(
-                    check_name=C.REMOVAL_CAP,
-                    passed=reason != REMOVAL_CAP_EXCEEDED,
-                    severity=dg.AssetCheckSeverity.WARN,
-                    metadata={"plannedRemovals": report.get("plannedRemovals", 0)},
-                ),
+                removal_limits_check(report),
                 dg.AssetCheckResult(
                     check_name=C.CLEANUP_PERMITTED,
                     passed=reason != CLEANUP_PERMISSION_DENIED,

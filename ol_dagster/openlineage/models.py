@@ -12,6 +12,8 @@ run id, a standard facet of the wrong shape.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -35,10 +37,14 @@ from ol_dagster.openlineage.facets import (
     MODEL_NAMES,
     DatasetFacets,
     InputFacets,
+    InputField,
     JobFacets,
+    JobRef,
     Name,
     OutputFacets,
+    PreviousIdentifier,
     RunFacets,
+    SymlinkIdentifier,
 )
 
 
@@ -295,17 +301,30 @@ def parse_event(data: bytes | str | object) -> Event:
 # input, is validated by the models themselves, so what is rejected, and the reason given, are
 # exactly those of ``parse_event``. ``benchmarks/check_fast_paths.py`` compares the two on the
 # corpus and tens of thousands of mutated events.
+#
+# With ``max_name_length`` (a definition's ``limits.maxNameLength``), the same schema also bounds
+# every namespace and name the catalogs key objects by (``_KEYED``: the job, each dataset, the
+# parent and root jobs, symlinks, a previous identifier, column-lineage inputs) with a
+# ``max_length``: checked in Rust in the same pass, free for a valid event (a Python look at those
+# places cost 2 to 20 us an event, the latter on dbt events with column lineage). An event over it
+# fails the fast path and takes the models' way, then ``check_name_lengths`` names the field.
+
+DEFAULT_MAX_NAME_LENGTH = 2048  # settings.Limits.maxNameLength's default
+
+# models (and their subclasses) whose ``namespace`` and ``name`` are catalog keys
+_KEYED = (Job, Dataset, JobRef, InputField, SymlinkIdentifier, PreviousIdentifier)
 
 
-def _without_models(node: Any) -> Any:
-    """A copy of a core schema in which models validate into typed dicts of their fields."""
+def _without_models(node: Any, max_name_length: int | None = None) -> Any:
+    """A copy of a core schema in which models validate into typed dicts of their fields, the
+    keyed models' ``namespace`` and ``name`` at most ``max_name_length`` characters long."""
     if isinstance(node, list):
-        return [_without_models(x) for x in node]
+        return [_without_models(x, max_name_length) for x in node]
     if not isinstance(node, dict):
         return node
     kind = node.get("type")
     if kind == "model":
-        inner = _without_models(node["schema"])
+        inner = _without_models(node["schema"], max_name_length)
         target = inner  # the typed dict, under a model validator when there is one
         while target["type"] != "typed-dict":
             target = target["schema"]
@@ -314,6 +333,11 @@ def _without_models(node: Any) -> Any:
             # accepted unvalidated either way; not copying them into the output is faster
             config["extra_fields_behavior"] = "ignore"
         target["config"] = config
+        if max_name_length is not None and issubclass(node["cls"], _KEYED):
+            for key in ("namespace", "name"):
+                schema = target["fields"][key]["schema"]
+                assert schema["type"] == "str", (node["cls"], key)
+                target["fields"][key]["schema"] = {**schema, "max_length": max_name_length}
         if "ref" in node:
             inner["ref"] = node["ref"]
         return inner
@@ -330,17 +354,24 @@ def _without_models(node: Any) -> Any:
                 required = True
             field = {
                 "type": "typed-dict-field",
-                "schema": _without_models(schema),
+                "schema": _without_models(schema, max_name_length),
                 "required": required,
             }
             if "validation_alias" in f:
                 field["validation_alias"] = f["validation_alias"]
             fields[name] = field
         return {"type": "typed-dict", "fields": fields}
-    return {k: _without_models(v) for k, v in node.items()}
+    return {k: _without_models(v, max_name_length) for k, v in node.items()}
 
 
-_CHECK = SchemaValidator(_without_models(_EVENT.core_schema))
+@functools.cache
+def _checker(max_name_length: int | None) -> SchemaValidator:
+    """The fast path's validator for a bound (a few ms to build, once per distinct bound)."""
+    return SchemaValidator(_without_models(_EVENT.core_schema, max_name_length))
+
+
+_CHECK = _checker(None)
+_checker(DEFAULT_MAX_NAME_LENGTH)  # the usual one, built now rather than on a first request
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,12 +387,13 @@ class EventHeader:
     run_id: str | None
 
 
-def check_event(data: object) -> EventHeader:
+def check_event(data: object, *, max_name_length: int | None = None) -> EventHeader:
     """Validate one event as ``parse_event`` does (same acceptance, same ``EventRejected``) and
-    return its envelope, without building the typed event when ``data`` is a plain dict."""
+    return its envelope, without building the typed event when ``data`` is a plain dict. With
+    ``max_name_length``, a catalog key longer than that (``check_name_lengths``) rejects it too."""
     if type(data) is dict:
         try:
-            checked = _CHECK.validate_python(data)
+            checked = _checker(max_name_length).validate_python(data)
         except ValidationError:
             pass  # the models give the reason (or, should they accept it, the event)
         else:
@@ -377,7 +409,81 @@ def check_event(data: object) -> EventHeader:
                 job["name"] if job is not None else None,
                 run["runId"] if run is not None else None,
             )
-    return header_of(parse_event(data))
+    event = parse_event(data)
+    if max_name_length is not None:
+        check_name_lengths(data, max_name_length)
+    return header_of(event)
+
+
+# -- naming the identifier that is too long -----------------------------------------------------
+
+
+def _get(obj: object, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, dict) else None
+
+
+def _facet(facets: object, key: str) -> Any:
+    """A standard facet, unless absent or a deletion marker (whose content nothing reads):
+    ``_deleted`` equal to true, as the models read it (``true``, ``1`` and ``1.0`` are)."""
+    facet = _get(facets, key)
+    return None if _get(facet, "_deleted") in (True,) else facet
+
+
+def _listed(prefix: str, refs: object) -> Iterator[tuple[str, object]]:
+    if isinstance(refs, list):
+        for m, ref in enumerate(refs):
+            yield f"{prefix}.{m}", ref
+
+
+def _dataset_refs(path: str, dataset: object) -> Iterator[tuple[str, object]]:
+    yield path, dataset
+    facets = _get(dataset, "facets")
+    symlinks = _facet(facets, "symlinks")
+    yield from _listed(f"{path}.facets.symlinks.identifiers", _get(symlinks, "identifiers"))
+    lifecycle = _facet(facets, "lifecycleStateChange")
+    previous = _get(lifecycle, "previousIdentifier")
+    yield f"{path}.facets.lifecycleStateChange.previousIdentifier", previous
+    lineage = _facet(facets, "columnLineage")
+    fields = _get(lineage, "fields")
+    if isinstance(fields, dict):
+        for name, column in fields.items():
+            inputs = _get(column, "inputFields")
+            yield from _listed(f"{path}.facets.columnLineage.fields.{name}.inputFields", inputs)
+    yield from _listed(f"{path}.facets.columnLineage.dataset", _get(lineage, "dataset"))
+
+
+def _keyed_refs(event: object) -> Iterator[tuple[str, object]]:
+    """(path, the object holding a ``namespace`` and a ``name``) for every catalog key of an
+    event: the places of ``_KEYED`` in the models."""
+    kind = _kind_of(event)  # what is not a field of the event's kind is an extra, not a key
+    if kind == EventKind.DATASET.value:
+        yield from _dataset_refs("dataset", _get(event, "dataset"))
+        return
+    yield "job", _get(event, "job")
+    if kind == EventKind.RUN.value:
+        parent = _facet(_get(_get(event, "run"), "facets"), "parent")
+        yield "run.facets.parent.job", _get(parent, "job")
+        yield "run.facets.parent.root.job", _get(_get(parent, "root"), "job")
+    for side in ("inputs", "outputs"):
+        for path, dataset in _listed(side, _get(event, side)):
+            yield from _dataset_refs(path, dataset)
+
+
+def check_name_lengths(event: object, limit: int = DEFAULT_MAX_NAME_LENGTH) -> None:
+    """Refuse an event any of whose catalog keys (the namespace or name of its job, a dataset,
+    the parent or root job, a symlink, a previous identifier, a column-lineage input) is longer
+    than ``limit`` characters, naming the first such field's path. Looks at those places only:
+    the rest of the event (schemas, SQL, custom facets) may hold strings of any length. In the
+    receiver this runs only for an event the bounded fast path refused (``check_event``)."""
+    for path, ref in _keyed_refs(event):
+        for key in ("namespace", "name"):
+            value = _get(ref, key)
+            if isinstance(value, str) and len(value) > limit:
+                raise EventRejected(
+                    f"{path}.{key}",
+                    f"is {len(value)} characters long; at most {limit} are accepted "
+                    "(limits.maxNameLength)",
+                )
 
 
 def header_of(event: Event) -> EventHeader:

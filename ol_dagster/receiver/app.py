@@ -5,7 +5,9 @@ transports), ``POST /api/v1/lineage/batch`` takes ``{"events": [...]}`` (a snaps
 post), ``GET /healthz`` answers load balancers. The bearer token selects the sync definition.
 
 Every answer says, per event, what was accepted and why anything was not, so a producer can fix its
-events; the store then holds exactly the accepted events. A store that cannot be reached is a 503
+events; the store then holds exactly the accepted events. ``wholeSnapshot`` says whether the post
+is stored as a whole snapshot (a BATCH_SNAPSHOT definition, every event accepted), which the next
+sync cleans against; the message says it in words. A store that cannot be reached is a 503
 (retriable), never a silent drop.
 """
 
@@ -51,11 +53,14 @@ def _error(status_code: int, message: str, *, retriable: bool = False) -> JSONRe
         batchId=None,
         summary={"received": 0, "accepted": 0, "rejected": 0},
         failedEvents=[],
+        wholeSnapshot=False,
         retriable=retriable,
     )
 
 
-def _summary_answer(intake: Intake, batch_id: int | None, note: str = "") -> JSONResponse:
+def _summary_answer(
+    intake: Intake, batch_id: int | None, note: str = "", *, whole_snapshot: bool = False
+) -> JSONResponse:
     received, accepted, rejected = intake.received, len(intake.accepted), len(intake.rejected)
     if not received:
         status, code = "success", 200
@@ -76,7 +81,34 @@ def _summary_answer(intake: Intake, batch_id: int | None, note: str = "") -> JSO
         batchId=batch_id,
         summary={"received": received, "accepted": accepted, "rejected": rejected},
         failedEvents=[r.as_dict() for r in intake.rejected],
+        wholeSnapshot=whole_snapshot,
     )
+
+
+def _snapshot_note(definition: Definition, intake: Intake) -> tuple[bool, str]:
+    """Whether a stored ``/batch`` post is a whole snapshot (as the store decides: a
+    BATCH_SNAPSHOT definition, every event accepted, at least one), and the sentence that tells
+    the producer what that means at the next sync."""
+    if definition.snapshotMode is not SnapshotMode.BATCH_SNAPSHOT:
+        return False, ""
+    if intake.rejected:
+        return False, (
+            f"; not a whole snapshot: {len(intake.rejected)} event(s) rejected, so definition "
+            f"{definition.name} does NOT treat this post as a snapshot (nothing it does not "
+            "describe is removed for it; the day-based cleanup only)"
+        )
+    if not intake.accepted:
+        return False, "; an empty post describes nothing: NOT treated as a snapshot"
+    namespaces = sorted({e.job_namespace for e in intake.accepted if e.job_namespace is not None})
+    sentence = f"; stored as a whole snapshot of definition {definition.name}: " + (
+        f"jobs of namespaces [{', '.join(namespaces)}] that it does not describe will be removed "
+        "at the next sync (within cleanup.maxRemovalsPerRun and cleanup.maxRemovalShare)"
+        if namespaces
+        else "it describes no job, so no job is removed at the next sync"
+    )
+    if not definition.cleanup.enabled:
+        sentence += ", but cleanup.enabled is false: nothing is removed"
+    return True, sentence
 
 
 def create_app(settings: Settings, store: EventStore) -> Starlette:
@@ -125,7 +157,11 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
             return parsed
         if isinstance(parsed, dict) and isinstance(parsed.get("events"), list):
             return _error(400, "this endpoint takes one event; post {'events': [...]} to /batch")
-        intake = sort_events([parsed], definition.allowedJobNamespaces)
+        intake = sort_events(
+            [parsed],
+            definition.allowedJobNamespaces,
+            max_name_length=definition.limits.maxNameLength,
+        )
         if not intake.accepted:
             return _summary_answer(intake, None)
         try:
@@ -156,7 +192,11 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
                 413,
                 f"{len(events)} events exceed limits.maxEventsPerBatch ({limit}); split the batch",
             )
-        intake = sort_events(events, definition.allowedJobNamespaces)
+        intake = sort_events(
+            events,
+            definition.allowedJobNamespaces,
+            max_name_length=definition.limits.maxNameLength,
+        )
         if events and not intake.accepted:
             return _summary_answer(intake, None)
         snapshot = definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT
@@ -173,9 +213,7 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
         except StoreUnavailable:
             log.exception("store unavailable; batch refused with 503")
             return _error(503, "the event store is unavailable; retry later", retriable=True)
-        note = ""
-        if snapshot and intake.rejected:
-            note = "; the batch is not a whole snapshot, so it gets the day-based cleanup only"
+        whole, note = _snapshot_note(definition, intake)
         log.info(
             "batch %s for %s: %d received, %d accepted",
             batch_id,
@@ -183,7 +221,7 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
             intake.received,
             len(intake.accepted),
         )
-        return _summary_answer(intake, batch_id, note)
+        return _summary_answer(intake, batch_id, note, whole_snapshot=whole)
 
     async def healthz(_request: Request) -> JSONResponse:
         try:

@@ -6,6 +6,12 @@ the models' validation without building the typed event, which the receiver does
 accepted event is stored as the JSON of the object posted. Pure: no HTTP, no
 database. The receiver stores what this accepts; ``ol-dagster inspect`` and the
 tests use the same function, so what a producer is told is exactly what the store holds.
+
+Every namespace and name the pipeline keys a catalog object by (the job, its datasets, the parent
+and root jobs, symlinks, a dataset's previous identifier, column-lineage inputs) is bounded by the
+definition's ``limits.maxNameLength``: a key, never a document. ``check_event`` bounds them in the
+same validation pass (a ``max_length`` on those fields of its schema, so a valid event costs
+nothing more) and names the field path of one that is too long.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import pydantic_core
 
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.openlineage.envelope import EventRejected, namespace_allowed
-from ol_dagster.openlineage.models import check_event
+from ol_dagster.openlineage.models import DEFAULT_MAX_NAME_LENGTH, check_event
 from ol_dagster.store import NewEvent
 
 
@@ -84,18 +90,27 @@ def _serialize(event: object) -> bytes:
 MAX_RUN_ID = 200
 
 
-def sort_events(events: list[object], allowed_job_namespaces: list[str]) -> Intake:
+def sort_events(
+    events: list[object],
+    allowed_job_namespaces: list[str],
+    *,
+    max_name_length: int = DEFAULT_MAX_NAME_LENGTH,
+) -> Intake:
+    """``max_name_length``: the definition's ``limits.maxNameLength``."""
     with gc_paused():
-        return _sort_events(events, allowed_job_namespaces)
+        return _sort_events(events, allowed_job_namespaces, max_name_length)
 
 
-def _sort_events(events: list[object], allowed_job_namespaces: list[str]) -> Intake:
+def _sort_events(
+    events: list[object], allowed_job_namespaces: list[str], max_name_length: int
+) -> Intake:
     intake = Intake()
     for index, event in enumerate(events):
         try:
             if isinstance(event, str | bytes):  # parse_event would read it as JSON text
                 raise EventRejected("", "an event must be a JSON object, not a string")
-            header = check_event(event)
+            # identifiers bounded first: nothing below quotes a 5 MB namespace in a reason
+            header = check_event(event, max_name_length=max_name_length)
             namespace = header.job_namespace
             if namespace is not None and not namespace_allowed(namespace, allowed_job_namespaces):
                 raise EventRejected(

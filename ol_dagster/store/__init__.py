@@ -1,4 +1,5 @@
-"""The event store: every accepted event, grouped into batches that become Dagster partitions."""
+"""The event store: every accepted event, grouped into batches that become Dagster partitions, and
+each definition's sync lock."""
 
 from ol_dagster.store.event_store import (
     BatchRecord,
@@ -6,6 +7,7 @@ from ol_dagster.store.event_store import (
     NewEvent,
     StoredEvent,
     StoreUnavailable,
+    SyncLock,
 )
 from ol_dagster.store.schema import BatchKind, BatchStatus
 
@@ -17,4 +19,5 @@ __all__ = [
     "NewEvent",
     "StoreUnavailable",
     "StoredEvent",
+    "SyncLock",
 ]

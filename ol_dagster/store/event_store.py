@@ -3,21 +3,26 @@
 A batch is the unit everything downstream works on: one Dagster partition, one run, one cleanup.
 So a posted batch is written in a single transaction (a crash mid-write leaves no half batch and no
 visible batch at all), and a stream batch only becomes visible to the sync once the sensor seals it.
+
+The store also holds each definition's sync lock: a lease that keeps two syncs of one definition
+from running at once, whichever process starts them (a sensor's run, an operator's command).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from ol_dagster.db import WalCheckpointer, is_sqlite_file, open_engine
 from ol_dagster.store import schema
-from ol_dagster.store.schema import BatchKind, BatchStatus, batches, events
+from ol_dagster.store.schema import BatchKind, BatchStatus, batches, events, sync_locks
 
 _READ_CHUNK = 2_000
 
@@ -98,6 +103,39 @@ class BatchRecord:
     @property
     def partition_key(self) -> str:
         return str(self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncLock:
+    """Who holds a definition's sync lock, since when, and until when unless renewed."""
+
+    definition: str
+    holder: str
+    acquired_at: datetime
+    expires_at: datetime
+
+
+# How often acquire_sync_lock looks again when the lock changed hands under it.
+_LOCK_ATTEMPTS = 10
+
+
+def _insert_lock(conn: Connection, values: dict[str, Any]) -> bool:
+    """Insert a definition's first lock row unless it has one; True if this insert made it.
+
+    ``ON CONFLICT DO NOTHING`` rather than a plain insert whose failure is caught: on PostgreSQL
+    a concurrent insert of the same definition makes this one wait for it to commit and then
+    do nothing, where a failed insert would abort the whole transaction."""
+    dialect = conn.dialect.name
+    if dialect in ("postgresql", "sqlite"):
+        insert = pg_insert if dialect == "postgresql" else sqlite_insert
+        statement = insert(sync_locks).values(**values).on_conflict_do_nothing()
+        return conn.execute(statement).rowcount == 1
+    try:
+        with conn.begin_nested():
+            conn.execute(sync_locks.insert().values(**values))
+    except IntegrityError:
+        return False
+    return True
 
 
 def _record(row: Any) -> BatchRecord:
@@ -560,3 +598,152 @@ class EventStore:
                 .order_by(events.c.job_namespace)
             )
             return [r[0] for r in rows]
+
+    def earlier_run_events(
+        self, definition: str, runs: Iterable[tuple[str, str, str]], *, before_batch: int
+    ) -> Iterator[bytes]:
+        """Raw events of these runs (run id, job namespace, job name) that arrived in the
+        definition's batches before ``before_batch``, in arrival order: the earlier parts of runs
+        split over batches."""
+        wanted = set(runs)
+        ids = sorted({r[0] for r in wanted})
+        for start in range(0, len(ids), 500):
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    select(events.c.raw, events.c.run_id, events.c.job_namespace, events.c.job_name)
+                    .join(batches, batches.c.id == events.c.batch_id)
+                    .where(
+                        events.c.run_id.in_(ids[start : start + 500]),
+                        batches.c.definition == definition,
+                        batches.c.id < before_batch,
+                    )
+                    .order_by(events.c.batch_id, events.c.position)
+                ).all()
+            for raw, run_id, namespace, name in rows:
+                if (run_id, namespace, name) in wanted:
+                    yield bytes(raw)
+
+    # -- sync locks ----------------------------------------------------------------------------
+
+    def acquire_sync_lock(
+        self,
+        definition: str,
+        holder: str,
+        *,
+        lease_seconds: float,
+        is_alive: Callable[[str], bool] | None = None,
+        now: datetime | None = None,
+    ) -> str | None:
+        """Take the definition's sync lock for ``holder`` (a Dagster run id, say) for
+        ``lease_seconds``: None when taken, else the id of the holder that keeps it.
+
+        Taken when nobody holds it, when ``holder`` already does (re-entrant: the lease is
+        renewed), when the lease has expired, or when ``is_alive(current holder)`` is False, so
+        that a crashed holder does not block the definition until its lease runs out.
+
+        Two processes never both take it: on PostgreSQL the first row's insert and the row lock
+        of ``SELECT ... FOR UPDATE`` serialize them, on SQLite the store's ``BEGIN IMMEDIATE``
+        does. ``is_alive`` may be slow (it may ask Dagster), so it runs with no transaction
+        open; the takeover that follows only succeeds if the same holder's tenure is still in
+        place, so two processes that both found the holder dead cannot both take the lock."""
+        if lease_seconds <= 0:
+            raise ValueError(f"lease_seconds must be positive, not {lease_seconds}")
+        now_n = _naive(now or utcnow())
+        taken = {
+            "holder": holder,
+            "acquired_at": now_n,
+            "expires_at": now_n + timedelta(seconds=lease_seconds),
+        }
+        this = sync_locks.c.definition == definition
+        current: str | None = None
+        for _attempt in range(_LOCK_ATTEMPTS):
+            with self.engine.begin() as conn:
+                if _insert_lock(conn, {"definition": definition, **taken}):
+                    return None
+                row = conn.execute(
+                    select(sync_locks.c.holder, sync_locks.c.acquired_at, sync_locks.c.expires_at)
+                    .where(this)
+                    .with_for_update()
+                ).first()
+                if row is None:
+                    continue  # released between the insert and the read: insert again
+                current, acquired_at, expires_at = row
+                if current == holder:
+                    conn.execute(
+                        update(sync_locks).where(this).values(expires_at=taken["expires_at"])
+                    )
+                    return None
+                if expires_at <= now_n:
+                    conn.execute(
+                        update(sync_locks)
+                        .where(this, sync_locks.c.holder == current)
+                        .values(**taken)
+                    )
+                    return None
+                if is_alive is None:
+                    return current
+            assert current is not None  # the row was read above
+            if is_alive(current):
+                return current
+            with self.engine.begin() as conn:
+                took = conn.execute(
+                    update(sync_locks)
+                    .where(
+                        this,
+                        sync_locks.c.holder == current,
+                        sync_locks.c.acquired_at == acquired_at,
+                    )
+                    .values(**taken)
+                ).rowcount
+            if took:
+                return None
+            # released, or taken over by another process, while is_alive ran: look again
+        if current is None:
+            raise StoreUnavailable(
+                f"could not take the sync lock of {definition!r}: it kept changing hands"
+            )
+        return current  # it changed hands each time we looked: someone else has it
+
+    def renew_sync_lock(
+        self,
+        definition: str,
+        holder: str,
+        *,
+        lease_seconds: float,
+        now: datetime | None = None,
+    ) -> bool:
+        """Extend ``holder``'s lease to ``lease_seconds`` from now. False when it no longer
+        holds the lock (released, or expired and taken over): its sync should stop."""
+        expires = _naive(now or utcnow()) + timedelta(seconds=lease_seconds)
+        with self.engine.begin() as conn:
+            renewed = conn.execute(
+                update(sync_locks)
+                .where(sync_locks.c.definition == definition, sync_locks.c.holder == holder)
+                .values(expires_at=expires)
+            ).rowcount
+        return renewed == 1
+
+    def release_sync_lock(self, definition: str, holder: str) -> bool:
+        """Give the lock up; only its holder can (True if it did)."""
+        with self.engine.begin() as conn:
+            released = conn.execute(
+                sync_locks.delete().where(
+                    sync_locks.c.definition == definition, sync_locks.c.holder == holder
+                )
+            ).rowcount
+        return released == 1
+
+    def sync_lock(self, definition: str) -> SyncLock | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(sync_locks).where(sync_locks.c.definition == definition)
+            ).first()
+        if row is None:
+            return None
+        m = row._mapping
+        return SyncLock(
+            definition=m["definition"],
+            holder=m["holder"],
+            acquired_at=_aware(m["acquired_at"]),  # type: ignore[arg-type]
+            expires_at=_aware(m["expires_at"]),  # type: ignore[arg-type]
+        )

@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ol_dagster.db import lock_schema
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; BigInteger elsewhere.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -109,6 +109,8 @@ events = Table(
     Column("run_id", String(200)),
     Index("ix_ol_events_batch_position", "batch_id", "position"),
     Index("ix_ol_events_time", "event_time"),
+    # version 6: a run split over batches is judged whole, so its earlier events are found by run
+    Index("ix_ol_events_run", "run_id"),
 )
 
 
@@ -119,6 +121,18 @@ lineage_state = Table(
     Column("definition", String(200), primary_key=True),
     Column("state", JSON, nullable=False),
     Column("refreshed_at", DateTime, nullable=False),
+)
+
+sync_locks = Table(
+    "ol_sync_locks",
+    metadata,
+    # version 6: one sync per definition at a time, whichever process starts it (a sensor's run,
+    # an operator's ``ol-dagster sync``). A lease: a holder that dies without releasing it blocks
+    # the definition only until ``expires_at``, or until a liveness check says it is gone.
+    Column("definition", String(200), primary_key=True),
+    Column("holder", String(200), nullable=False),
+    Column("acquired_at", DateTime, nullable=False),
+    Column("expires_at", DateTime, nullable=False),
 )
 
 
@@ -168,12 +182,19 @@ def prefer_lz4(conn: Connection) -> None:
         pass  # compression method lz4 not supported by this server's build
 
 
+def _v5_to_v6(conn: Connection) -> None:
+    """The sync locks: a lease per definition, so two syncs of it never run at once."""
+    sync_locks.create(conn, checkfirst=True)
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_ol_events_run ON ol_events (run_id)")
+
+
 # version -> function bringing a store at that version to version + 1
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
     4: _v4_to_v5,
+    5: _v5_to_v6,
 }
 
 

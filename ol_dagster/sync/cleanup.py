@@ -2,32 +2,46 @@
 
 OpenLineage has no "this job is gone" event, so the catalog is kept equal to what producers still
 describe by deleting what a run's scopes own and did not touch (seed
-``blindata-openlineage-removal-of-deprecated-metadata``):
+``blindata-openlineage-removal-of-deprecated-metadata``, its table "What a run fully describes"):
 
 * **CUTOFF** for a ``/lineage/batch`` to a BATCH_SNAPSHOT definition with every event accepted:
-  every job of every job namespace present in the batch, in the same run, everything last updated
-  before the cutoff read from the catalog clock at the start of the run.
-* **Replaced jobs**: a JobEvent, a PERIODIC / COMPLETE_SNAPSHOT event, or a completed run when
-  ``lineageReplacement`` is JOB fully describes its job: the two scopes of that job get the cutoff,
-  flows call only (its entity is uploaded again anyway).
+  every job of every job namespace the batch's events describe *and the definition owns*
+  (``allowedJobNamespaces``), in the same run, everything last updated before the cutoff read
+  from the catalog clock at the start of the run. A namespace named only by a parent facet is
+  another owner's: never a cutoff scope.
+* **Replaced jobs**: a JobEvent, or a completed run when ``lineageReplacement`` is JOB, fully
+  describes its job: the two scopes of that job get the cutoff, flows call only (its entity is
+  uploaded again anyway). PERIODIC and COMPLETE_SNAPSHOT windows describe a window, not the job:
+  they replace nothing.
 * **DAYS** for everything else: what was not updated for ``cleanup.staleJobDays`` (job Systems and
   flows) or a dataset System's ``cleanupDays``.
+* **DROP** lifecycle events remove their dataset through a call of the same plan, in a System this
+  definition owns whose policy allows cleaning: every guard below applies to them too.
 
 A broken input must never wipe lineage, so nothing is deleted when the run failed, cleanup is
-disabled, the batch is empty, an upload failed, the dry-run counts summed over the calls exceed
-``maxRemovalsPerRun``, the catalog refuses the cleanup user, or the definition is a dry run. Every
-call is made as a dry run first, and no real call is made before every dry run passed the cap.
+disabled, the batch is empty, an upload failed, the planned removals exceed
+``maxRemovalsPerRun`` or (beyond the seed) remove more than ``maxRemovalShare`` of the jobs the
+definition holds, the catalog refuses the cleanup user, or the definition is a dry run. Every
+call is rehearsed first (a catalog that can roll back runs the whole plan for real and rolls it
+back, so each call's planned count is exactly what its real call removes; others count in a dry
+run), and no real call is made before the whole plan passed the guards.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ol_dagster.catalog.protocol import Catalog, CleanupCounts, CleanupPermissionDenied
-from ol_dagster.catalog.systems import job_system_for
+from ol_dagster.catalog.protocol import (
+    Catalog,
+    CleanupCounts,
+    CleanupPermissionDenied,
+    DatasetRef,
+)
+from ol_dagster.catalog.systems import job_system_for, owned_by
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope, scope_prefix
 from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import CleanupMode, Definition, LineageReplacement, SnapshotMode
@@ -41,6 +55,7 @@ CLEANUP_DISABLED = "CLEANUP_DISABLED"
 EMPTY_BATCH = "EMPTY_BATCH"
 UPLOAD_FAILED = "UPLOAD_FAILED"
 REMOVAL_CAP_EXCEEDED = "REMOVAL_CAP_EXCEEDED"
+REMOVAL_SHARE_EXCEEDED = "REMOVAL_SHARE_EXCEEDED"
 CLEANUP_PERMISSION_DENIED = CleanupPermissionDenied.code
 DRY_RUN = "DRY_RUN"
 SUPERSEDED = "SUPERSEDED"
@@ -48,6 +63,7 @@ SUPERSEDED = "SUPERSEDED"
 # warnings
 SHARED_SYSTEM_DOWNGRADED = "SHARED_SYSTEM_DOWNGRADED"
 DANGLING_FLOW = "DANGLING_FLOW"
+DROP_NOT_OWNED = "DROP_NOT_OWNED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +80,7 @@ class BatchFacts:
     completed_jobs: list[tuple[str, str]] = field(default_factory=list)
     jobs: list[str] = field(default_factory=list)  # "<namespace>.<name>" of every job described
     dropped: dict[str, int] = field(default_factory=dict)
+    drops: list[DatasetRef] = field(default_factory=list)  # datasets a DROP event named
 
 
 @dataclass(slots=True)
@@ -93,12 +110,20 @@ def cleanup_mode(definition: Definition, facts: BatchFacts) -> str:
     return DAYS
 
 
+def owned_namespaces(definition: Definition, namespaces: list[str]) -> list[str]:
+    """The job namespaces among ``namespaces`` the definition owns: the only possible scopes."""
+    return sorted(
+        ns for ns in set(namespaces) if namespace_allowed(ns, definition.allowedJobNamespaces)
+    )
+
+
 def replaced_jobs(definition: Definition, facts: BatchFacts) -> list[tuple[str, str]]:
-    """Jobs this batch fully describes one by one (outside a snapshot)."""
+    """Jobs this batch fully describes one by one (outside a snapshot): JobEvents, and runs
+    completed in it when ``lineageReplacement`` is JOB (judged whole: see ``sync.batch``)."""
     jobs = set(facts.described_jobs)
     if definition.lineageReplacement is LineageReplacement.JOB:
         jobs |= set(facts.completed_jobs)
-    return sorted(jobs)
+    return sorted(j for j in jobs if namespace_allowed(j[0], definition.allowedJobNamespaces))
 
 
 def owns_cutoff(definition: Definition, properties: dict[str, Any]) -> bool:
@@ -137,6 +162,47 @@ class _Planner:
         if self._systems is None:
             self._systems = self.catalog.systems()
         return self._systems
+
+    def job_system_names(self) -> list[str]:
+        """Every job System of the definition: current (its rules and ``openLineageSystem``)
+        and former ones."""
+        names = {self.definition.job_system, *former_job_systems(self.definition, self.systems)}
+        names |= {r.system for r in self.definition.jobSystems}
+        return sorted(names & {s["name"] for s in self.systems})
+
+    def held_jobs(self) -> int:
+        """Job entities the definition holds now, in the namespaces it owns."""
+        total = 0
+        for system in self.job_system_names():
+            schemas = owned_namespaces(self.definition, self.catalog.job_schemas(system))
+            if schemas:
+                total += self.catalog.count_jobs(system, schemas=schemas)
+        return total
+
+    def drops(self, datasets: list[DatasetRef]) -> None:
+        """Datasets a DROP event named, in Systems this definition owns and may clean; a DROP
+        in any other System is reported and left alone."""
+        if not datasets:
+            return
+        by_name = {s["name"]: s for s in self.systems}
+        allowed: list[DatasetRef] = []
+        for d in datasets:
+            props = by_name.get(d.system, {})
+            if owned_by(self.definition, props) and props.get("cleanupMode", "NONE") != "NONE":
+                allowed.append(d)
+            else:
+                self.warnings.append(
+                    {"code": DROP_NOT_OWNED, "dataset": f"{d.ol_namespace}:{d.ol_name}"}
+                )
+        if not allowed:
+            return
+        self.calls.append(
+            _Call(
+                "drops",
+                {"datasets": [f"{d.ol_namespace}:{d.ol_name}" for d in allowed]},
+                lambda dry: self.catalog.drop_datasets(allowed, dry_run=dry),
+            )
+        )
 
     def days_ago(self, days: int) -> datetime:
         return self.cutoff - timedelta(days=days)
@@ -243,26 +309,23 @@ def plan_batch(
     """The calls a synced batch makes, by the rules of the seed."""
     mode = cleanup_mode(definition, facts)
     p = _Planner(catalog, definition, cutoff)
+    namespaces = owned_namespaces(definition, facts.job_namespaces)
     if mode == CUTOFF:
-        namespaces = sorted(set(facts.job_namespaces))
         p.flows(prefixes=[scope_prefix(ns) for ns in namespaces], scopes=[], before=cutoff)
         # a routine whose job is still described (its sql facet removed) waits for the day-based
         # limit; a removed job's routine goes with it now
         p.job_systems(namespaces, cutoff, p.days_ago(definition.cleanup.staleJobDays))
         p.dataset_systems(facts.dataset_systems, snapshot=True)
+        p.drops(facts.drops)
         return mode, p
     jobs = replaced_jobs(definition, facts)
     scopes = [s for j in jobs for s in (flow_scope(*j), orchestration_scope(*j))]
     p.flows(prefixes=[], scopes=scopes, before=cutoff)
     stale = p.days_ago(definition.cleanup.staleJobDays)
-    namespaces = sorted(
-        ns
-        for ns in set(facts.job_namespaces)
-        if namespace_allowed(ns, definition.allowedJobNamespaces)
-    )
     p.flows(prefixes=[scope_prefix(ns) for ns in namespaces], scopes=[], before=stale)
     p.job_systems(namespaces, stale)
     p.dataset_systems(facts.dataset_systems, snapshot=False)
+    p.drops(facts.drops)
     return mode, p
 
 
@@ -270,15 +333,8 @@ def plan_stale(catalog: Catalog, definition: Definition, cutoff: datetime) -> tu
     """The daily day-based cleanup: every job namespace the catalog holds for this definition."""
     p = _Planner(catalog, definition, cutoff)
     stale = p.days_ago(definition.cleanup.staleJobDays)
-    systems = {definition.job_system, *former_job_systems(definition, p.systems)}
-    systems |= {r.system for r in definition.jobSystems}
-    namespaces = sorted(
-        {
-            ns
-            for s in sorted(systems)
-            for ns in catalog.job_schemas(s)
-            if namespace_allowed(ns, definition.allowedJobNamespaces)
-        }
+    namespaces = owned_namespaces(
+        definition, [ns for s in p.job_system_names() for ns in catalog.job_schemas(s)]
     )
     p.flows(prefixes=[scope_prefix(ns) for ns in namespaces], scopes=[], before=stale)
     p.job_systems(namespaces, stale)
@@ -286,13 +342,16 @@ def plan_stale(catalog: Catalog, definition: Definition, cutoff: datetime) -> tu
     return DAYS, p
 
 
-def new_report(mode: str | None, cutoff: datetime | None, cap: int) -> dict[str, Any]:
+def new_report(
+    mode: str | None, cutoff: datetime | None, cap: int, share: float | None = None
+) -> dict[str, Any]:
     return {
         "mode": mode,
         "cutoff": cutoff.isoformat() if cutoff else None,
         "skippedReason": None,
         "maxRemovalsPerRun": cap,
         "plannedRemovals": 0,
+        **({"maxRemovalShare": share} if share is not None else {}),
         "calls": [],
         "removedJobs": [],
         "warnings": [],
@@ -306,6 +365,28 @@ def skipped_report(reason: str, cutoff: datetime | None, cap: int) -> dict[str, 
     return report
 
 
+def _rehearse(catalog: Catalog, calls: list[_Call]) -> None:
+    """Planned counts of every call. A catalog that can roll back makes the real calls in order
+    inside a transaction it then rolls back: each call's count is then exactly what its real
+    call removes (a flow the flows call takes is not counted again by the job System call whose
+    job it touched). Others answer a dry run per call."""
+    rehearsal = getattr(catalog, "rehearsal", None)
+    with rehearsal() if rehearsal is not None else nullcontext():
+        for call in calls:
+            call.dry = call.run(rehearsal is None)
+
+
+def _removed_share(
+    planner: _Planner, calls: list[_Call], described: frozenset[str]
+) -> tuple[int, int]:
+    """(jobs the plan removes, jobs the definition holds now): what ``maxRemovalShare`` compares.
+    A job the batch still describes that leaves a former job System is moved, not removed."""
+    removed = {j for c in calls if c.dry for j in c.dry.removed_jobs} - described
+    if not removed:
+        return 0, 0
+    return len(removed), planner.held_jobs()
+
+
 def execute(
     catalog: Catalog,
     definition: Definition,
@@ -314,18 +395,24 @@ def execute(
     report: dict[str, Any],
     cap: int,
     described: frozenset[str] = frozenset(),
+    share: float | None = None,
 ) -> dict[str, Any]:
-    """Dry-run every call, check the cap, then make the real calls (unless a dry run)."""
+    """Rehearse every call, check the guards, then make the real calls (unless a dry run)."""
     report["mode"] = mode
     report["warnings"].extend(planner.warnings)
     calls = planner.calls
     try:
-        for call in calls:
-            call.dry = call.run(True)
+        _rehearse(catalog, calls)
         planned = sum(c.dry.total for c in calls if c.dry)
         report["plannedRemovals"] = planned
+        removing, held = _removed_share(planner, calls, described) if share is not None else (0, 0)
+        if share is not None:
+            report["plannedJobRemovals"] = removing
+            report["heldJobs"] = held
         if planned > cap:
             report["skippedReason"] = REMOVAL_CAP_EXCEEDED
+        elif share is not None and held and removing / held > share:
+            report["skippedReason"] = REMOVAL_SHARE_EXCEEDED
         elif definition.outputOptions.dryRun:
             report["skippedReason"] = DRY_RUN
         else:
@@ -336,12 +423,23 @@ def execute(
             # a job the batch still describes left a former job System: moved, not removed
             report["movedJobs"] = sorted(gone & described)
             report["removedJobs"] = sorted(gone - described)
+            report["removed"] = _totals(c.real for c in calls)
             # seed: quality checks of removed jobs are disabled, never deleted
             report["disabledQualityChecks"] = catalog.disable_quality_checks(report["removedJobs"])
     except CleanupPermissionDenied:
         report["skippedReason"] = CLEANUP_PERMISSION_DENIED
     report["calls"] = [c.as_dict() for c in calls]
     return report
+
+
+def _totals(counts) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in counts:
+        if c is None:
+            continue
+        for kind, n in c.counts.items():
+            out[kind] = out.get(kind, 0) + n
+    return out
 
 
 def run_cleanup(
@@ -351,10 +449,13 @@ def run_cleanup(
     *,
     cutoff: datetime,
     max_removals: int | None = None,
+    max_share: float | None = None,
 ) -> dict[str, Any]:
-    """Plan, guard and (when allowed) carry out a batch's cleanup; returns the seed's report."""
+    """Plan, guard and (when allowed) carry out a batch's cleanup; returns the seed's report.
+    ``max_removals`` and ``max_share`` override the definition's limits for this run."""
     cap = definition.cleanup.maxRemovalsPerRun if max_removals is None else max_removals
-    report = new_report(cleanup_mode(definition, facts), cutoff, cap)
+    share = definition.cleanup.maxRemovalShare if max_share is None else max_share
+    report = new_report(cleanup_mode(definition, facts), cutoff, cap, share)
     if facts.dropped.get(DANGLING_FLOW):
         report["warnings"].append({"code": DANGLING_FLOW, "count": facts.dropped[DANGLING_FLOW]})
     for skipped, reason in (
@@ -366,13 +467,14 @@ def run_cleanup(
             report["skippedReason"] = reason
             return report
     mode, planner = plan_batch(catalog, definition, facts, cutoff)
-    return execute(catalog, definition, mode, planner, report, cap, frozenset(facts.jobs))
+    return execute(catalog, definition, mode, planner, report, cap, frozenset(facts.jobs), share)
 
 
 def run_stale_cleanup(
     catalog: Catalog, definition: Definition, *, max_removals: int | None = None
 ) -> dict[str, Any]:
-    """The daily day-based cleanup of a definition (``<definition>/stale_cleanup``)."""
+    """The daily day-based cleanup of a definition (``<definition>/stale_cleanup``). The share
+    guard is for batches: what has not been described for staleJobDays is meant to go."""
     cap = definition.cleanup.maxRemovalsPerRun if max_removals is None else max_removals
     cutoff = catalog.clock()
     report = new_report(DAYS, cutoff, cap)

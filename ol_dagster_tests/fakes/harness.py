@@ -1,11 +1,10 @@
 """Test support for the HTTP backends: events, definitions and one sync, as the assets run it.
 
 ``Syncer.sync`` does what the four assets of a batch do, without Dagster: the events go through
-the receiver's intake into a real event store as one posted batch, are normalized, uploaded with
-the cutoff read from the catalog clock (``upload_graph`` with the batch's raw events), then
-``run_cleanup`` runs with the facts ``catalog_cleanup`` builds. The fake server's clock is moved
-a minute forward before each sync: the ``Date`` header counts whole seconds, and real syncs are
-minutes apart.
+the receiver's intake into a real event store as one posted batch, then the functions the assets
+call (``sync.batch.upload_batch`` and ``cleanup_batch``) upload and clean it. The fake server's
+clock is moved a minute forward before each sync: the ``Date`` header counts whole seconds, and
+real syncs are minutes apart.
 
 Nothing here is imported by the fakes: they know the contracts, not this code.
 """
@@ -21,9 +20,9 @@ from ol_dagster.catalog.protocol import Catalog, UploadResult
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import Definition, SnapshotMode
-from ol_dagster.store import BatchKind, EventStore
-from ol_dagster.sync.cleanup import BatchFacts, run_cleanup
-from ol_dagster.sync.upload import UploadOutcome, build_graph, graph_facts, upload_graph
+from ol_dagster.store import EventStore
+from ol_dagster.sync.batch import CleanupOverrides, cleanup_batch, upload_batch
+from ol_dagster.sync.upload import UploadOutcome
 from ol_dagster_tests.fakes.faults import Clock
 
 NS = "repo"  # the repository's one job namespace
@@ -149,7 +148,9 @@ class Syncer:
         """One ``/lineage/batch`` post of ``events`` to ``d``, uploaded then cleaned;
         ``between`` runs after the upload and before the cleanup."""
         self.clock.advance(minutes=1)
-        intake = sort_events(list(events), d.allowedJobNamespaces)
+        intake = sort_events(
+            list(events), d.allowedJobNamespaces, max_name_length=d.limits.maxNameLength
+        )
         assert not intake.rejected, intake.rejected
         batch_id = self.store.add_posted_batch(
             d.name,
@@ -158,28 +159,21 @@ class Syncer:
             rejections=[],
             snapshot=d.snapshotMode is SnapshotMode.BATCH_SNAPSHOT,
         )
-        batch = self.store.get_batch(batch_id)
-
-        def raw() -> Any:
-            return (e.raw for e in self.store.iter_events(batch_id))
-
-        graph = build_graph(raw(), d)
-        outcome = upload_graph(catalog, graph, d, raw)
+        # what the assets run: the production code builds the cleanup's facts from the store
+        run_id = str(uuid.uuid4())
+        done = upload_batch(self.store, catalog, d, batch_id, run_id=run_id)
+        assert done.graph is not None and done.cutoff is not None and done.result is not None
+        outcome, graph = UploadOutcome(done.cutoff, done.result), done.graph
         if between is not None:
             between()
-        g = graph_facts(graph)
-        facts = BatchFacts(
-            posted=batch.kind is BatchKind.POSTED,
-            whole_snapshot=batch.whole_snapshot,
-            accepted=batch.accepted_count,
-            job_namespaces=g["jobNamespaces"],
-            upload_succeeded=outcome.result.succeeded,
-            dataset_systems=g["datasetSystems"],
-            described_jobs=[tuple(j) for j in g["describedJobs"]],
-            completed_jobs=[tuple(j) for j in g["completedJobs"]],
-            dropped=outcome.result.dropped,
+        report = cleanup_batch(
+            self.store,
+            catalog,
+            d,
+            batch_id,
+            run_id=run_id,
+            overrides=CleanupOverrides(maxRemovalsPerRun=max_removals),
         )
-        report = run_cleanup(catalog, d, facts, cutoff=outcome.cutoff, max_removals=max_removals)
         synced = Synced(report, outcome, graph)
         self.syncs.append(synced)
         return synced

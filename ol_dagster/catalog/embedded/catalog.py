@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
 from itertools import chain, islice
@@ -34,7 +35,6 @@ from sqlalchemy import (
     Integer,
     String,
     Table,
-    delete,
     func,
     inspect,
     select,
@@ -48,6 +48,7 @@ from ol_dagster.catalog.embedded import export, reads
 from ol_dagster.catalog.embedded.tables import (
     DATA,
     JOB,
+    JOB_REFERENCE,
     ORCHESTRATION,
     SYSTEMS_ADMIN,
     data_flows,
@@ -63,8 +64,19 @@ from ol_dagster.catalog.embedded.tables import (
     systems,
     users,
 )
-from ol_dagster.catalog.protocol import CleanupCounts, FailedRow, ObjectType, UploadResult
-from ol_dagster.catalog.systems import dataset_system_rules, job_system_for, wanted_systems
+from ol_dagster.catalog.protocol import (
+    CleanupCounts,
+    DatasetRef,
+    FailedRow,
+    ObjectType,
+    UploadResult,
+)
+from ol_dagster.catalog.systems import (
+    dataset_system_rules,
+    job_system_for,
+    owned_by,
+    wanted_systems,
+)
 from ol_dagster.db import lock_schema, open_engine
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import (
@@ -128,6 +140,7 @@ class EmbeddedCatalog:
         self._pg = self.engine.dialect.name == "postgresql"
         self._insert = postgresql.insert if self._pg else sqlite.insert
         self._chunk = PG_CHUNK if self._pg else CHUNK  # rows per upsert statement
+        self._rehearsal: Connection | None = None  # the open transaction of a rehearsal
         # one locked transaction: catalogs opened at once on an empty PostgreSQL database (runs,
         # a sensor, the webserver) would otherwise race on CREATE TABLE and on the first user
         with self.engine.begin() as conn:
@@ -394,11 +407,33 @@ class EmbeddedCatalog:
         raw_events: Callable[[], Iterable[bytes]] | None = None,
     ) -> UploadResult:
         """``raw_events`` is for catalogs that take OpenLineage events; this one takes the graph."""
+        if self._rehearsal is not None:
+            raise RuntimeError("no upload during a rehearsal: it would wait for its transaction")
         result = UploadResult()
         now = naive(self.clock())
         upload_id = str(uuid.uuid4())
-        job_sys = {key: job_system_for(definition, key[0]) for key in graph.jobs}
+        owner = str(definition.uuid)
+        # a job known only as a parent, in a namespace this definition does not own, is another
+        # definition's job: never created in, touched in or removed from its job Systems; the
+        # orchestration flow to it (owned by the child's scope) links to its entity, or to a stub
+        foreign = {
+            key
+            for key, j in graph.jobs.items()
+            if j.referenced_only and not namespace_allowed(key[0], definition.allowedJobNamespaces)
+        }
+        job_sys = {
+            key: job_system_for(definition, key[0]) for key in graph.jobs if key not in foreign
+        }
+        linked = sorted(
+            {k for o in graph.orchestration_flows for k in (o.parent, o.child)} & foreign
+        )
         wanted = wanted_systems(graph, definition)
+        # wanted_systems knows the described namespaces; a parent-only job of an allowed one is
+        # this definition's job too, written in its job System
+        for system in sorted(set(job_sys.values())):
+            if wanted.get(system, {}).get("kind") != "job":
+                wanted[system] = {"kind": "job", "openLineageJobSystem": [owner]}
+        taken = {*wanted, definition.job_system, *(r.system for r in definition.jobSystems)}
 
         def step(object_type: str, fn: Callable[[Connection], tuple[int, int]]) -> bool:
             try:
@@ -423,10 +458,12 @@ class EmbeddedCatalog:
 
         def do_entities(conn: Connection) -> tuple[int, int]:
             sys_ids = state["sys"]
-            self._apply_renames(conn, graph, definition, sys_ids)
+            state["renamed"] = self._apply_renames(conn, graph, definition, sys_ids)
             rows: list[dict[str, Any]] = []
             job_keys: list[NodeKey] = []
             for key, j in graph.jobs.items():
+                if key in foreign:
+                    continue
                 job_keys.append(key)
                 rows.append(
                     {
@@ -483,7 +520,10 @@ class EmbeddedCatalog:
             )
             state["job_ids"] = dict(zip(job_keys, ids[: len(job_keys)], strict=True))
             state["ds_ids"] = dict(zip(ds_keys, ids[len(job_keys) :], strict=True))
-            return written, len(set(ids)) - written
+            touched = len(set(ids)) - written
+            foreign_ids, stubs = self._link_foreign_jobs(conn, linked, taken, now, upload_id)
+            state["job_ids"].update(foreign_ids)
+            return written + stubs, touched
 
         def do_fields(conn: Connection) -> tuple[int, int]:
             # a million fields in a large snapshot: rows are built a chunk at a time
@@ -522,7 +562,7 @@ class EmbeddedCatalog:
 
         def do_routines(conn: Connection) -> tuple[int, int]:
             sys_ids = state["sys"]
-            items = list(graph.routines.items())
+            items = [(key, r) for key, r in graph.routines.items() if key in job_sys]
             rows = [
                 {
                     "system_id": sys_ids[job_sys[key]],
@@ -666,7 +706,7 @@ class EmbeddedCatalog:
             rows = []
             for key, j in graph.jobs.items():
                 m = j.metrics
-                if not m.runs:
+                if not m.runs or key not in job_sys:  # another definition's job: not touched
                     continue
                 rows.append(
                     {
@@ -704,85 +744,184 @@ class EmbeddedCatalog:
                 break  # later steps need the ids of this one; the failure blocks the cleanup
         result.written.pop("systems", None)
         result.touched.pop("systems", None)
-        if not result.failed:
-            self._apply_drops(graph, definition, result)
+        if ObjectType.PHYSICAL_ENTITIES in result.written:  # the renames were committed
+            result.renamed = state.get("renamed", [])
+        # a DROP removes nothing here: the cleanup calls drop_datasets after its guards
         return result
+
+    def _link_foreign_jobs(
+        self,
+        conn: Connection,
+        jobs: list[NodeKey],
+        taken: Collection[str],
+        now: datetime,
+        upload_id: str,
+    ) -> tuple[dict[NodeKey, int], int]:
+        """Entity ids for other definitions' jobs that orchestration flows need: their existing
+        entity (left as it is: not this definition's to touch), else a stub in a neutral reference
+        System named after the namespace, which no definition's cleanup visits. Returns the ids and
+        how many stubs this upload created."""
+        ids: dict[NodeKey, int] = {}
+        missing: list[NodeKey] = []
+        for key in jobs:
+            eid = reads.job_entity_id(conn, *key)
+            if eid is None:
+                missing.append(key)
+            else:
+                ids[key] = eid
+        created = 0
+        ref_systems: dict[str, int] = {}
+        for ns, name in missing:
+            if ns not in ref_systems:
+                ref_systems[ns] = self._reference_system(conn, ns, taken)
+            identity = {"system_id": ref_systems[ns], "schema": ns, "name": name}
+            eid = conn.execute(
+                self._insert(entities)
+                .values(
+                    **identity,
+                    type=JOB,
+                    ol_namespace=ns,
+                    ol_name=name,
+                    properties={},
+                    last_update=now,
+                    created_by=upload_id,
+                )
+                .on_conflict_do_nothing(index_elements=list(identity))
+                .returning(entities.c.id)
+            ).scalar()
+            if eid is None:  # already there (not as a job entity: the lookup would have found it)
+                eid = conn.execute(
+                    select(entities.c.id).where(
+                        *(entities.c[column] == value for column, value in identity.items())
+                    )
+                ).scalar_one()
+            else:
+                created += 1
+            ids[(ns, name)] = eid
+        return ids, created
+
+    def _reference_system(self, conn: Connection, namespace: str, taken: Collection[str]) -> int:
+        """The neutral System of a namespace's job stubs: named after the namespace, unless that
+        name is a System of another kind (or one this definition uses), then a suffixed name."""
+        n = 0
+        while True:
+            name = namespace if n == 0 else f"{namespace} [job references {n}]"
+            n += 1
+            if name in taken:
+                continue
+            row = conn.execute(
+                select(systems.c.id, systems.c.properties).where(systems.c.name == name)
+            ).first()
+            if row is None:
+                return conn.execute(
+                    systems.insert().values(name=name, properties={"kind": JOB_REFERENCE})
+                ).inserted_primary_key[0]  # type: ignore[index]
+            props = row[1] or {}
+            if (
+                props.get("kind") == JOB_REFERENCE
+                and not props.get("openLineageOwner")
+                and not props.get("openLineageJobSystem")
+            ):
+                return row[0]
 
     def _apply_renames(
         self, conn: Connection, graph: LineageGraph, definition: Definition, sys_ids: dict[str, int]
-    ) -> None:
-        """A RENAME moves the entity in place (keeping its fields and flows), unless the new name
-        already exists; then the old one is left to the cleanup."""
+    ) -> list[str]:
+        """A RENAME moves the entity in place (keeping its fields and flows) when the System of
+        its previous identifier is this definition's (``openLineageOwner``) and its policy lets it
+        clean there (cleanupMode not NONE), unless the new name already exists. Otherwise the
+        old entity is left alone (to its owner, or to the cleanup) and the new name is uploaded as
+        a new entity. Returns the renames applied, as ``"ns:name -> ns:name"``."""
         rules = dataset_system_rules(definition)
+        renamed: list[str] = []
         for d in graph.datasets.values():
             if d.previous is None:
                 continue
             prev = place_dataset(d.previous[0], d.previous[1], system_rules=rules)
-            old_system = (
-                sys_ids.get(prev.system)
-                or conn.execute(select(systems.c.id).where(systems.c.name == prev.system)).scalar()
-            )
-            if old_system is None:
+            found = conn.execute(
+                select(systems.c.id, systems.c.properties).where(systems.c.name == prev.system)
+            ).first()
+            if found is None:
                 continue
-            target = (sys_ids[d.system], d.schema, d.object_name)
+            old_system, props = found[0], found[1] or {}
+            if not owned_by(definition, props):
+                continue
+            if props.get("cleanupMode", CleanupMode.NONE.value) == CleanupMode.NONE.value:
+                continue
+            target = sys_ids[d.system]
             exists = conn.execute(
                 select(entities.c.id).where(
-                    entities.c.system_id == target[0],
-                    entities.c.schema == target[1],
-                    entities.c.name == target[2],
+                    entities.c.system_id == target,
+                    entities.c.schema == d.schema,
+                    entities.c.name == d.object_name,
                 )
             ).scalar()
             if exists is not None:
                 continue
-            conn.execute(
+            moved = conn.execute(
                 update(entities)
                 .where(
                     entities.c.system_id == old_system,
                     entities.c.schema == prev.schema,
                     entities.c.name == prev.name,
+                    entities.c.type != JOB,
                 )
                 .values(
-                    system_id=target[0],
-                    schema=target[1],
-                    name=target[2],
+                    system_id=target,
+                    schema=d.schema,
+                    name=d.object_name,
                     ol_namespace=d.namespace,
                     ol_name=d.name,
                 )
-            )
-
-    def _apply_drops(
-        self, graph: LineageGraph, definition: Definition, result: UploadResult
-    ) -> None:
-        """A DROP removes the entity when its System's policy lets this definition clean it."""
-        dropped = [d for d in graph.datasets.values() if d.dropped]
-        if not dropped:
-            return
-        owner = str(definition.uuid)
-        removed = 0
-        with self.engine.begin() as conn:
-            for d in dropped:
-                props = (
-                    conn.execute(
-                        select(systems.c.properties).where(systems.c.name == d.system)
-                    ).scalar()
-                    or {}
-                )
-                if props.get("openLineageOwner") != owner:
-                    continue
-                if props.get("cleanupMode", CleanupMode.NONE.value) == CleanupMode.NONE.value:
-                    continue
-                removed += conn.execute(
-                    delete(entities).where(
-                        entities.c.system_id
-                        == select(systems.c.id).where(systems.c.name == d.system).scalar_subquery(),
-                        entities.c.schema == d.schema,
-                        entities.c.name == d.object_name,
-                    )
-                ).rowcount
-        if removed:
-            result.removed = {ObjectType.PHYSICAL_ENTITIES: removed}
+            ).rowcount
+            if moved:
+                renamed.append(f"{d.previous[0]}:{d.previous[1]} -> {d.namespace}:{d.name}")
+        return renamed
 
     # -- cleanup (see cleanup.py) ----------------------------------------------------------------
+
+    @contextmanager
+    def rehearsal(self) -> Iterator[None]:
+        """Rehearse cleanup calls for real, then undo them all.
+
+        Inside, every cleanup call (``cleanup_flows``, ``cleanup_job_system``,
+        ``cleanup_dataset_system``, ``drop_datasets``, ``disable_quality_checks``) runs on one
+        connection, in one transaction rolled back when the block exits: a real call removes what
+        it counts (cascades included) and later calls no longer see it, so the counts of the calls
+        of a plan, in order, add up to what a real run of the plan removes, and nothing is gone
+        afterwards. ``count_jobs``, ``systems`` and ``job_schemas`` read the rehearsed state too.
+        Each call is a savepoint: one that fails (refused permission) leaves the earlier ones
+        rehearsed. No upload is allowed inside (on SQLite it would wait for the write lock the
+        rehearsal holds); rehearsals do not nest."""
+        if self._rehearsal is not None:
+            raise RuntimeError("a rehearsal is already under way")
+        with self.engine.connect() as conn:
+            transaction = conn.begin()
+            self._rehearsal = conn
+            try:
+                yield
+            finally:
+                self._rehearsal = None
+                transaction.rollback()
+
+    @contextmanager
+    def _cleanup_conn(self) -> Iterator[Connection]:
+        """A transaction of its own, or, in a rehearsal, a savepoint of the rehearsal's."""
+        conn = self._rehearsal
+        if conn is None:
+            with self.engine.begin() as own:
+                yield own
+            return
+        with conn.begin_nested():
+            yield conn
+
+    @contextmanager
+    def _read_conn(self) -> Iterator[Connection]:
+        if self._rehearsal is not None:
+            yield self._rehearsal
+            return
+        with self.engine.connect() as conn:
+            yield conn
 
     def cleanup_flows(
         self,
@@ -792,7 +931,7 @@ class EmbeddedCatalog:
         before: datetime,
         dry_run: bool,
     ) -> CleanupCounts:
-        with self.engine.begin() as conn:
+        with self._cleanup_conn() as conn:
             self._require_admin(conn)
             return cleanup_ops.flows(
                 conn, list(scope_prefixes), list(scopes), naive(before), dry_run
@@ -807,7 +946,7 @@ class EmbeddedCatalog:
         dry_run: bool,
         routines_before: datetime | None = None,
     ) -> CleanupCounts:
-        with self.engine.begin() as conn:
+        with self._cleanup_conn() as conn:
             self._require_admin(conn)
             return cleanup_ops.job_system(
                 conn,
@@ -821,22 +960,34 @@ class EmbeddedCatalog:
     def cleanup_dataset_system(
         self, system: str, *, before: datetime, dry_run: bool
     ) -> CleanupCounts:
-        with self.engine.begin() as conn:
+        with self._cleanup_conn() as conn:
             self._require_admin(conn)
             return cleanup_ops.dataset_system(conn, system, naive(before), dry_run)
 
+    def drop_datasets(self, datasets: list[DatasetRef], *, dry_run: bool) -> CleanupCounts:
+        """Remove the dataset entities a DROP named, with their fields and the flows that touch
+        them; counted per object type as they go (a flow once). Whether this definition may drop
+        in their Systems is the planner's decision, not checked here."""
+        with self._cleanup_conn() as conn:
+            self._require_admin(conn)
+            return cleanup_ops.drop_datasets(conn, list(datasets), dry_run)
+
+    def count_jobs(self, system: str, *, schemas: list[str] | None) -> int:
+        with self._read_conn() as conn:
+            return cleanup_ops.count_jobs(conn, system, schemas)
+
     def disable_quality_checks(self, jobs: list[str]) -> int:
-        with self.engine.begin() as conn:
+        with self._cleanup_conn() as conn:
             return cleanup_ops.disable_quality_checks(conn, jobs)
 
     # -- reads (see reads.py) --------------------------------------------------------------------
 
     def systems(self) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
+        with self._read_conn() as conn:
             return reads.list_systems(conn)
 
     def job_schemas(self, system: str) -> list[str]:
-        with self.engine.connect() as conn:
+        with self._read_conn() as conn:
             return reads.job_schemas(conn, system)
 
     def lineage(self, node: str, *, depth: int, upstream: bool, downstream: bool) -> dict[str, Any]:

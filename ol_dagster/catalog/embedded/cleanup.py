@@ -25,9 +25,21 @@ from ol_dagster.catalog.embedded.tables import (
     statements,
     systems,
 )
-from ol_dagster.catalog.protocol import CleanupCounts, CleanupPermissionDenied, ObjectType
+from ol_dagster.catalog.protocol import (
+    CleanupCounts,
+    CleanupPermissionDenied,
+    DatasetRef,
+    ObjectType,
+)
 
-__all__ = ["CleanupPermissionDenied", "dataset_system", "flows", "job_system"]
+__all__ = [
+    "CleanupPermissionDenied",
+    "count_jobs",
+    "dataset_system",
+    "drop_datasets",
+    "flows",
+    "job_system",
+]
 
 _CHUNK = 500
 
@@ -207,6 +219,56 @@ def dataset_system(conn: Connection, system: str, before: datetime, dry_run: boo
         _delete_ids(conn, fields, field_ids)
         _delete_ids(conn, entities, entity_ids)
     return CleanupCounts(counts)
+
+
+def drop_datasets(conn: Connection, datasets: list[DatasetRef], dry_run: bool) -> CleanupCounts:
+    """Dataset entities a DROP named, with their fields and every flow that touches them (the
+    cascade of the delete). A name the catalog does not hold, or that names a job, is skipped;
+    an entity named twice is counted and removed once. Whether this definition may drop there is
+    the caller's decision (the cleanup's planner)."""
+    counts: dict[str, int] = {
+        ObjectType.PHYSICAL_ENTITIES: 0,
+        ObjectType.PHYSICAL_FIELDS: 0,
+        ObjectType.DATA_FLOWS: 0,
+    }
+    system_ids: dict[str, int | None] = {}
+    entity_ids: set[int] = set()
+    for ref in datasets:
+        if ref.system not in system_ids:
+            system_ids[ref.system] = _system_id(conn, ref.system)
+        sid = system_ids[ref.system]
+        if sid is None:
+            continue
+        eid = conn.execute(
+            select(entities.c.id).where(
+                entities.c.system_id == sid,
+                entities.c.schema == ref.schema,
+                entities.c.name == ref.name,
+                entities.c.type != JOB,
+            )
+        ).scalar()
+        if eid is not None:
+            entity_ids.add(eid)
+    ids = sorted(entity_ids)
+    counts[ObjectType.PHYSICAL_ENTITIES] = len(ids)
+    counts[ObjectType.PHYSICAL_FIELDS] = sum(
+        _count(conn, fields, fields.c.entity_id.in_(chunk)) for chunk in _chunked(ids)
+    )
+    counts[ObjectType.DATA_FLOWS] = _flows_touching(conn, ids, [])
+    if not dry_run:
+        _delete_ids(conn, entities, ids)  # cascades to fields, flows, field flows, metrics
+    return CleanupCounts(counts)
+
+
+def count_jobs(conn: Connection, system: str, schemas: list[str] | None) -> int:
+    """Job entities of a System (in ``schemas``; ``None``: all of them)."""
+    sid = _system_id(conn, system)
+    if sid is None:
+        return 0
+    condition = and_(entities.c.system_id == sid, entities.c.type == JOB)
+    if schemas is not None:
+        condition = and_(condition, entities.c.schema.in_(schemas))
+    return _count(conn, entities, condition)
 
 
 def disable_quality_checks(conn: Connection, jobs: list[str]) -> int:

@@ -63,6 +63,21 @@ def job_names(conn: Connection) -> list[str]:
     return [f"{s}.{n}" for s, n in rows]
 
 
+def job_entity_id(conn: Connection, namespace: str, name: str) -> int | None:
+    """The job entity of an OpenLineage job, wherever it is filed: a job another definition
+    uploaded (or one moved between job Systems) may exist in several Systems; an entity in a
+    real job System wins over a reference stub, then the oldest."""
+    e, s = t.entities.c, t.systems.c
+    found = conn.execute(
+        select(e.id, s.properties)
+        .join(t.systems, s.id == e.system_id)
+        .where(e.type == t.JOB, e.ol_namespace == namespace, e.ol_name == name)
+    ).all()
+    if not found:
+        return None
+    return min(found, key=lambda r: ((r[1] or {}).get("kind") == t.JOB_REFERENCE, r[0]))[0]
+
+
 def parse_node(node: str) -> tuple[str, list[tuple[str, str]]]:
     """``dataset:<namespace>:<name>`` or ``job:<namespace>:<name>``, split like Marquez node ids.
     Namespaces and names may hold colons (``postgres://host:5432``), so every split is a
@@ -80,6 +95,10 @@ def _find_entity(conn: Connection, node: str) -> int:
     e = t.entities.c
     type_match = (e.type == t.JOB) if kind == "job" else (e.type != t.JOB)
     for ns, name in candidates:
+        if kind == "job":
+            if (jid := job_entity_id(conn, ns, name)) is not None:
+                return jid
+            continue
         row = conn.execute(
             select(e.id).where(e.ol_namespace == ns, e.ol_name == name, type_match)
         ).first()
@@ -105,9 +124,7 @@ def lineage(
         return ident[eid]
 
     def job_entity(job: tuple[str, str]) -> int | None:
-        return conn.execute(
-            select(e.id).where(e.type == t.JOB, e.ol_namespace == job[0], e.ol_name == job[1])
-        ).scalar()
+        return job_entity_id(conn, *job)
 
     nodes: dict[str, str] = {}
     edges: set[tuple[str, str]] = set()

@@ -36,6 +36,9 @@ JOB = "job"  # entity type of jobs; datasets carry table / file / folder / topic
 DATA = "data"
 ORCHESTRATION = "orchestration"
 SYSTEMS_ADMIN = "SYSTEMS_ADMIN"
+# the ``kind`` of a neutral System holding stubs of jobs another definition owns, known here only
+# as a parent: no ``openLineageOwner``, no ``openLineageJobSystem``, so no cleanup visits it
+JOB_REFERENCE = "jobReference"
 
 metadata = MetaData()
 

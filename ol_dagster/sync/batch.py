@@ -1,0 +1,287 @@
+"""One batch's sync as every entry point runs it: upload, then cleanup, under the definition's lock.
+
+The Dagster assets (sensor-launched runs, ``ol-dagster sync``, a person re-materializing the
+cleanup with a raised cap) and the tests call these functions, so there is one copy of what the
+cleanup is told about a batch (``batch_facts``) and one place where the order of things is decided:
+
+1. the definition's sync lock is taken (held from reading the cutoff to recording the report, so
+   two syncs of one definition never interleave, whatever started them); a holder that died or
+   whose lease ran out no longer blocks;
+2. under it, a snapshot older than one already synced is SUPERSEDED (neither uploaded nor
+   cleaned: it must not bring back what a newer snapshot removed);
+3. the graph is built from the batch's events and, for runs that complete in this batch when
+   ``lineageReplacement`` is JOB, from the events of those runs that arrived in earlier batches: a
+   run split over batches is judged whole, not by its last part;
+4. the cutoff is read from the catalog clock, then the upload; the upload and the facts the
+   cleanup needs are recorded in the store;
+5. the cleanup (``sync.cleanup``) runs on those recorded facts, its report is recorded, the batch
+   status set, and the lock released.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from ol_dagster.catalog.protocol import Catalog, DatasetRef, UploadResult
+from ol_dagster.lineage import LineageGraph
+from ol_dagster.settings import Definition, LineageReplacement
+from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
+from ol_dagster.sync.cleanup import (
+    RUN_FAILED,
+    SUPERSEDED,
+    UPLOAD_FAILED,
+    BatchFacts,
+    run_cleanup,
+    run_stale_cleanup,
+    skipped_report,
+)
+from ol_dagster.sync.upload import UploadOutcome, build_graph, graph_facts, upload_graph
+
+# A holder that stops renewing (a process killed mid-sync) gives the lock up after this long; a
+# live holder renews it at every stage, and a holder known dead is passed over at once.
+LOCK_LEASE_SECONDS = 1800.0
+LOCK_POLL_SECONDS = 0.5
+
+
+class SyncBusy(Exception):
+    """Another live sync of the definition holds its lock: this one must wait or stay pending."""
+
+    def __init__(self, definition: str, holder: str) -> None:
+        super().__init__(
+            f"definition {definition!r} is being synced by {holder!r}: one sync per definition "
+            "at a time; this batch stays pending and is synced after it"
+        )
+        self.definition = definition
+        self.holder = holder
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupOverrides:
+    """Limits a person raises for one run (the report records who asked)."""
+
+    maxRemovalsPerRun: int | None = None
+    maxRemovalShare: float | None = None
+
+
+@dataclass(slots=True)
+class UploadDone:
+    record: dict[str, Any]  # what the store keeps as the batch's upload result
+    graph: LineageGraph | None  # None when nothing was uploaded (superseded)
+    cutoff: datetime | None
+    result: UploadResult | None = None
+
+
+def take_lock(
+    store: EventStore,
+    definition: Definition,
+    holder: str,
+    *,
+    is_alive: Callable[[str], bool] | None = None,
+    wait_seconds: float = 0.0,
+) -> None:
+    """Take (or renew) the definition's sync lock for ``holder``; ``SyncBusy`` when a live holder
+    keeps it longer than ``wait_seconds``."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        other = store.acquire_sync_lock(
+            definition.name, holder, lease_seconds=LOCK_LEASE_SECONDS, is_alive=is_alive
+        )
+        if other is None:
+            return
+        if time.monotonic() >= deadline:
+            raise SyncBusy(definition.name, other)
+        time.sleep(LOCK_POLL_SECONDS)
+
+
+def _run_keys_completed(store: EventStore, batch: BatchRecord) -> set[tuple[str, str, str]]:
+    return {
+        (e.run_id, e.job_namespace, e.job_name)
+        for e in store.iter_events(batch.id)
+        if e.event_type == "COMPLETE" and e.run_id and e.job_namespace and e.job_name
+    }
+
+
+def batch_events(
+    store: EventStore, definition: Definition, batch: BatchRecord
+) -> Callable[[], Iterator[bytes]]:
+    """The raw events the batch is judged by: its own and, when completed runs replace their
+    job's lineage, the earlier parts of those runs (the store keeps them in earlier batches)."""
+    earlier: list[bytes] = []
+    if definition.lineageReplacement is LineageReplacement.JOB:
+        runs = _run_keys_completed(store, batch)
+        if runs:
+            earlier = list(store.earlier_run_events(definition.name, runs, before_batch=batch.id))
+
+    def events() -> Iterator[bytes]:
+        yield from earlier
+        for e in store.iter_events(batch.id):
+            yield e.raw
+
+    return events
+
+
+def _drops(graph: LineageGraph) -> list[DatasetRef]:
+    return [
+        DatasetRef(d.system, d.schema, d.object_name, d.namespace, d.name)
+        for d in graph.datasets.values()
+        if d.dropped
+    ]
+
+
+def upload_batch(
+    store: EventStore,
+    catalog: Catalog,
+    definition: Definition,
+    batch_id: int,
+    *,
+    run_id: str,
+    is_alive: Callable[[str], bool] | None = None,
+    wait_seconds: float = 0.0,
+) -> UploadDone:
+    """Steps 1-4: lock, SUPERSEDED, graph, cutoff and upload, recorded in the store."""
+    batch = store.get_batch(batch_id)
+    take_lock(store, definition, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
+    newer = store.newer_synced_snapshot(definition.name, batch.id) if batch.whole_snapshot else None
+    if newer is not None:
+        record = {"skippedReason": SUPERSEDED, "supersededBy": newer, "runId": run_id}
+        store.record_upload(batch.id, cutoff=None, result=record)
+        return UploadDone(record, None, None)
+    raw = batch_events(store, definition, batch)
+    graph = build_graph(raw(), definition)
+    outcome: UploadOutcome = upload_graph(catalog, graph, definition, raw)
+    facts = graph_facts(graph)
+    facts["drops"] = [list(_ref_tuple(d)) for d in _drops(graph)]
+    record = {**outcome.result.as_dict(), "graph": facts, "runId": run_id}
+    store.record_upload(batch.id, cutoff=outcome.cutoff, result=record)
+    store.renew_sync_lock(definition.name, run_id, lease_seconds=LOCK_LEASE_SECONDS)
+    return UploadDone(record, graph, outcome.cutoff, outcome.result)
+
+
+def _ref_tuple(d: DatasetRef) -> tuple[str, str, str, str, str]:
+    return (d.system, d.schema, d.name, d.ol_namespace, d.ol_name)
+
+
+def batch_facts(store: EventStore, batch: BatchRecord, upload: dict[str, Any]) -> BatchFacts:
+    """What the cleanup is told about a batch: the stored batch and its recorded upload. The one
+    copy, used by the assets and the tests alike."""
+    g = upload.get("graph") or {}
+    return BatchFacts(
+        posted=batch.kind is BatchKind.POSTED,
+        whole_snapshot=batch.whole_snapshot,
+        accepted=batch.accepted_count,
+        job_namespaces=g.get("jobNamespaces") or store.job_namespaces(batch.id),
+        upload_succeeded=bool(upload.get("succeeded")),
+        dataset_systems=g.get("datasetSystems") or [],
+        described_jobs=[tuple(j) for j in g.get("describedJobs") or []],
+        completed_jobs=[tuple(j) for j in g.get("completedJobs") or []],
+        jobs=g.get("jobs") or [],
+        dropped=upload.get("dropped") or {},
+        drops=[DatasetRef(*d) for d in g.get("drops") or []],
+    )
+
+
+def cleanup_batch(
+    store: EventStore,
+    catalog: Catalog,
+    definition: Definition,
+    batch_id: int,
+    *,
+    run_id: str,
+    uploaded_in_this_run: bool = True,
+    overrides: CleanupOverrides | None = None,
+    requested_by: dict[str, Any] | None = None,
+    is_alive: Callable[[str], bool] | None = None,
+    wait_seconds: float = 0.0,
+) -> dict[str, Any]:
+    """Step 5: the cleanup of a batch on its recorded upload; records the report and the batch
+    status, then releases the lock. ``uploaded_in_this_run`` is False when a person
+    re-materializes only the cleanup (for example with a raised cap)."""
+    over = overrides or CleanupOverrides()
+    cap = (
+        over.maxRemovalsPerRun
+        if over.maxRemovalsPerRun is not None
+        else definition.cleanup.maxRemovalsPerRun
+    )
+    take_lock(store, definition, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
+    try:
+        batch = store.get_batch(batch_id)
+        upload = batch.upload_result
+        if upload is None or (uploaded_in_this_run and upload.get("runId") != run_id):
+            # the upload of this run never finished: the run failed before the cleanup
+            report = skipped_report(RUN_FAILED, batch.cutoff, cap)
+        elif upload.get("skippedReason") == SUPERSEDED:
+            report = skipped_report(SUPERSEDED, None, cap)
+            report["supersededBy"] = upload.get("supersededBy")
+        elif (newer := _superseded_since(store, batch)) is not None:
+            # a newer snapshot was synced since this one's upload: its cleanup decided
+            report = skipped_report(SUPERSEDED, batch.cutoff, cap)
+            report["supersededBy"] = newer
+        else:
+            assert batch.cutoff is not None
+            report = run_cleanup(
+                catalog,
+                definition,
+                batch_facts(store, batch, upload),
+                cutoff=batch.cutoff,
+                max_removals=over.maxRemovalsPerRun,
+                max_share=over.maxRemovalShare,
+            )
+        if over.maxRemovalsPerRun is not None or over.maxRemovalShare is not None:
+            report["override"] = {
+                **{k: v for k, v in asdict(over).items() if v is not None},
+                "runId": run_id,
+                **(requested_by or {}),
+            }
+        store.record_cleanup(batch.id, report)
+        # the events stay pending (FAILED) when nothing reached the catalog as it should
+        retry = report["skippedReason"] in (UPLOAD_FAILED, RUN_FAILED)
+        store.set_status(batch.id, BatchStatus.FAILED if retry else BatchStatus.SYNCED)
+        return report
+    finally:
+        store.release_sync_lock(definition.name, run_id)
+
+
+def _superseded_since(store: EventStore, batch: BatchRecord) -> int | None:
+    if not batch.whole_snapshot:
+        return None
+    return store.newer_synced_snapshot(batch.definition, batch.id)
+
+
+def sync_batch(
+    store: EventStore,
+    catalog: Catalog,
+    definition: Definition,
+    batch_id: int,
+    *,
+    run_id: str,
+    overrides: CleanupOverrides | None = None,
+    is_alive: Callable[[str], bool] | None = None,
+) -> tuple[UploadDone, dict[str, Any]]:
+    """Upload then cleanup, as one run of the four assets does."""
+    done = upload_batch(store, catalog, definition, batch_id, run_id=run_id, is_alive=is_alive)
+    report = cleanup_batch(
+        store, catalog, definition, batch_id, run_id=run_id, overrides=overrides, is_alive=is_alive
+    )
+    return done, report
+
+
+def stale_cleanup(
+    store: EventStore,
+    catalog: Catalog,
+    definition: Definition,
+    *,
+    run_id: str,
+    max_removals: int | None = None,
+    is_alive: Callable[[str], bool] | None = None,
+    wait_seconds: float = 0.0,
+) -> dict[str, Any]:
+    """The daily day-based cleanup, under the same lock as the batches' syncs."""
+    take_lock(store, definition, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
+    try:
+        return run_stale_cleanup(catalog, definition, max_removals=max_removals)
+    finally:
+        store.release_sync_lock(definition.name, run_id)
