@@ -59,14 +59,14 @@ from ol_dagster.catalog.protocol import (
 )
 from ol_dagster.catalog.systems import (
     dataset_system_rules,
+    foreign_job,
     job_system_for,
     owned_by,
     wanted_systems,
 )
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import JobNode, NodeKey
+from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.lineage.naming import place_dataset
-from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import CatalogSettings, CleanupMode, Definition, SettingsError
 
 log = logging.getLogger(__name__)
@@ -175,20 +175,10 @@ def _node_id(kind: str, key: NodeKey) -> str:
     return f"{kind}:{key[0]}:{key[1]}"
 
 
-def foreign_parent(job: JobNode, definition: Definition) -> bool:
-    """A job known only from a child's parent facet, in a namespace this definition does not
-    own: another owner's job, never created, touched or removed in this definition's Systems."""
-    return job.referenced_only and not namespace_allowed(
-        job.namespace, definition.allowedJobNamespaces
-    )
-
-
 def upload_systems(
     graph: LineageGraph, definition: Definition, job_sys: Mapping[NodeKey, str]
 ) -> dict[str, dict]:
-    """The Systems an upload writes to: ``wanted_systems`` (the described namespaces' job
-    Systems, the dataset Systems), plus the job System of a parent job in a namespace this
-    definition owns that no event of the batch describes."""
+    """The Systems an upload writes to (``wanted_systems``), with Blindata's property names."""
     wanted = wanted_systems(graph, definition)
     for system in sorted(set(job_sys.values()) - set(wanted)):
         wanted[system] = {"kind": "job", api.PROP_JOB_SYSTEM: [str(definition.uuid)]}
@@ -597,7 +587,7 @@ class BlindataCatalog:
         self, graph: LineageGraph, definition: Definition, result: UploadResult, phase: list[str]
     ) -> None:
         # another owner's parent jobs get no job System of this definition (see _foreign_parents)
-        foreign = {key for key, j in graph.jobs.items() if foreign_parent(j, definition)}
+        foreign = {key for key, j in graph.jobs.items() if foreign_job(definition, j)}
         job_sys = {
             key: job_system_for(definition, key[0]) for key in graph.jobs if key not in foreign
         }

@@ -42,11 +42,10 @@ from ol_dagster.catalog.protocol import (
     ObjectType,
     UploadResult,
 )
-from ol_dagster.catalog.systems import job_system_for, wanted_systems
+from ol_dagster.catalog.systems import owned_jobs, wanted_systems
 from ol_dagster.db import open_engine
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey, job_of_scope
-from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import CatalogSettings, Definition
 
 
@@ -155,15 +154,8 @@ class LedgerCatalog(ABC):
         # a parent job known only from a child's parent facet, in a namespace this definition
         # does not own, is another owner's: the server creates it from the events, and it is
         # never this definition's JOB entry (its cleanup would delete it)
-        jobs = {
-            key: job_system_for(definition, key[0])
-            for key, j in graph.jobs.items()
-            if not j.referenced_only or namespace_allowed(key[0], definition.allowedJobNamespaces)
-        }
-        wanted = wanted_systems(graph, definition)
-        for system in sorted(set(jobs.values()) - set(wanted)):  # an owned parent's job System
-            wanted[system] = {"kind": "job", "openLineageJobSystem": [str(definition.uuid)]}
-        self.ledger.ensure_systems(wanted)
+        jobs = owned_jobs(graph, definition)
+        self.ledger.ensure_systems(wanted_systems(graph, definition))
         resolved = {k for k in graph.datasets if k not in outcome.unresolved}
         entries: list[LedgerItem] = [
             LedgerItem(

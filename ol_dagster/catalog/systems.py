@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from ol_dagster.lineage import LineageGraph
+from ol_dagster.lineage import JobNode, LineageGraph
+from ol_dagster.lineage.graph import NodeKey
+from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import CleanupMode, DatasetSystemRule, Definition
 
 
@@ -33,6 +35,24 @@ def dataset_policy(definition: Definition, system: str) -> DatasetSystemRule:
     return DatasetSystemRule(namespace=system, system=system, cleanupMode=CleanupMode.NONE)
 
 
+def foreign_job(definition: Definition, job: JobNode) -> bool:
+    """A job known only from a child's parent facet, in a namespace this definition does not
+    own: another owner's job, never created, touched or removed in this definition's Systems."""
+    return job.referenced_only and not namespace_allowed(
+        job.namespace, definition.allowedJobNamespaces
+    )
+
+
+def owned_jobs(graph: LineageGraph, definition: Definition) -> dict[NodeKey, str]:
+    """The graph's jobs this definition writes, each with its job System (foreign ones left
+    out; a parent-only job of an owned namespace is the definition's job too)."""
+    return {
+        key: job_system_for(definition, key[0])
+        for key, job in graph.jobs.items()
+        if not foreign_job(definition, job)
+    }
+
+
 def owned_by(definition: Definition, properties: dict) -> bool:
     """A System this definition created (``openLineageOwner`` is its uuid): the only dataset
     Systems in which it may remove, drop or rename anything. A System without an owner is not
@@ -46,8 +66,8 @@ def wanted_systems(graph: LineageGraph, definition: Definition) -> dict[str, dic
     the policy of their ``datasetSystems`` rule (cleanupMode NONE by default)."""
     owner = str(definition.uuid)
     wanted: dict[str, dict] = {
-        job_system_for(definition, ns): {"kind": "job", "openLineageJobSystem": [owner]}
-        for ns in graph.job_namespaces
+        system: {"kind": "job", "openLineageJobSystem": [owner]}
+        for system in sorted(set(owned_jobs(graph, definition).values()))
     }
     for system in sorted({d.system for d in graph.datasets.values()} - set(wanted)):
         rule = dataset_policy(definition, system)

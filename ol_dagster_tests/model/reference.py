@@ -231,7 +231,8 @@ class Removal:
 class Expectation:
     """What a cleanup must do: the guards that stop it (empty: it runs), what it removes, what its
     plan counts (None when no plan could be made), and whether the batch is then done. With no
-    call to make, a dry-run definition may say DRY_RUN or nothing."""
+    call to make, a dry-run definition may say DRY_RUN or nothing, a refused user 403 or
+    nothing."""
 
     reasons: frozenset[str | None]  # one of them is reported (None: no skippedReason)
     removed: Removal
@@ -516,8 +517,10 @@ class ReferenceModel:
         if reasons:
             return Expectation(frozenset(reasons), nothing, None, True)
         plan = self.plan(d, b)
-        if not plan.calls:  # nothing to call: nothing to refuse or to rehearse
-            return Expectation(frozenset({None, DRY_RUN} if d.dry_run else ()), plan, 0, True)
+        if not plan.calls:  # nothing to call: whether it says so or not, nothing is removed
+            quiet = {None, DRY_RUN if d.dry_run else None}
+            quiet.add(CLEANUP_PERMISSION_DENIED if self.refusing else None)
+            return Expectation(frozenset(quiet if len(quiet) > 1 else ()), plan, 0, True)
         if self.refusing:
             return Expectation(frozenset({CLEANUP_PERMISSION_DENIED}), nothing, None, True)
         cap = d.max_removals if max_removals is None else max_removals

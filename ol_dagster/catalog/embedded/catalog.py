@@ -73,8 +73,8 @@ from ol_dagster.catalog.protocol import (
 )
 from ol_dagster.catalog.systems import (
     dataset_system_rules,
-    job_system_for,
     owned_by,
+    owned_jobs,
     wanted_systems,
 )
 from ol_dagster.db import lock_schema, open_engine
@@ -412,27 +412,15 @@ class EmbeddedCatalog:
         result = UploadResult()
         now = naive(self.clock())
         upload_id = str(uuid.uuid4())
-        owner = str(definition.uuid)
         # a job known only as a parent, in a namespace this definition does not own, is another
         # definition's job: never created in, touched in or removed from its job Systems; the
         # orchestration flow to it (owned by the child's scope) links to its entity, or to a stub
-        foreign = {
-            key
-            for key, j in graph.jobs.items()
-            if j.referenced_only and not namespace_allowed(key[0], definition.allowedJobNamespaces)
-        }
-        job_sys = {
-            key: job_system_for(definition, key[0]) for key in graph.jobs if key not in foreign
-        }
+        job_sys = owned_jobs(graph, definition)
+        foreign = set(graph.jobs) - set(job_sys)
         linked = sorted(
             {k for o in graph.orchestration_flows for k in (o.parent, o.child)} & foreign
         )
         wanted = wanted_systems(graph, definition)
-        # wanted_systems knows the described namespaces; a parent-only job of an allowed one is
-        # this definition's job too, written in its job System
-        for system in sorted(set(job_sys.values())):
-            if wanted.get(system, {}).get("kind") != "job":
-                wanted[system] = {"kind": "job", "openLineageJobSystem": [owner]}
         taken = {*wanted, definition.job_system, *(r.system for r in definition.jobSystems)}
 
         def step(object_type: str, fn: Callable[[Connection], tuple[int, int]]) -> bool:
