@@ -744,6 +744,8 @@ def test_a_job_replaced_by_an_authoritative_description_loses_its_two_scopes_flo
         ({}, "RUNNING", ("PERIODIC", "COMPLETE_SNAPSHOT")),
         ({}, "RUNNING", ("EVENT_BASED", "COMPLETE_SNAPSHOT")),
         ({"lineageReplacement": "JOB"}, "RUNNING", ("PERIODIC", "COMPLETE_SNAPSHOT")),
+        ({"lineageReplacement": "JOB"}, "COMPLETE", ("PERIODIC", "ACCUMULATIVE")),
+        ({"lineageReplacement": "JOB"}, "COMPLETE", ("EVENT_BASED", "ACCUMULATIVE")),
     ],
     ids=[
         "completed_without_lineage_replacement",
@@ -753,6 +755,8 @@ def test_a_job_replaced_by_an_authoritative_description_loses_its_two_scopes_flo
         "periodic_snapshot_window",
         "complete_snapshot_event",
         "periodic_snapshot_window_with_lineage_replacement",
+        "completed_periodic_run_with_lineage_replacement",
+        "completed_streaming_run_with_lineage_replacement",
     ],
 )
 def test_any_other_run_replaces_nothing(
@@ -761,7 +765,9 @@ def test_any_other_run_replaces_nothing(
     """What a run fully describes: "Anything else (everything an ADDITIVE definition receives):
     None: the day-based cleanup applies." A PERIODIC or COMPLETE_SNAPSHOT event is "complete
     state for a specific time window" (jobType seed): it describes a window, not the job, so the
-    Blindata seed's table (JobEvent, completed run) decides: it replaces nothing."""
+    Blindata seed's table (JobEvent, completed run) decides: it replaces nothing. A STREAMING
+    job's COMPLETE "should not be relied upon" (``emission`` makes the job STREAMING here): a
+    restart, not the job's whole description."""
     d = definition(snapshotMode="ADDITIVE", **overrides)
     _replacement_world(h, d)
     before = flows(h.catalog)

@@ -185,7 +185,8 @@ class LineageGraph:
     skipped_events: list[str] = field(default_factory=list)  # stored events that no longer parse
     # jobs an event describes completely: a JobEvent (seed: "A JobEvent ... for a job")
     described_jobs: set[NodeKey] = field(default_factory=set)
-    completed_jobs: set[NodeKey] = field(default_factory=set)  # jobs with a COMPLETE run
+    # jobs with a COMPLETE run that describes them whole (``RunView.describes_job``)
+    completed_jobs: set[NodeKey] = field(default_factory=set)
 
     @property
     def job_namespaces(self) -> list[str]:

@@ -199,7 +199,7 @@ class _Builder:
         job_key = self.node_key(job.key)
         if view.run_id is None:  # PERIODIC or COMPLETE_SNAPSHOT windows describe a window only
             self.graph.described_jobs.add(job_key)
-        if view.status == "COMPLETE":
+        if view.status == "COMPLETE" and view.describes_job:
             self.graph.completed_jobs.add(job_key)
         inputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.inputs.values()]
         outputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.outputs.values()]

@@ -115,6 +115,15 @@ class RunView:
         job_type = self.job_facets.get("jobType")
         return getattr(job_type, "processingType", None) or "BATCH"
 
+    @property
+    def describes_job(self) -> bool:
+        """Whether the run, once complete, describes its job whole (what ``lineageReplacement:
+        JOB`` replaces the job's lineage with): only a BATCH job whose events are EVENT_BASED
+        and ACCUMULATIVE. A PERIODIC or COMPLETE_SNAPSHOT event is the state of a window, and a
+        STREAMING or SERVICE job's COMPLETE "should not be relied upon" (jobType seed): it marks
+        a restart, not what the job reads and writes."""
+        return self.emission == ("EVENT_BASED", "ACCUMULATIVE") and self.processing_type == "BATCH"
+
 
 def _add_datasets(
     target: dict[tuple[str, str], DatasetView], datasets: Sequence[Dataset], io_attr: str
