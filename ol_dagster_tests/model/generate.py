@@ -86,6 +86,10 @@ EMISSIONS = (
 SHAPES = {
     # a COMPLETE_SNAPSHOT run with more than one window (event): two windows may share a batch
     "snapshot windows",
+    # a run whose events come in more than one batch (accumulative: judged whole)
+    "split runs",
+    # (not an event shape: the catalog refusing writes while a definition's cleanup is disabled)
+    "failed upload while cleanup disabled",
 }
 
 
@@ -95,10 +99,10 @@ SHAPES = {
 @st.composite
 def _limits(draw: st.DrawFn) -> dict[str, Any]:
     return {
-        "cleanup_enabled": draw(st.sampled_from([True, True, True, True, False])),
-        "max_removals": draw(st.sampled_from([500, 500, 500, 0, 1, 2, 4])),
-        "max_share": draw(st.sampled_from([0.5, 0.5, 0.5, 1.0, 0.34, 0.0])),
-        "dry_run": draw(st.sampled_from([False, False, False, False, False, False, True])),
+        "cleanup_enabled": draw(st.sampled_from([True] * 7 + [False])),
+        "max_removals": draw(st.sampled_from([500] * 5 + [0, 1, 2, 4])),
+        "max_share": draw(st.sampled_from([0.5] * 4 + [1.0, 0.34, 0.0])),
+        "dry_run": draw(st.sampled_from([False] * 9 + [True])),
     }
 
 
@@ -181,6 +185,7 @@ class OpenRun:
     job: tuple[str, str]
     emission: tuple[str, str]
     parent: tuple[str, str] | None
+    started: bool = False
 
 
 @dataclass
@@ -201,6 +206,8 @@ class EventFactory:
 
     def events(self, data: st.DataObject, spec: DefinitionSpec, *, max_size: int = 4) -> list[Event]:
         n = data.draw(st.integers(0, max_size), label="events")
+        if "split runs" in self.avoid:
+            self.runs[spec.name] = []  # a run's events all come in one post
         return [self.event(data, spec) for _ in range(n)]
 
     def event(self, data: st.DataObject, spec: DefinitionSpec) -> Event:
@@ -246,8 +253,11 @@ class EventFactory:
     def _next_event(self, data: st.DataObject, run: OpenRun, open_runs: list[OpenRun]) -> Event:
         if run.emission[0] == "PERIODIC":
             types = ["RUNNING", "RUNNING", "COMPLETE"]
+        elif run.started:
+            types = ["RUNNING", "COMPLETE", "COMPLETE", "FAIL"]
         else:
             types = ["START", "RUNNING", "COMPLETE", "COMPLETE", "FAIL"]
+        run.started = True
         event_type = data.draw(st.sampled_from(types), label="eventType")
         if event_type in ("COMPLETE", "FAIL") and run in open_runs:
             open_runs.remove(run)

@@ -25,9 +25,11 @@ pass, so the day-based cleanup removes nothing):
     least one): its scopes are the job namespaces of the jobs the batch's events describe (a job
     named only in another event's parent facet does not count). In them: every data and
     orchestration flow not touched by this upload, every job entity of the definition's job
-    Systems not touched; and, in each dataset System the batch refers to whose cleanupMode is
-    CUTOFF, that this definition created (openLineageOwner) and whose definition has exactly one
-    allowedJobNamespaces pattern without ``*``, every dataset entity not touched.
+    Systems not touched; and, in each dataset System whose cleanupMode is CUTOFF, that this
+    definition created (openLineageOwner) when it has exactly one allowedJobNamespaces pattern
+    without ``*``, every dataset entity not touched (the seed's example: the bucket's entity goes
+    although the second snapshot names nothing in the bucket; the lead's decision, over the calls
+    table's "that the batch refers to").
 (b) a JobEvent: the flows (data and orchestration) of that job not touched by this upload.
 (c) with lineageReplacement JOB, a run that completes in the batch (event-based, accumulative: a
     PERIODIC window or a COMPLETE_SNAPSHOT event describes a window, not the job): the same.
@@ -437,8 +439,8 @@ class ReferenceModel:
         cut, desc = b.upload.serial, b.upload.description
         out = Removal()
         if self.snapshot(b):  # (a)
-            out.calls = True
             scopes = {ns for ns, _ in desc.jobs}
+            out.calls = bool(scopes)
             out.flows |= {k for k, t in self.flows.items() if k[0] in scopes and t < cut}
             out.links |= {k for k, t in self.links.items() if k[2] in scopes and t < cut}
             out.jobs |= {
@@ -447,8 +449,9 @@ class ReferenceModel:
                 if k[0] in d.job_systems and k[1] in scopes and t < cut
             }
             if d.sole_owner:
-                for system in desc.systems:
-                    if self.systems.get(system) == (d.uuid, CUTOFF):
+                for system, policy in self.systems.items():
+                    if policy == (d.uuid, CUTOFF):
+                        out.calls = True
                         out.datasets |= {
                             k for k, t in self.datasets.items() if k[0] == system and t < cut
                         }
