@@ -415,3 +415,34 @@ def test_planned_counts_equal_real_counts_and_what_disappeared(h: Harness):
     removed = sum(before.values()) - sum(after.values())
     assert report["plannedRemovals"] == removed
     assert sum(report["removed"].values()) == removed
+
+
+def test_a_rename_never_moves_an_object_into_a_system_another_definition_owns(h: Harness):
+    other_bucket, other_system = "s3://other-bucket", "other-bucket"
+    neighbour = definition(
+        name="other",
+        uuid="33333333-3333-4333-8333-333333333333",
+        snapshotMode="ADDITIVE",
+        allowedJobNamespaces=["other"],
+        datasetSystems=[
+            {"namespace": other_bucket, "system": other_system, "cleanupMode": "CUTOFF"}
+        ],
+        receiver={"token": {"env": "OL_TEST_TOKEN_OTHER"}},
+    )
+    h.sync(neighbour, [job("other", "w", [pg("src")], [ds(other_bucket, "theirs")])], stream=True)
+    # the owner of the first bucket maps the neighbour's bucket to the neighbour's System too
+    owner = definition(
+        datasetSystems=[
+            {"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": "CUTOFF"},
+            {"namespace": other_bucket, "system": other_system, "cleanupMode": "CUTOFF"},
+        ]
+    )
+    h.sync(owner, [job("etl", "writer", [pg("src")], [ds(BUCKET, "scores")])])
+    moved = _renamed(other_bucket, "scores", (BUCKET, "scores"))
+    h.sync(owner, [job("etl", "writer", [pg("src")], [moved])], stream=True)
+    # not its System to change: the old entity stays, the new name is only added
+    assert (BUCKET_SYSTEM, "scores") in datasets(h.catalog)
+    assert {(other_system, "scores"), (other_system, "theirs")} <= datasets(h.catalog)
+    assert ("ol:etl|writer", "shop.public.src", "scores") in {
+        (f[0], f[1], f[2]) for f in flows(h.catalog)
+    }

@@ -61,7 +61,7 @@ from ol_dagster.catalog.systems import (
     dataset_system_rules,
     foreign_job,
     job_system_for,
-    owned_by,
+    may_change,
     wanted_systems,
 )
 from ol_dagster.lineage import LineageGraph
@@ -976,9 +976,9 @@ class BlindataCatalog:
             old_system = systems.get(prev.system) or found.get(prev.system)
             if old_system is None:
                 continue
-            props = old_system["props"]
-            mode = props.get(api.PROP_CLEANUP_MODE) or CleanupMode.NONE.value
-            if not owned_by(definition, props) or mode == CleanupMode.NONE.value:
+            if not may_change(definition, old_system["props"]) or not may_change(
+                definition, systems[d.system]["props"]
+            ):
                 continue  # another owner's (or a never-cleaned) System: not ours to change
             old = self._find_entity((old_system["uuid"], prev.schema, prev.name))
             target = (systems[d.system]["uuid"], d.schema, d.object_name)

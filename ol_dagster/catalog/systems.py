@@ -60,6 +60,14 @@ def owned_by(definition: Definition, properties: dict) -> bool:
     return properties.get("openLineageOwner") == str(definition.uuid)
 
 
+def may_change(definition: Definition, properties: dict) -> bool:
+    """Whether this definition may remove, drop or rename dataset entities in a System: only in
+    one it created (``owned_by``) whose policy lets it clean (cleanupMode not NONE). Every path
+    that removes or moves a dataset asks this, the cleanup's DROPs and the uploads' RENAMEs."""
+    mode = properties.get("cleanupMode", CleanupMode.NONE.value)
+    return owned_by(definition, properties) and mode != CleanupMode.NONE.value
+
+
 def wanted_systems(graph: LineageGraph, definition: Definition) -> dict[str, dict]:
     """The Systems an upload of ``graph`` uses, with the properties each gets when created:
     job Systems carry ``openLineageJobSystem`` = [uuid]; dataset Systems ``openLineageOwner`` and

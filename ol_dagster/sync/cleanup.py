@@ -41,7 +41,7 @@ from ol_dagster.catalog.protocol import (
     CleanupPermissionDenied,
     DatasetRef,
 )
-from ol_dagster.catalog.systems import job_system_for, owned_by
+from ol_dagster.catalog.systems import job_system_for, may_change
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope, scope_prefix
 from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import CleanupMode, Definition, LineageReplacement, SnapshotMode
@@ -188,7 +188,7 @@ class _Planner:
         allowed: list[DatasetRef] = []
         for d in datasets:
             props = by_name.get(d.system, {})
-            if owned_by(self.definition, props) and props.get("cleanupMode", "NONE") != "NONE":
+            if may_change(self.definition, props):
                 allowed.append(d)
             else:
                 self.warnings.append(

@@ -73,7 +73,7 @@ from ol_dagster.catalog.protocol import (
 )
 from ol_dagster.catalog.systems import (
     dataset_system_rules,
-    owned_by,
+    may_change,
     owned_jobs,
     wanted_systems,
 )
@@ -90,7 +90,7 @@ from ol_dagster.lineage.graph import (
 )
 from ol_dagster.lineage.naming import place_dataset
 from ol_dagster.openlineage.envelope import namespace_allowed
-from ol_dagster.settings import CleanupMode, Definition
+from ol_dagster.settings import Definition
 
 CHUNK = 500
 PG_CHUNK = 10_000  # rows per unnest upsert: the statement's size does not grow with it
@@ -815,9 +815,9 @@ class EmbeddedCatalog:
     def _apply_renames(
         self, conn: Connection, graph: LineageGraph, definition: Definition, sys_ids: dict[str, int]
     ) -> list[str]:
-        """A RENAME moves the entity in place (keeping its fields and flows) when the System of
-        its previous identifier is this definition's (``openLineageOwner``) and its policy lets it
-        clean there (cleanupMode not NONE), unless the new name already exists. Otherwise the
+        """A RENAME moves the entity in place (keeping its fields and flows) when this definition
+        may change both the System of its previous identifier and the new one (``may_change``),
+        unless the new name already exists. Otherwise the
         old entity is left alone (to its owner, or to the cleanup) and the new name is uploaded as
         a new entity. Returns the renames applied, as ``"ns:name -> ns:name"``."""
         rules = dataset_system_rules(definition)
@@ -832,11 +832,13 @@ class EmbeddedCatalog:
             if found is None:
                 continue
             old_system, props = found[0], found[1] or {}
-            if not owned_by(definition, props):
-                continue
-            if props.get("cleanupMode", CleanupMode.NONE.value) == CleanupMode.NONE.value:
-                continue
             target = sys_ids[d.system]
+            target_props = conn.execute(
+                select(systems.c.properties).where(systems.c.id == target)
+            ).scalar()
+            # moved only from and into Systems this definition may change
+            if not (may_change(definition, props) and may_change(definition, target_props or {})):
+                continue
             exists = conn.execute(
                 select(entities.c.id).where(
                     entities.c.system_id == target,
