@@ -599,6 +599,20 @@ class EventStore:
             )
             return [r[0] for r in rows]
 
+    def completed_runs(self, batch_id: int) -> set[tuple[str, str, str]]:
+        """(run id, job namespace, job name) of the runs a COMPLETE event of the batch ends."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(events.c.run_id, events.c.job_namespace, events.c.job_name)
+                .where(
+                    events.c.batch_id == batch_id,
+                    events.c.event_type == "COMPLETE",
+                    events.c.run_id.is_not(None),
+                )
+                .distinct()
+            ).all()
+        return {(r[0], r[1], r[2]) for r in rows if r[1] is not None and r[2] is not None}
+
     def earlier_run_events(
         self, definition: str, runs: Iterable[tuple[str, str, str]], *, before_batch: int
     ) -> Iterator[bytes]:

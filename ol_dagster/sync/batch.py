@@ -97,14 +97,6 @@ def take_lock(
         time.sleep(LOCK_POLL_SECONDS)
 
 
-def _run_keys_completed(store: EventStore, batch: BatchRecord) -> set[tuple[str, str, str]]:
-    return {
-        (e.run_id, e.job_namespace, e.job_name)
-        for e in store.iter_events(batch.id)
-        if e.event_type == "COMPLETE" and e.run_id and e.job_namespace and e.job_name
-    }
-
-
 def batch_events(
     store: EventStore, definition: Definition, batch: BatchRecord
 ) -> Callable[[], Iterator[bytes]]:
@@ -112,7 +104,7 @@ def batch_events(
     job's lineage, the earlier parts of those runs (the store keeps them in earlier batches)."""
     earlier: list[bytes] = []
     if definition.lineageReplacement is LineageReplacement.JOB:
-        runs = _run_keys_completed(store, batch)
+        runs = store.completed_runs(batch.id)
         if runs:
             earlier = list(store.earlier_run_events(definition.name, runs, before_batch=batch.id))
 
