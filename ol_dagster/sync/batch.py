@@ -116,14 +116,6 @@ def batch_events(
     return events
 
 
-def _drops(graph: LineageGraph) -> list[DatasetRef]:
-    return [
-        DatasetRef(d.system, d.schema, d.object_name, d.namespace, d.name)
-        for d in graph.datasets.values()
-        if d.dropped
-    ]
-
-
 def upload_batch(
     store: EventStore,
     catalog: Catalog,
@@ -137,6 +129,17 @@ def upload_batch(
     """Steps 1-4: lock, SUPERSEDED, graph, cutoff and upload, recorded in the store."""
     batch = store.get_batch(batch_id)
     take_lock(store, definition, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
+    try:
+        return _upload_locked(store, catalog, definition, batch, run_id)
+    except BaseException:
+        # nothing was recorded: the run fails, and the next sync need not wait for its lease
+        store.release_sync_lock(definition.name, run_id)
+        raise
+
+
+def _upload_locked(
+    store: EventStore, catalog: Catalog, definition: Definition, batch: BatchRecord, run_id: str
+) -> UploadDone:
     newer = store.newer_synced_snapshot(definition.name, batch.id) if batch.whole_snapshot else None
     if newer is not None:
         record = {"skippedReason": SUPERSEDED, "supersededBy": newer, "runId": run_id}
@@ -145,16 +148,10 @@ def upload_batch(
     raw = batch_events(store, definition, batch)
     graph = build_graph(raw(), definition)
     outcome: UploadOutcome = upload_graph(catalog, graph, definition, raw)
-    facts = graph_facts(graph)
-    facts["drops"] = [list(_ref_tuple(d)) for d in _drops(graph)]
-    record = {**outcome.result.as_dict(), "graph": facts, "runId": run_id}
+    record = {**outcome.result.as_dict(), "graph": graph_facts(graph), "runId": run_id}
     store.record_upload(batch.id, cutoff=outcome.cutoff, result=record)
     store.renew_sync_lock(definition.name, run_id, lease_seconds=LOCK_LEASE_SECONDS)
     return UploadDone(record, graph, outcome.cutoff, outcome.result)
-
-
-def _ref_tuple(d: DatasetRef) -> tuple[str, str, str, str, str]:
-    return (d.system, d.schema, d.name, d.ol_namespace, d.ol_name)
 
 
 def batch_facts(store: EventStore, batch: BatchRecord, upload: dict[str, Any]) -> BatchFacts:

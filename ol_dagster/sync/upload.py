@@ -36,6 +36,12 @@ def graph_facts(graph: LineageGraph) -> dict[str, list]:
         "describedJobs": sorted(list(k) for k in graph.described_jobs),
         "completedJobs": sorted(list(k) for k in graph.completed_jobs),
         "jobs": sorted(f"{ns}.{name}" for ns, name in graph.jobs),
+        # datasets a DROP named, as the catalog files them: the cleanup plans their removal
+        "drops": sorted(
+            [d.system, d.schema, d.object_name, d.namespace, d.name]
+            for d in graph.datasets.values()
+            if d.dropped
+        ),
     }
 
 
