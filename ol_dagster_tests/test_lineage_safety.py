@@ -446,3 +446,26 @@ def test_a_rename_never_moves_an_object_into_a_system_another_definition_owns(h:
     assert ("ol:etl|writer", "shop.public.src", "scores") in {
         (f[0], f[1], f[2]) for f in flows(h.catalog)
     }
+
+
+# -- found by the reference model (beyond the seven classes) ---------------------------------------
+
+
+def test_a_run_split_over_two_snapshots_is_judged_whole(h: Harness):
+    d = definition()  # BATCH_SNAPSHOT, lineageReplacement NONE
+    run_id = str(uuid.uuid4())
+    h.sync(d, [run_of("etl", "load", run_id, "START", inputs=[pg("a")], outputs=[pg("b")])])
+    report = h.sync(d, [run_of("etl", "load", run_id, "RUNNING")])  # the run's next part only
+    assert report["mode"] == "CUTOFF" and report["skippedReason"] is None
+    assert ("ol:etl|load", "shop.public.a", "shop.public.b") in flows(h.catalog)
+
+
+def test_a_failed_upload_stays_pending_even_when_cleanup_is_disabled(h: Harness):
+    d = definition(cleanup={"enabled": False})
+    batch_id = post(h, d, [simple("etl", "load")])
+    with h.catalog.engine.begin() as conn:  # the catalog refuses the upload: a real fault
+        conn.exec_driver_sql("DROP TABLE cat_run_metrics")
+    upload_batch(h.store, h.catalog, d, batch_id, run_id="r1")
+    report = cleanup_batch(h.store, h.catalog, d, batch_id, run_id="r1")
+    assert report["skippedReason"] == "UPLOAD_FAILED"
+    assert h.store.get_batch(batch_id).status.value == "failed"  # kept for a retry

@@ -637,7 +637,10 @@ def test_a_deleted_facet_is_removed() -> None:
     assert graph.jobs[JOB].description == "j"
 
 
-def test_complete_snapshot_events_replace_the_earlier_ones() -> None:
+def test_every_complete_snapshot_window_reaches_the_graph_whatever_the_batching() -> None:
+    """Each COMPLETE_SNAPSHOT event "is self-contained for its time period" and "can be processed
+    independently" (jobType seed): both windows' flows are in the graph, as they would be if each
+    window came in a batch of its own; the facets of the latest window win."""
     run = str(uuid.uuid4())
     a, b, out = (PG, "db.s.a"), (PG, "db.s.b"), (PG, "db.s.out")
     snapshot = job_type(
@@ -665,8 +668,9 @@ def test_complete_snapshot_events_replace_the_earlier_ones() -> None:
         ),
     ]
     graph = normalize(batch)
-    assert graph.data_flows == {DataFlow(b, out, JOB)}
-    assert (PG, "db.s.a") not in graph.datasets
+    assert graph.data_flows == {DataFlow(b, out, JOB), DataFlow(a, out, JOB)}
+    one_at_a_time = [normalize([e]) for e in batch]
+    assert graph.data_flows == set().union(*(g.data_flows for g in one_at_a_time))
 
 
 def test_accumulative_is_the_default_without_emission_pattern() -> None:

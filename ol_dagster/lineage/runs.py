@@ -3,7 +3,9 @@
 Unless the job says otherwise, events of a run are ACCUMULATIVE: each may hold part of the picture
 (Spark's RUNNING events often have empty inputs that COMPLETE restates), so inputs and outputs are
 unioned and the latest facet per key wins, ``_deleted`` facets removing it. With COMPLETE_SNAPSHOT
-each event is complete for its window: the latest one replaces the earlier ones. STREAMING and
+each event is complete for its own window and "can be processed independently": every window's
+datasets reach the catalog (the latest facets win), as they would if each window came in a batch
+of its own, so what the catalog holds never depends on how events were batched. STREAMING and
 SERVICE jobs have no natural end, so a run without a terminal event is still a run. A run id reused
 by another job (seen in real fixtures) never merges the two jobs: runs are keyed by run id and job.
 """
@@ -138,10 +140,7 @@ def _add_datasets(
             merge_facets(view.io_facets, io)
 
 
-def _apply(view: RunView, event: RunEvent | JobEvent, replace: bool) -> None:
-    if replace:
-        view.inputs.clear()
-        view.outputs.clear()
+def _apply(view: RunView, event: RunEvent | JobEvent) -> None:
     merge_facets(view.job_facets, event.job.facets)
     if isinstance(event, RunEvent):
         merge_facets(view.run_facets, event.run.facets)
@@ -157,7 +156,7 @@ def combine_runs(events: list[RunEvent | JobEvent]) -> list[RunView]:
     for event in events:
         if isinstance(event, JobEvent):
             view = RunView(event.job.namespace, event.job.name, None)
-            _apply(view, event, replace=False)
+            _apply(view, event)
             view.last_event = event.eventTime
             ordered.append(view)
             continue
@@ -174,9 +173,9 @@ def combine_runs(events: list[RunEvent | JobEvent]) -> list[RunView]:
         run_events.sort(key=lambda e: e.eventTime)
         for event in run_events:
             merge_facets(view.job_facets, event.job.facets)  # the pattern may come with any event
-        trigger, content = view.emission
+        trigger, _ = view.emission
         for event in run_events:
-            _apply(view, event, replace=content == "COMPLETE_SNAPSHOT")
+            _apply(view, event)
             if trigger == "PERIODIC":
                 view.windows += 1
                 if view.window_io is None:

@@ -9,9 +9,10 @@ cleanup is told about a batch (``batch_facts``) and one place where the order of
    whose lease ran out no longer blocks;
 2. under it, a snapshot older than one already synced is SUPERSEDED (neither uploaded nor
    cleaned: it must not bring back what a newer snapshot removed);
-3. the graph is built from the batch's events and, for runs that complete in this batch when
-   ``lineageReplacement`` is JOB, from the events of those runs that arrived in earlier batches: a
-   run split over batches is judged whole, not by its last part;
+3. the graph is built from the batch's events and, when the batch decides removals (a whole
+   snapshot, or runs that complete when ``lineageReplacement`` is JOB), from the events of its
+   runs that arrived in earlier batches: a run split over batches is judged whole, not by its
+   last part;
 4. the cutoff is read from the catalog clock, then the upload; the upload and the facts the
    cleanup needs are recorded in the store;
 5. the cleanup (``sync.cleanup``) runs on those recorded facts, its report is recorded, the batch
@@ -28,7 +29,7 @@ from typing import Any
 
 from ol_dagster.catalog.protocol import Catalog, DatasetRef, UploadResult
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.settings import Definition, LineageReplacement
+from ol_dagster.settings import Definition, LineageReplacement, SnapshotMode
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
 from ol_dagster.sync.cleanup import (
     RUN_FAILED,
@@ -100,13 +101,19 @@ def take_lock(
 def batch_events(
     store: EventStore, definition: Definition, batch: BatchRecord
 ) -> Callable[[], Iterator[bytes]]:
-    """The raw events the batch is judged by: its own and, when completed runs replace their
-    job's lineage, the earlier parts of those runs (the store keeps them in earlier batches)."""
-    earlier: list[bytes] = []
-    if definition.lineageReplacement is LineageReplacement.JOB:
-        runs = store.completed_runs(batch.id)
-        if runs:
-            earlier = list(store.earlier_run_events(definition.name, runs, before_batch=batch.id))
+    """The raw events the batch is judged by: its own and, when the batch decides removals, the
+    earlier parts of its runs (the store keeps them in earlier batches). An ACCUMULATIVE run's
+    events each hold part of it, so a run is judged whole or a split run would lose what its
+    earlier part described: every run of a whole snapshot, and the completed runs that replace
+    their job's lineage under ``lineageReplacement: JOB``."""
+    runs: set[tuple[str, str, str]] = set()
+    if batch.whole_snapshot and definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT:
+        runs = store.runs_of(batch.id)
+    elif definition.lineageReplacement is LineageReplacement.JOB:
+        runs = store.runs_of(batch.id, completed=True)
+    earlier = (
+        list(store.earlier_run_events(definition.name, runs, before_batch=batch.id)) if runs else []
+    )
 
     def events() -> Iterator[bytes]:
         yield from earlier

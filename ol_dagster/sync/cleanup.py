@@ -458,10 +458,12 @@ def run_cleanup(
     report = new_report(cleanup_mode(definition, facts), cutoff, cap, share)
     if facts.dropped.get(DANGLING_FLOW):
         report["warnings"].append({"code": DANGLING_FLOW, "count": facts.dropped[DANGLING_FLOW]})
+    # a failed upload first: it alone keeps the batch's events pending for a retry, whatever
+    # else would have stopped the cleanup
     for skipped, reason in (
+        (not facts.upload_succeeded, UPLOAD_FAILED),
         (not definition.cleanup.enabled, CLEANUP_DISABLED),
         (facts.accepted == 0, EMPTY_BATCH),
-        (not facts.upload_succeeded, UPLOAD_FAILED),
     ):
         if skipped:
             report["skippedReason"] = reason
