@@ -971,7 +971,9 @@ class BlindataCatalog:
             if prev.system not in systems and prev.system not in found:
                 system = self._find_system(prev.system)
                 found[prev.system] = (
-                    {"uuid": _ref(system), "props": _props(system)} if _ref(system) else None
+                    {"uuid": _ref(system), "props": _props(system)}
+                    if system is not None and _ref(system)
+                    else None
                 )
             old_system = systems.get(prev.system) or found.get(prev.system)
             if old_system is None:
