@@ -177,6 +177,25 @@ class Harness:
     store: EventStore
     uploads: list[UploadOutcome] = field(default_factory=list)
 
+    def receive(self, d: Definition, events: list[dict[str, Any]], *, stream: bool = False) -> int:
+        """Events in as the receiver takes them: one ``/lineage/batch`` post, or single events
+        (a stream batch, sealed at once); the batch id."""
+        intake = sort_events(list(events), d.allowedJobNamespaces)
+        rejections = [r.as_dict() for r in intake.rejected]
+        if stream:
+            batch_id = self.store.add_stream_events(
+                d.name, intake.accepted, received=intake.received, rejections=rejections
+            )
+            self.store.seal_due(d.name, window_seconds=0, max_events=1, force=True)
+            return batch_id
+        return self.store.add_posted_batch(
+            d.name,
+            intake.accepted,
+            received=intake.received,
+            rejections=rejections,
+            snapshot=d.snapshotMode is SnapshotMode.BATCH_SNAPSHOT,
+        )
+
     def sync(
         self,
         d: Definition,
@@ -188,21 +207,7 @@ class Harness:
     ) -> dict[str, Any]:
         """Receive ``events`` (a ``/lineage/batch`` post, or single events when ``stream``), then
         upload and clean the batch; returns the cleanup report."""
-        intake = sort_events(list(events), d.allowedJobNamespaces)
-        rejections = [r.as_dict() for r in intake.rejected]
-        if stream:
-            batch_id = self.store.add_stream_events(
-                d.name, intake.accepted, received=intake.received, rejections=rejections
-            )
-            self.store.seal_due(d.name, window_seconds=0, max_events=1, force=True)
-        else:
-            batch_id = self.store.add_posted_batch(
-                d.name,
-                intake.accepted,
-                received=intake.received,
-                rejections=rejections,
-                snapshot=d.snapshotMode is SnapshotMode.BATCH_SNAPSHOT,
-            )
+        batch_id = self.receive(d, events, stream=stream)
         time.sleep(0.005)  # SQLite's clock has millisecond steps: runs never share a millisecond
         # what the assets run: the production code builds the cleanup's facts from the store
         run_id = str(uuid.uuid4())

@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from ol_dagster.catalog.embedded import tables as t
-from ol_dagster.receiver.intake import sort_events
-from ol_dagster.settings import Definition, SnapshotMode
+from ol_dagster.settings import Definition
 from ol_dagster.sync.batch import CleanupOverrides, SyncBusy, cleanup_batch, upload_batch
 from ol_dagster_tests.test_cleanup_rules import (  # noqa: F401 (fixtures)
     BUCKET,
@@ -58,22 +57,7 @@ def airflow_definition(**overrides: Any) -> Definition:
 
 
 def post(h: Harness, d: Definition, events: list[dict[str, Any]], *, stream: bool = False) -> int:
-    """Receive events as the receiver does; the batch id."""
-    intake = sort_events(list(events), d.allowedJobNamespaces)
-    rejections = [r.as_dict() for r in intake.rejected]
-    if stream:
-        batch_id = h.store.add_stream_events(
-            d.name, intake.accepted, received=intake.received, rejections=rejections
-        )
-        h.store.seal_due(d.name, window_seconds=0, max_events=1, force=True)
-        return batch_id
-    return h.store.add_posted_batch(
-        d.name,
-        intake.accepted,
-        received=intake.received,
-        rejections=rejections,
-        snapshot=d.snapshotMode is SnapshotMode.BATCH_SNAPSHOT,
-    )
+    return h.receive(d, events, stream=stream)
 
 
 def run_of(namespace: str, name: str, run_id: str, event_type: str, **kw: Any) -> dict[str, Any]:
