@@ -453,3 +453,12 @@ def test_a_failed_upload_stays_pending_even_when_cleanup_is_disabled(h: Harness)
     report = cleanup_batch(h.store, h.catalog, d, batch_id, run_id="r1")
     assert report["skippedReason"] == "UPLOAD_FAILED"
     assert h.store.get_batch(batch_id).status.value == "failed"  # kept for a retry
+
+
+def test_a_run_split_over_stream_batches_gets_its_flows_when_it_ends(h: Harness):
+    d = definition(snapshotMode="ADDITIVE")
+    run_id = str(uuid.uuid4())
+    h.sync(d, [run_of("etl", "load", run_id, "START", inputs=[pg("a")])], stream=True)
+    assert not [f for f in flows(h.catalog) if f[0] == "ol:etl|load"]
+    h.sync(d, [run_of("etl", "load", run_id, "COMPLETE", outputs=[pg("b")])], stream=True)
+    assert ("ol:etl|load", "shop.public.a", "shop.public.b") in flows(h.catalog)

@@ -942,3 +942,20 @@ def test_snapshot_windows_each_count_their_own_statistics() -> None:
     m = normalize(batch).jobs[JOB].metrics
     assert m.runs == 1
     assert (m.rows_written, m.bytes_written) == (300, 3000)
+
+
+def test_the_windows_of_a_complete_snapshot_run_are_not_crossed() -> None:
+    """A window is complete for itself: an input of one window and an output of another make no
+    flow (the same windows posted apart would not make it either)."""
+    run = str(uuid.uuid4())
+    a, b = (PG, "db.s.a"), (PG, "db.s.b")
+    snapshot = job_type("STREAMING", eventTrigger="PERIODIC", eventContentMode="COMPLETE_SNAPSHOT")
+    batch = [
+        event(
+            run_id=run, event_type="RUNNING", event_time=at(0), inputs=[a, b], job_facets=snapshot
+        ),
+        event(run_id=run, event_type="RUNNING", event_time=at(5), outputs=[a], job_facets=snapshot),
+    ]
+    graph = normalize(batch)
+    assert graph.data_flows == set()
+    assert {a, b} <= set(graph.datasets)

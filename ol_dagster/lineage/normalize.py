@@ -203,12 +203,15 @@ class _Builder:
             self.graph.completed_jobs.add(job_key)
         inputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.inputs.values()]
         outputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.outputs.values()]
-        for source in inputs:
-            for target in outputs:
-                if source != target:
-                    self.graph.data_flows.add(
-                        DataFlow(self.node_key(source), self.node_key(target), job_key)
-                    )
+        if view.window_flows is None:
+            pairs = ((source, target) for source in inputs for target in outputs)
+        else:  # each window's own inputs x outputs
+            pairs = ((self.key(*i), self.key(*o)) for i, o in view.window_flows)
+        for source, target in pairs:
+            if source != target:
+                self.graph.data_flows.add(
+                    DataFlow(self.node_key(source), self.node_key(target), job_key)
+                )
         for out in view.outputs.values():
             self.column_lineage(job_key, out)
         self.orchestration(view, job_key)

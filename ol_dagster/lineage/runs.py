@@ -4,8 +4,9 @@ Unless the job says otherwise, events of a run are ACCUMULATIVE: each may hold p
 (Spark's RUNNING events often have empty inputs that COMPLETE restates), so inputs and outputs are
 unioned and the latest facet per key wins, ``_deleted`` facets removing it. With COMPLETE_SNAPSHOT
 each event is complete for its own window and "can be processed independently": every window's
-datasets reach the catalog (the latest facets win), as they would if each window came in a batch
-of its own, so what the catalog holds never depends on how events were batched. STREAMING and
+datasets reach the catalog (the latest facets win) and each window's flows are its own inputs x
+outputs, as they would be if each window came in a batch of its own, so what the catalog holds
+never depends on how events were batched. STREAMING and
 SERVICE jobs have no natural end, so a run without a terminal event is still a run. A run id reused
 by another job (seen in real fixtures) never merges the two jobs: runs are keyed by run id and job.
 """
@@ -99,6 +100,10 @@ class RunView:
     windows: int = 0  # events of a PERIODIC job, each one a window
     # a PERIODIC job's statistics summed over its windows (each event counts its own window)
     window_io: IoTotals | None = None
+    # COMPLETE_SNAPSHOT: each window's own (input, output) pairs, as sent (namespace, name); a
+    # window is complete for itself, so no flow joins an input of one to an output of another.
+    # None: the run's events are ACCUMULATIVE parts of one picture (every input x every output).
+    window_flows: set[tuple[tuple[str, str], tuple[str, str]]] | None = None
 
     @property
     def job(self) -> tuple[str, str]:
@@ -173,9 +178,17 @@ def combine_runs(events: list[RunEvent | JobEvent]) -> list[RunView]:
         run_events.sort(key=lambda e: e.eventTime)
         for event in run_events:
             merge_facets(view.job_facets, event.job.facets)  # the pattern may come with any event
-        trigger, _ = view.emission
+        trigger, content = view.emission
+        if content == "COMPLETE_SNAPSHOT":
+            view.window_flows = set()
         for event in run_events:
             _apply(view, event)
+            if view.window_flows is not None:
+                view.window_flows.update(
+                    ((i.namespace, i.name), (o.namespace, o.name))
+                    for i in event.inputs
+                    for o in event.outputs
+                )
             if trigger == "PERIODIC":
                 view.windows += 1
                 if view.window_io is None:

@@ -599,14 +599,14 @@ class EventStore:
             )
             return [r[0] for r in rows]
 
-    def runs_of(self, batch_id: int, *, completed: bool = False) -> set[tuple[str, str, str]]:
-        """(run id, job namespace, job name) of the batch's runs (with ``completed``, only those
-        a COMPLETE event of the batch ends)."""
+    def runs_of(self, batch_id: int, *, ended: bool = False) -> set[tuple[str, str, str]]:
+        """(run id, job namespace, job name) of the batch's runs (with ``ended``, only those a
+        terminal event of the batch ends: COMPLETE, FAIL or ABORT)."""
         query = select(events.c.run_id, events.c.job_namespace, events.c.job_name).where(
             events.c.batch_id == batch_id, events.c.run_id.is_not(None)
         )
-        if completed:
-            query = query.where(events.c.event_type == "COMPLETE")
+        if ended:
+            query = query.where(events.c.event_type.in_(["COMPLETE", "FAIL", "ABORT"]))
         with self.engine.connect() as conn:
             rows = conn.execute(query.distinct()).all()
         return {(r[0], r[1], r[2]) for r in rows if r[1] is not None and r[2] is not None}

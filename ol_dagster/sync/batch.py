@@ -9,10 +9,9 @@ cleanup is told about a batch (``batch_facts``) and one place where the order of
    whose lease ran out no longer blocks;
 2. under it, a snapshot older than one already synced is SUPERSEDED (neither uploaded nor
    cleaned: it must not bring back what a newer snapshot removed);
-3. the graph is built from the batch's events and, when the batch decides removals (a whole
-   snapshot, or runs that complete when ``lineageReplacement`` is JOB), from the events of its
-   runs that arrived in earlier batches: a run split over batches is judged whole, not by its
-   last part;
+3. the graph is built from the batch's events and the events of its runs that arrived in earlier
+   batches (every run of a whole snapshot, every run that ends in the batch): a run split over
+   batches is judged whole, not by its last part;
 4. the cutoff is read from the catalog clock, then the upload; the upload and the facts the
    cleanup needs are recorded in the store;
 5. the cleanup (``sync.cleanup``) runs on those recorded facts, its report is recorded, the batch
@@ -29,7 +28,7 @@ from typing import Any
 
 from ol_dagster.catalog.protocol import Catalog, DatasetRef, UploadResult
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.settings import Definition, LineageReplacement, SnapshotMode
+from ol_dagster.settings import Definition, SnapshotMode
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
 from ol_dagster.sync.cleanup import (
     RUN_FAILED,
@@ -101,16 +100,17 @@ def take_lock(
 def batch_events(
     store: EventStore, definition: Definition, batch: BatchRecord
 ) -> Callable[[], Iterator[bytes]]:
-    """The raw events the batch is judged by: its own and, when the batch decides removals, the
-    earlier parts of its runs (the store keeps them in earlier batches). An ACCUMULATIVE run's
-    events each hold part of it, so a run is judged whole or a split run would lose what its
-    earlier part described: every run of a whole snapshot, and the completed runs that replace
-    their job's lineage under ``lineageReplacement: JOB``."""
-    runs: set[tuple[str, str, str]] = set()
+    """The raw events the batch is judged by: its own and the earlier parts of its runs that the
+    store keeps in earlier batches. An ACCUMULATIVE run's events each hold part of it ("consumers
+    need to combine all events for a specific run"), so a run is judged whole, or a split run
+    would lose (in a batch that decides removals) or never get (an input in one batch, an output
+    in the next) what its parts describe together: every run of a whole snapshot, and every run
+    that ends in the batch. A run still going in a stream batch is combined when it ends, so a
+    long streaming run is not read again at every batch."""
     if batch.whole_snapshot and definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT:
         runs = store.runs_of(batch.id)
-    elif definition.lineageReplacement is LineageReplacement.JOB:
-        runs = store.runs_of(batch.id, completed=True)
+    else:
+        runs = store.runs_of(batch.id, ended=True)
     earlier = (
         list(store.earlier_run_events(definition.name, runs, before_batch=batch.id)) if runs else []
     )
