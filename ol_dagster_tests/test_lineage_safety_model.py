@@ -3,29 +3,38 @@
 A Hypothesis state machine drives random sequences through the production code the assets call:
 posts and single events through the receiver's intake into a real event store, then
 ``sync.batch.upload_batch`` / ``cleanup_batch`` on a real ``EmbeddedCatalog``, while
-``ol_dagster_tests.model.reference`` (written from the seed alone) says what must happen. After
+``ol_dagster_tests.model.reference`` (written from the seeds alone) says what must happen. After
 every step the catalog's objects, read straight from its tables, must be the model's: no object
-the model keeps is missing (no wrong deletion), none it removed is left (no missed deletion); and
-every cleanup report's counts must equal the real change in the catalog and the model's removals.
+the model keeps is missing (no wrong deletion), none it removed is left (no missed deletion); the
+batches' statuses must be the model's (a failed upload stays pending); every cleanup report must
+name a guard the model names, each call's dry-run count must equal its real count, and the
+report's totals must equal both what left the catalog and what the model removes.
 
 Sequences mix two or three definitions sharing one catalog and dataset namespaces, two syncs of
 one definition interleaved (the second finds the lock held), a sync that dies between upload and
-cleanup, snapshot and stream posts, rejected events, empty batches, runs split over batches,
-parents across namespaces, periodic windows of both content modes, RENAME and DROP, a catalog that
-refuses writes (a real database trigger: the upload fails), a 403 on the cleanup, dry runs, caps
-and shares, overrides and re-run cleanups.
+cleanup, a batch synced out of order (SUPERSEDED), snapshot and stream posts, rejected events,
+empty batches, runs split over batches, parents across namespaces and a foreign parent, periodic
+windows of both content modes, RENAME and DROP, a catalog that refuses writes (real database
+triggers: the upload fails), a 403 on the cleanup, dry runs, caps and shares, overrides and
+cleanups run again by a person.
 
 Budgets (the Hypothesis profiles are in ``conftest.py``): ``ci`` (the default, every ``make
-test``) runs 500 sequences on SQLite, 50 on PostgreSQL and 10 through the real Dagster job
-(``headless.sync_batches``); ``long`` ten times as many, for a nightly run::
+test``) runs 500 sequences on SQLite (~50 s), 100 on PostgreSQL (~15 s) and 25 through the real
+Dagster job, ``headless.sync_batches`` (~85 s, a second a run); ``long`` ten times as many, for a
+nightly run (~25 minutes)::
 
     .venv/bin/pytest ol_dagster_tests/test_lineage_safety_model.py --hypothesis-profile=long
+
+A failure is shrunk to a minimal sequence (which takes minutes: the tests' timeout is raised),
+printed step by step with the events of each post. Disagreements found so far are written out
+at the end of this module.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +45,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, note, settings
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
@@ -54,10 +64,18 @@ from ol_dagster.settings import Definition
 from ol_dagster.store import BatchStatus, EventStore
 from ol_dagster.store import schema as store_schema
 from ol_dagster.sync.batch import CleanupOverrides, SyncBusy, cleanup_batch, upload_batch
-from ol_dagster_tests.model.generate import EventFactory, definition_data, to_json, universes
+from ol_dagster_tests.model.generate import (
+    WAREHOUSE,
+    EventFactory,
+    definition_data,
+    definition_spec,
+    to_json,
+    universes,
+)
 from ol_dagster_tests.model.reference import (
     GUARDS,
     Busy,
+    Dataset,
     DefinitionSpec,
     Event,
     Expectation,
@@ -66,10 +84,10 @@ from ol_dagster_tests.model.reference import (
 
 # Disagreements reported to the lead and not decided yet: the main tests leave these event shapes
 # out (``generate.SHAPES``); an xfail test per shape keeps each one in sight.
-AVOID: frozenset[str] = frozenset(
-    {"snapshot windows", "split runs", "failed upload while cleanup disabled"}
-)
+AVOID: frozenset[str] = frozenset({"split runs", "carried windows"})
 STEPS = 12  # steps per sequence: enough for two snapshots around a fault, cheap to shrink
+CHUNK = 500  # sequences per Hypothesis run (see _run)
+DAGSTER_SHARE = 0.05  # of the SQLite budget: 25 sequences in the ci profile
 
 
 # -- the databases one test reuses across its sequences ------------------------------------------
@@ -145,6 +163,7 @@ class Env:
 
 
 # -- reading the catalog: its tables, nothing of the sync ----------------------------------------
+# -- reading the catalog: its tables, nothing of the sync ----------------------------------------
 
 
 def _queries() -> tuple[Any, Any, Any]:
@@ -190,7 +209,9 @@ def observe(catalog: EmbeddedCatalog, job_systems: set[str]) -> dict[str, Any]:
             job_ns, _, job_name = scope.removeprefix("ol:").partition("|")
             data_flows.add((job_ns, job_name, (s1, ns1, n1), (s2, ns2, n2)))
     return {
-        "jobs": {(sys, ns, n) for sys, typ, ns, n in entities if typ == t.JOB and sys in job_systems},
+        "jobs": {
+            (sys, ns, n) for sys, typ, ns, n in entities if typ == t.JOB and sys in job_systems
+        },
         "datasets": {(sys, ns, n) for sys, typ, ns, n in entities if typ != t.JOB},
         "flows": data_flows,
         "links": links,
@@ -240,18 +261,29 @@ def _removed_totals(report: dict[str, Any]) -> Counter:
 
 
 def check_report(
-    exp: Expectation, report: dict[str, Any], before: dict[str, int], after: dict[str, int]
+    exp: Expectation,
+    report: dict[str, Any],
+    before: dict[str, int] | None = None,
+    after: dict[str, int] | None = None,
 ) -> None:
+    """The report against the model, and (given the catalog's counts around the cleanup)
+    against the real change."""
     reason = report.get("skippedReason")
     if exp.reasons:
         assert reason in exp.reasons, f"skippedReason {reason!r}, the model: {set(exp.reasons)}"
     else:
         assert reason not in GUARDS, f"skippedReason {reason!r}, the model: no guard applies"
     real = _removed_totals(report)
-    entities = before["jobs"] + before["datasets"] - after["jobs"] - after["datasets"]
-    flows = sum(before[k] - after[k] for k in ("dataFlows", "orchestrationFlows", "fieldFlows"))
-    assert real["physicalEntities"] == entities, f"report {dict(real)}, entities gone {entities}"
-    assert real["dataFlows"] == flows, f"report {dict(real)}, flows gone {flows}"
+    if before is not None and after is not None:
+        entities = before["jobs"] + before["datasets"] - after["jobs"] - after["datasets"]
+        flows = sum(before[k] - after[k] for k in ("dataFlows", "orchestrationFlows", "fieldFlows"))
+        assert real["physicalEntities"] == entities, (
+            f"report {dict(real)}, entities gone {entities}"
+        )
+        assert real["dataFlows"] == flows, f"report {dict(real)}, flows gone {flows}"
+        for kind, counted in (("physicalFields", "fields"), ("routines", "routines")):
+            gone = before[counted] - after[counted]
+            assert real[kind] == gone, f"report {dict(real)}, {counted} gone {gone}"
     assert real["physicalEntities"] == exp.removed.entities, (
         f"report {dict(real)}, the model removes {exp.removed.entities} entities"
     )
@@ -286,7 +318,7 @@ def _describe(events: list[Event]) -> str:
             out.append(f"DatasetEvent {ds((e.dataset,))}")
         else:
             head = "JobEvent" if e.kind == "job" else f"{e.event_type} run {e.run_id[:8]}"  # type: ignore[index]
-            mode = "" if e.kind == "job" else f" {e.trigger}/{e.content}"
+            mode = "" if e.kind == "job" else f" {e.processing}/{e.trigger}/{e.content}"
             parent = f" parent {e.parent[0]}.{e.parent[1]}" if e.parent else ""
             out.append(
                 f"{head} {e.namespace}.{e.name}{mode}{parent} in {ds(e.inputs)} out {ds(e.outputs)}"
@@ -297,145 +329,100 @@ def _describe(events: list[Event]) -> str:
 _OVERRIDES = st.sampled_from(
     [None, None, None, (100, None), (None, 1.0), (100, 1.0), (0, None), (None, 0.0)]
 )
+Overrides = tuple[int | None, float | None] | None
 
 
-# -- the machines ------------------------------------------------------------------------------
+def _note(text: str) -> None:
+    """A line of the failing sequence's printout (none in a written sequence)."""
+    if currently_in_test_context():
+        note(text)
 
 
-class _Base(RuleBasedStateMachine):
-    env: ClassVar[Env]
-    avoid: ClassVar[frozenset[str]] = frozenset()
+def _event(text: str) -> None:
+    if currently_in_test_context():
+        event(text)
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.env.reset()
-        self.model: ReferenceModel
-        self.specs: dict[str, DefinitionSpec] = {}
-        self.defs: dict[str, Definition] = {}
-        self.factory = EventFactory(avoid=self.avoid)
-        self.runs = itertools.count(1)
-        self.live: set[str] = set()  # runs still running (the lock's liveness check)
-        self.inflight: dict[str, tuple[str, int]] = {}  # definition -> (run, batch) past upload
 
-    @initialize(universe=universes())
-    def setup(self, universe: tuple[DefinitionSpec, ...]) -> None:
+# -- the driver: one sequence, production and model side by side -------------------------------
+
+
+class Driver:
+    """Runs steps on production and on the model, and checks them against each other: the
+    machines below draw the steps, the scenarios at the end spell them out."""
+
+    def __init__(self, env: Env, universe: tuple[DefinitionSpec, ...]) -> None:
+        self.env = env
         self.specs = {s.name: s for s in universe}
         self.defs = {s.name: Definition.model_validate(definition_data(s)) for s in universe}
         self.model = ReferenceModel(list(universe))
         self.job_systems = set().union(*(s.job_systems for s in universe))
-        self.configure()
-
-    def configure(self) -> None:
-        pass
-
-    def _spec(self, data: st.DataObject) -> DefinitionSpec:
-        return self.specs[data.draw(st.sampled_from(list(self.specs)), label="definition")]
+        self.runs = itertools.count(1)
+        self.live: set[str] = set()  # runs still running (the lock's liveness check)
+        self.inflight: dict[str, tuple[str, int]] = {}  # definition -> (run, batch) past upload
 
     def _run_id(self) -> str:
         return f"run-{next(self.runs)}"
 
-    # -- receiving -----------------------------------------------------------------------------
+    # -- receiving ---------------------------------------------------------------------------
 
-    @rule(data=st.data())
-    def post(self, data: st.DataObject) -> None:
+    def post(self, name: str, events: list[Event]) -> int:
         """A /lineage/batch post (a snapshot when the definition is BATCH_SNAPSHOT)."""
-        self._post(data)
-
-    def _post(self, data: st.DataObject) -> DefinitionSpec:
-        spec = self._spec(data)
-        events = self.factory.events(data, spec)
+        spec = self.specs[name]
         intake = sort_events([to_json(e) for e in events], list(spec.allowed))
         batch_id = self.env.store.add_posted_batch(
-            spec.name,
+            name,
             intake.accepted,
             received=intake.received,
             rejections=[r.as_dict() for r in intake.rejected],
             snapshot=spec.snapshot,
         )
-        note(f"post to {spec.name} -> batch {batch_id}: {_describe(events)}")
-        self.model.post(spec.name, batch_id, events)
-        return spec
+        _note(f"post to {name} -> batch {batch_id}: {_describe(events)}")
+        self.model.post(name, batch_id, events)
+        return batch_id
 
-    @rule(data=st.data())
-    def stream(self, data: st.DataObject) -> None:
+    def stream(self, name: str, events: list[Event]) -> None:
         """Single events (POST /api/v1/lineage), collected in the definition's open batch."""
-        spec = self._spec(data)
-        for event in self.factory.events(data, spec, max_size=2):
-            intake = sort_events([to_json(event)], list(spec.allowed))
+        for e in events:
+            intake = sort_events([to_json(e)], list(self.specs[name].allowed))
             batch_id = self.env.store.add_stream_events(
-                spec.name,
+                name,
                 intake.accepted,
                 received=intake.received,
                 rejections=[r.as_dict() for r in intake.rejected],
             )
-            note(f"stream to {spec.name} -> batch {batch_id}: {_describe([event])}")
-            self.model.stream(spec.name, batch_id, [event])
+            _note(f"stream to {name} -> batch {batch_id}: {_describe([e])}")
+            self.model.stream(name, batch_id, [e])
 
-    # -- the catalog's moods ---------------------------------------------------------------------
+    # -- the catalog's moods -----------------------------------------------------------------
 
-    @rule(mood=st.sampled_from(["refuses writes", "403", "writes again", "admin again"]))
-    def catalog_mood(self, mood: str) -> None:
-        """The catalog refuses every write (a real database trigger: uploads fail) or the cleanup
-        user (SYSTEMS_ADMIN taken away: 403), or is well again."""
-        if mood in ("refuses writes", "writes again"):
-            on = mood == "refuses writes"
-            if on and "failed upload while cleanup disabled" in self.avoid:
-                if any(not s.cleanup_enabled for s in self.specs.values()):
-                    return
-            self.env.set_fault(on)
-            self.model.failing = on
-        else:
-            on = mood == "403"
-            self.env.catalog.set_permissions(
-                self.env.catalog.user, [] if on else [t.SYSTEMS_ADMIN]
-            )
-            self.model.refusing = on
+    def refuse_writes(self, on: bool) -> None:
+        """Database triggers refuse every new System and entity write: uploads fail."""
+        self.env.set_fault(on)
+        self.model.failing = on
 
-    # -- the invariant -----------------------------------------------------------------------------
+    def refuse_cleanup_user(self, on: bool) -> None:
+        """The sync user loses SYSTEMS_ADMIN (403 on the cleanup), or gets it back."""
+        self.env.catalog.set_permissions(self.env.catalog.user, [] if on else [t.SYSTEMS_ADMIN])
+        self.model.refusing = on
 
-    @invariant()
-    def catalog_is_the_models(self) -> None:
-        if not self.specs:
-            return
-        want = expected(self.model)
-        got = observe(self.env.catalog, self.job_systems)
-        diff = _diff(want, got)
-        assert not diff, "the catalog is not the model's:\n" + diff
+    # -- syncing -------------------------------------------------------------------------------
 
-    @invariant()
-    def batch_statuses_are_the_models(self) -> None:
-        if not self.specs:
-            return
-        status = {b.id: b.status for b in self.env.store.batches()}
-        want = {
-            BatchStatus.OPEN: "open",
-            BatchStatus.SEALED: "pending",
-            BatchStatus.FAILED: "pending",
-            BatchStatus.SYNCED: "done",
-        }
-        for b in self.model.batches.values():
-            assert want[status[b.id]] == b.status, (
-                f"batch {b.id} of {b.definition}: store {status[b.id]}, the model {b.status}"
-            )
+    def waiting(self, name: str) -> bool:
+        return any(
+            b.definition == name and b.status in ("open", "pending")
+            for b in self.model.batches.values()
+        )
 
-    def teardown(self) -> None:
-        self.env.set_fault(False)
+    def seal(self, name: str) -> list[int]:
+        """What the sensor does first; returns the pending batches, in order."""
+        self.env.store.seal_due(name, window_seconds=0, max_events=1, force=True)
+        self.model.seal(name)
+        return self.model.pending(name)
 
-
-class CoreMachine(_Base):
-    """The sync as ``sync.batch`` runs it for every entry point, step by step."""
-
-    def configure(self) -> None:
-        pass
-
-    def _seal(self, spec: DefinitionSpec) -> None:
-        self.env.store.seal_due(spec.name, window_seconds=0, max_events=1, force=True)
-        self.model.seal(spec.name)
-
-    def _upload(self, spec: DefinitionSpec, batch_id: int, run_id: str) -> bool:
-        """Upload as a run; False when the definition's lock is held by a live sync."""
+    def upload(self, name: str, batch_id: int, run_id: str) -> bool:
+        """``upload_batch`` as a run; False when the definition's lock is held by a live sync."""
         try:
-            want = self.model.upload(spec.name, batch_id, run_id)
+            want = self.model.upload(name, batch_id, run_id)
         except Busy:
             want = "busy"
         self.env.tick()
@@ -443,7 +430,7 @@ class CoreMachine(_Base):
             done = upload_batch(
                 self.env.store,
                 self.env.catalog,
-                self.defs[spec.name],
+                self.defs[name],
                 batch_id,
                 run_id=run_id,
                 is_alive=self.live.__contains__,
@@ -451,27 +438,25 @@ class CoreMachine(_Base):
             got = _classify(done.record)
         except SyncBusy:
             got = "busy"
-        note(f"  upload of batch {batch_id} by {run_id}: {got}")
-        event(f"upload: {got}")
+        _note(f"  upload of batch {batch_id} by {run_id}: {got}")
+        _event(f"upload: {got}")
+        upload = self.model.batches[batch_id].upload
+        if got == "uploaded" and upload is not None and upload.moved:
+            _event("upload: a RENAME moves a dataset")
         assert got == want, f"upload of batch {batch_id}: {got}, the model: {want}"
         if got != "busy":
             self.live.add(run_id)
         return got != "busy"
 
-    def _cleanup(
-        self,
-        spec: DefinitionSpec,
-        batch_id: int,
-        run_id: str,
-        overrides: tuple[int | None, float | None] | None,
-        *,
-        rerun: bool = False,
+    def cleanup(
+        self, name: str, batch_id: int, run_id: str, overrides: Overrides, *, rerun: bool = False
     ) -> None:
+        """``cleanup_batch`` (by the run that uploaded, or a person re-running it)."""
         cap, share = overrides or (None, None)
         before = self.env.catalog.counts()
         try:
             exp: Expectation | None = self.model.cleanup(
-                spec.name, batch_id, run_id, max_removals=cap, max_share=share
+                name, batch_id, run_id, max_removals=cap, max_share=share
             )
         except Busy:
             exp = None
@@ -479,7 +464,7 @@ class CoreMachine(_Base):
             report = cleanup_batch(
                 self.env.store,
                 self.env.catalog,
-                self.defs[spec.name],
+                self.defs[name],
                 batch_id,
                 run_id=run_id,
                 uploaded_in_this_run=not rerun,
@@ -492,125 +477,318 @@ class CoreMachine(_Base):
         finally:
             self.live.discard(run_id)
         assert exp is not None, "the model: busy (a live sync holds the lock); the cleanup ran"
-        after = self.env.catalog.counts()
-        note(
+        _note(
             f"  cleanup of batch {batch_id}: {report.get('skippedReason')} "
             f"removed {report.get('removedJobs')} (model: {set(exp.reasons) or 'runs'}, "
             f"{exp.removed.total} objects)"
         )
-        event(f"cleanup: {report.get('skippedReason')}")
-        for kind in ("jobs", "datasets", "flows", "links"):
-            if getattr(exp.removed, kind):
-                event(f"cleanup removes {kind}")
-        check_report(exp, report, before, after)
+        _events(exp, report, self.model.batches[batch_id])
+        check_report(exp, report, before, self.env.catalog.counts())
 
-    def _waiting(self, name: str) -> bool:
-        return any(
-            b.definition == name and b.status in ("open", "pending")
-            for b in self.model.batches.values()
-        )
-
-    def _sync(self, spec: DefinitionSpec, batch_ids: list[int], overrides: Any) -> None:
-        for batch_id in batch_ids:
+    def sync(self, name: str, batch_ids: list[int] | None = None, overrides: Overrides = None):
+        """Upload then cleanup of each batch (all pending ones, in order, by default)."""
+        pending = self.seal(name)
+        for batch_id in pending if batch_ids is None else batch_ids:
             run_id = self._run_id()
-            if not self._upload(spec, batch_id, run_id):
+            if not self.upload(name, batch_id, run_id):
                 return  # the lock is held: the batch stays pending
-            self._cleanup(spec, batch_id, run_id, overrides)
+            self.cleanup(name, batch_id, run_id, overrides)
 
-    @rule(data=st.data(), overrides=_OVERRIDES)
-    def post_and_sync(self, data: st.DataObject, overrides: Any) -> None:
-        """A post, then the sensor's runs: every pending batch of the definition, in order."""
-        spec = self._post(data)
-        self._seal(spec)
-        self._sync(spec, self.model.pending(spec.name), overrides)
-
-    @precondition(lambda self: any(self._waiting(n) for n in self.specs))
-    @rule(data=st.data(), overrides=_OVERRIDES)
-    def sync(self, data: st.DataObject, overrides: Any) -> None:
-        """Pending batches of a definition synced in order (the sensor), or one of them (a person
-        materializing a partition), each upload then cleanup."""
-        name = data.draw(
-            st.sampled_from([n for n in self.specs if self._waiting(n)]), label="definition"
-        )
-        spec = self.specs[name]
-        self._seal(spec)
-        pending = self.model.pending(spec.name)
-        if data.draw(st.booleans(), label="in order"):
-            chosen = pending
-        else:
-            chosen = [data.draw(st.sampled_from(pending), label="batch")]
-        self._sync(spec, chosen, overrides)
-
-    @precondition(
-        lambda self: any(self._waiting(n) and n not in self.inflight for n in self.specs)
-    )
-    @rule(data=st.data())
-    def begin_sync(self, data: st.DataObject) -> None:
-        """A run uploads a batch, and is still to clean up (others may run in between)."""
-        names = [n for n in self.specs if self._waiting(n) and n not in self.inflight]
-        spec = self.specs[data.draw(st.sampled_from(names), label="definition")]
-        self._seal(spec)
-        batch_id = data.draw(st.sampled_from(self.model.pending(spec.name)), label="batch")
+    def begin(self, name: str, batch_id: int) -> None:
+        """A run uploads a batch and is still to clean up (others may run in between)."""
+        self.seal(name)
         run_id = self._run_id()
-        if self._upload(spec, batch_id, run_id):
-            self.inflight[spec.name] = (run_id, batch_id)
+        if self.upload(name, batch_id, run_id):
+            self.inflight[name] = (run_id, batch_id)
 
-    @precondition(lambda self: bool(self.inflight))
-    @rule(data=st.data(), overrides=_OVERRIDES)
-    def finish_sync(self, data: st.DataObject, overrides: Any) -> None:
-        name = data.draw(st.sampled_from(sorted(self.inflight)), label="definition")
+    def finish(self, name: str, overrides: Overrides = None) -> None:
         run_id, batch_id = self.inflight.pop(name)
-        self._cleanup(self.specs[name], batch_id, run_id, overrides)
+        self.cleanup(name, batch_id, run_id, overrides)
 
-    @precondition(lambda self: bool(self.inflight))
-    @rule(data=st.data())
-    def sync_dies(self, data: st.DataObject) -> None:
+    def die(self, name: str) -> None:
         """The run fails between upload and cleanup: its batch stays pending."""
-        name = data.draw(st.sampled_from(sorted(self.inflight)), label="definition")
         run_id, _ = self.inflight.pop(name)
         self.live.discard(run_id)
         self.model.die(run_id)
-        note(f"  {run_id} died")
+        _note(f"  {run_id} died")
 
-    def _rerunnable(self) -> list[tuple[str, int]]:
+    def rerunnable(self) -> list[tuple[str, int]]:
         return sorted(
             (b.definition, b.id)
             for b in self.model.batches.values()
             if b.status == "done" and b.upload is not None and b.upload.outcome == "uploaded"
         )
 
-    @precondition(lambda self: bool(self._rerunnable()))
+    def rerun(self, name: str, batch_id: int, overrides: Overrides = None) -> None:
+        """A person re-materializes the cleanup of a synced batch (raised limits, maybe)."""
+        _note(f"  cleanup of batch {batch_id} run again, overrides {overrides}")
+        self.cleanup(name, batch_id, self._run_id(), overrides, rerun=True)
+
+    # -- the invariants ------------------------------------------------------------------------
+
+    def check(self) -> None:
+        diff = _diff(expected(self.model), observe(self.env.catalog, self.job_systems))
+        assert not diff, "the catalog is not the model's:\n" + diff
+        status = {b.id: b.status for b in self.env.store.batches()}
+        want = {
+            BatchStatus.OPEN: "open",
+            BatchStatus.SEALED: "pending",
+            BatchStatus.FAILED: "pending",
+            BatchStatus.SYNCED: "done",
+        }
+        for b in self.model.batches.values():
+            assert want[status[b.id]] == b.status, (
+                f"batch {b.id} of {b.definition}: store {status[b.id]}, the model {b.status}"
+            )
+
+
+def _events(exp: Expectation, report: dict[str, Any], batch: Any) -> None:
+    """Hypothesis statistics (``--hypothesis-show-statistics``): what the sequences reached."""
+    _event(f"cleanup: {report.get('skippedReason')}")
+    for reason in exp.reasons:
+        _event(f"cleanup, the model: {reason}")
+    for kind in ("jobs", "datasets", "flows", "links"):
+        if getattr(exp.removed, kind):
+            _event(f"cleanup removes {kind}")
+    desc = batch.upload.description if batch.upload else None
+    if desc is not None and desc.drops & exp.removed.datasets:
+        _event("cleanup removes a DROP")
+
+
+class DagsterDriver(Driver):
+    """Syncs through ``ol-dagster sync`` (``headless.sync_batches``): the sensor's job, its four
+    assets and checks, on a Dagster instance, with the settings file of the universe."""
+
+    def __init__(
+        self,
+        env: Env,
+        universe: tuple[DefinitionSpec, ...],
+        instance: dg.DagsterInstance,
+        settings_path: Path,
+    ) -> None:
+        super().__init__(env, universe)
+        self.instance, self.settings_path = instance, settings_path
+        data = {
+            "store": {"url": env.store_url},
+            "catalogs": {"main": {"kind": "embedded", "url": env.catalog_url}},
+            "definitions": [definition_data(s) for s in universe],
+        }
+        settings_path.write_text(yaml.safe_dump(data))
+
+    def sync(self, name: str, batch_ids: list[int] | None = None, overrides: Overrides = None):
+        assert batch_ids is None, "ol-dagster sync runs every pending batch, in order"
+        self.model.seal(name)
+        cap, share = overrides or (None, None)
+        config = {
+            k: v
+            for k, v in (("maxRemovalsPerRun", cap), ("maxRemovalShare", share))
+            if v is not None
+        }
+        lines = sync_batches(
+            str(self.settings_path),
+            definition=name,
+            instance=self.instance,
+            run_config={"ops": {f"{name}__catalog_cleanup": {"config": config}}},
+        )
+        while True:
+            self.env.tick()
+            line = next(lines, None)
+            if line is None:
+                return
+            batch_id, run_id = line["batchId"], line["runId"]
+            _note(f"  dagster run of batch {batch_id}: {line['status']}")
+            try:
+                want = self.model.upload(name, batch_id, run_id)
+            except Busy:
+                want = "busy"
+            got = _classify(line["upload"] or {})
+            _event(f"dagster upload: {got}")
+            assert got == want, f"upload of batch {batch_id}: {got}, the model: {want}"
+            exp = self.model.cleanup(name, batch_id, run_id, max_removals=cap, max_share=share)
+            report = line["cleanup"] or {}
+            _events(exp, report, self.model.batches[batch_id])
+            check_report(exp, report)  # the catalog itself: by the invariant
+
+
+# -- the machines: random sequences of those steps -------------------------------------------
+
+
+class CoreMachine(RuleBasedStateMachine):
+    """Random steps on a ``Driver``: the sync as ``sync.batch`` runs it for every entry point."""
+
+    env: ClassVar[Env]
+    avoid: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.env.reset()
+        self.driver: Driver | None = None
+        self.factory = EventFactory(avoid=self.avoid)
+
+    def make_driver(self, universe: tuple[DefinitionSpec, ...]) -> Driver:
+        return Driver(self.env, universe)
+
+    @initialize(universe=universes())
+    def setup(self, universe: tuple[DefinitionSpec, ...]) -> None:
+        self.driver = self.make_driver(universe)
+
+    @property
+    def d(self) -> Driver:
+        assert self.driver is not None
+        return self.driver
+
+    def _name(self, data: st.DataObject, names: list[str] | None = None) -> str:
+        return data.draw(st.sampled_from(sorted(names or self.d.specs)), label="definition")
+
+    @rule(data=st.data())
+    def post(self, data: st.DataObject) -> None:
+        name = self._name(data)
+        self.d.post(name, self.factory.events(data, self.d.specs[name]))
+
+    @rule(data=st.data())
+    def stream(self, data: st.DataObject) -> None:
+        name = self._name(data)
+        self.d.stream(name, self.factory.events(data, self.d.specs[name], max_size=2, stream=True))
+
+    @rule(mood=st.sampled_from(["refuses writes", "403", "writes again", "admin again"]))
+    def catalog_mood(self, mood: str) -> None:
+        if mood in ("refuses writes", "writes again"):
+            self.d.refuse_writes(mood == "refuses writes")
+        else:
+            self.d.refuse_cleanup_user(mood == "403")
+
     @rule(data=st.data(), overrides=_OVERRIDES)
-    def rerun_cleanup(self, data: st.DataObject, overrides: Any) -> None:
-        """A person re-materializes the cleanup of a synced batch (with raised limits, maybe)."""
-        name, batch_id = data.draw(st.sampled_from(self._rerunnable()), label="batch")
-        note(f"  cleanup of batch {batch_id} run again, overrides {overrides}")
-        self._cleanup(self.specs[name], batch_id, self._run_id(), overrides, rerun=True)
+    def post_and_sync(self, data: st.DataObject, overrides: Overrides) -> None:
+        """A post, then the sensor's runs: every pending batch of the definition, in order."""
+        name = self._name(data)
+        self.d.post(name, self.factory.events(data, self.d.specs[name]))
+        self.d.sync(name, overrides=overrides)
+
+    @precondition(lambda self: any(self.d.waiting(n) for n in self.d.specs))
+    @rule(data=st.data(), overrides=_OVERRIDES)
+    def sync(self, data: st.DataObject, overrides: Overrides) -> None:
+        """Pending batches synced in order (the sensor), or one of them (a person materializing
+        a partition)."""
+        name = self._name(data, [n for n in self.d.specs if self.d.waiting(n)])
+        pending = self.d.seal(name)
+        if data.draw(st.booleans(), label="in order"):
+            self.d.sync(name, overrides=overrides)
+        else:
+            self.d.sync(name, [data.draw(st.sampled_from(pending), label="batch")], overrides)
+
+    @precondition(
+        lambda self: any(self.d.waiting(n) and n not in self.d.inflight for n in self.d.specs)
+    )
+    @rule(data=st.data())
+    def begin_sync(self, data: st.DataObject) -> None:
+        name = self._name(
+            data, [n for n in self.d.specs if self.d.waiting(n) and n not in self.d.inflight]
+        )
+        batch_id = data.draw(st.sampled_from(self.d.seal(name)), label="batch")
+        self.d.begin(name, batch_id)
+
+    @precondition(lambda self: bool(self.d.inflight))
+    @rule(data=st.data(), overrides=_OVERRIDES)
+    def finish_sync(self, data: st.DataObject, overrides: Overrides) -> None:
+        self.d.finish(self._name(data, list(self.d.inflight)), overrides)
+
+    @precondition(lambda self: bool(self.d.inflight))
+    @rule(data=st.data())
+    def sync_dies(self, data: st.DataObject) -> None:
+        self.d.die(self._name(data, list(self.d.inflight)))
+
+    @precondition(lambda self: bool(self.d.rerunnable()))
+    @rule(data=st.data(), overrides=_OVERRIDES)
+    def rerun_cleanup(self, data: st.DataObject, overrides: Overrides) -> None:
+        name, batch_id = data.draw(st.sampled_from(self.d.rerunnable()), label="batch")
+        self.d.rerun(name, batch_id, overrides)
+
+    @invariant()
+    def catalog_is_the_models(self) -> None:
+        if self.driver is not None:
+            self.driver.check()
+
+    def teardown(self) -> None:
+        self.env.set_fault(False)
+
+
+class DagsterMachine(CoreMachine):
+    """The same sequences, synced through the real Dagster job (no interleaving: the job holds
+    the lock for a whole run)."""
+
+    instance: ClassVar[dg.DagsterInstance]
+    settings_path: ClassVar[Path]
+
+    def make_driver(self, universe: tuple[DefinitionSpec, ...]) -> Driver:
+        return DagsterDriver(self.env, universe, self.instance, self.settings_path)
+
+    @rule(data=st.data(), overrides=_OVERRIDES)
+    def post_and_sync(self, data: st.DataObject, overrides: Overrides) -> None:
+        name = self._name(data)
+        self.d.post(name, self.factory.events(data, self.d.specs[name]))
+        self.d.sync(name, overrides=overrides)
+
+    @precondition(lambda self: any(self.d.waiting(n) for n in self.d.specs))
+    @rule(data=st.data(), overrides=_OVERRIDES)
+    def sync(self, data: st.DataObject, overrides: Overrides) -> None:
+        self.d.sync(
+            self._name(data, [n for n in self.d.specs if self.d.waiting(n)]), None, overrides
+        )
+
+    @precondition(lambda self: any(self.d.waiting(n) for n in self.d.specs))
+    @rule(data=st.data(), trouble=st.sampled_from(["refuses writes", "403"]))
+    def sync_in_trouble(self, data: st.DataObject, trouble: str) -> None:
+        """A sync while the catalog refuses writes (uploads fail, the batches stay pending) or
+        the cleanup user (403); well again afterwards (a Dagster run costs a second: the
+        trouble lasts one sync, not every sync of the sequence)."""
+        name = self._name(data, [n for n in self.d.specs if self.d.waiting(n)])
+        trouble_on = self.d.refuse_writes if trouble == "refuses writes" else None
+        if trouble_on is None:
+            self.d.refuse_cleanup_user(True)
+        else:
+            trouble_on(True)
+        try:
+            self.d.sync(name)
+        finally:
+            if trouble_on is None:
+                self.d.refuse_cleanup_user(False)
+            else:
+                trouble_on(False)
+
+    catalog_mood = None  # type: ignore[assignment]
+    begin_sync = None  # type: ignore[assignment]
+    finish_sync = None  # type: ignore[assignment]
+    sync_dies = None  # type: ignore[assignment]
+    rerun_cleanup = None  # type: ignore[assignment]
 
 
 # -- running them ----------------------------------------------------------------------------
 
 
 def _run(
-    machine: type[_Base], env: Env, examples: int, avoid: frozenset[str] | None = None
+    machine: type[CoreMachine], env: Env, examples: int, avoid: frozenset[str] | None = None
 ) -> None:
     machine.env = env
     machine.avoid = AVOID if avoid is None else avoid
-    run_state_machine_as_test(
-        machine,
-        settings=settings(
-            settings.default,
-            max_examples=examples,
-            stateful_step_count=STEPS,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-        ),
-    )
+    # Hypothesis keeps what it learnt of every sequence of a run (~0.3 MB each here): a long run
+    # goes as several runs of at most CHUNK sequences, so that its memory stays flat
+    while examples > 0:
+        run_state_machine_as_test(
+            machine,
+            settings=settings(
+                settings.default,
+                max_examples=min(examples, CHUNK),
+                stateful_step_count=STEPS,
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+            ),
+        )
+        examples -= CHUNK
 
 
 def _examples(share: float) -> int:
     """The profile's ``max_examples`` is the SQLite budget; the others run a share of it."""
-    return max(5, int(settings.default.max_examples * share))
+    return max(5, round(settings.default.max_examples * share))
 
 
 @pytest.fixture
@@ -620,63 +798,24 @@ def sqlite_env(tmp_path: Path) -> Iterator[Env]:
     env.close()
 
 
+# a failing sequence is shrunk before it is reported, which takes minutes: longer than the
+# suite's default timeout
+@pytest.mark.timeout(1800)
 def test_random_sequences_on_sqlite_keep_the_catalog_the_models(sqlite_env: Env):
     _run(CoreMachine, sqlite_env, _examples(1.0))
 
 
 @pytest.mark.postgres
+@pytest.mark.timeout(1800)
 def test_random_sequences_on_postgresql_keep_the_catalog_the_models(pg_server):
     env = Env(pg_server.fresh_database("s"), pg_server.fresh_database("c"))
     try:
-        _run(CoreMachine, env, _examples(0.1))
+        _run(CoreMachine, env, _examples(0.2))
     finally:
         env.close()
 
 
-# -- through the real Dagster job --------------------------------------------------------------
-
-
-class DagsterMachine(_Base):
-    """The same sequences synced by ``ol-dagster sync`` (``headless.sync_batches``): the sensor's
-    job, its four assets and checks, on a Dagster instance."""
-
-    instance: ClassVar[dg.DagsterInstance]
-    settings_path: ClassVar[Path]
-
-    def configure(self) -> None:
-        data = {
-            "store": {"url": self.env.store_url},
-            "catalogs": {"main": {"kind": "embedded", "url": self.env.catalog_url}},
-            "definitions": [definition_data(s) for s in self.specs.values()],
-        }
-        self.settings_path.write_text(yaml.safe_dump(data))
-
-    @rule(data=st.data())
-    def sync(self, data: st.DataObject) -> None:
-        spec = self._spec(data)
-        self.model.seal(spec.name)
-        for line in sync_batches(
-            str(self.settings_path), definition=spec.name, instance=self.instance
-        ):
-            batch_id = line["batchId"]
-            run_id = line["runId"]
-            try:
-                want = self.model.upload(spec.name, batch_id, run_id)
-            except Busy:
-                want = "busy"
-            got = _classify(line["upload"] or {})
-            assert got == want, f"upload of batch {batch_id}: {got}, the model: {want}"
-            before = line["cleanup"] or {}
-            exp = self.model.cleanup(spec.name, batch_id, run_id)
-            reason = before.get("skippedReason")
-            if exp.reasons:
-                assert reason in exp.reasons, f"skippedReason {reason!r}, model {set(exp.reasons)}"
-            else:
-                assert reason not in GUARDS, f"skippedReason {reason!r}, model: no guard"
-            assert sorted(before.get("removedJobs") or []) == exp.removed.job_names
-            note(f"  dagster sync of batch {batch_id}: {line['status']} {reason}")
-
-
+@pytest.mark.timeout(1800)
 def test_random_sequences_through_dagster_keep_the_catalog_the_models(tmp_path: Path):
     env = Env(f"sqlite:///{tmp_path / 'store.db'}", f"sqlite:///{tmp_path / 'catalog.db'}")
     (tmp_path / "dagster_home").mkdir()
@@ -684,7 +823,180 @@ def test_random_sequences_through_dagster_keep_the_catalog_the_models(tmp_path: 
         with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
             DagsterMachine.instance = instance
             DagsterMachine.settings_path = tmp_path / "ol_dagster.yaml"
-            _run(DagsterMachine, env, _examples(0.02))
+            _run(DagsterMachine, env, _examples(DAGSTER_SHARE))
     finally:
         env.close()
 
+
+# -- the disagreements found, as written sequences ---------------------------------------------
+#
+# Each is a failure Hypothesis found, shrunk and written out, replayed by the same driver (the
+# model's verdict, the same checks). Those still open are ``xfail(strict=True)`` and their shape
+# is left out of the random tests (``AVOID``); ``strict`` makes a fixed one fail here, so that the
+# marker and its shape in ``AVOID`` are removed together. The fixed ones stay as regressions.
+
+PG_A, PG_B = Dataset(WAREHOUSE, "shop.public.a"), Dataset(WAREHOUSE, "shop.public.b")
+
+
+def _run_event(
+    name: str,
+    event_type: str,
+    run_id: str,
+    *,
+    inputs: tuple[Dataset, ...] = (),
+    outputs: tuple[Dataset, ...] = (),
+    emission: tuple[str, str, str] = ("BATCH", "EVENT_BASED", "ACCUMULATIVE"),
+    time: int = 0,
+) -> Event:
+    return Event(
+        "run",
+        "etl",
+        name,
+        run_id=str(uuid.uuid5(uuid.NAMESPACE_URL, run_id)),
+        event_type=event_type,
+        inputs=inputs,
+        outputs=outputs,
+        processing=emission[0],
+        trigger=emission[1],
+        content=emission[2],
+        time=time,
+    )
+
+
+CS_WINDOW = ("STREAMING", "PERIODIC", "COMPLETE_SNAPSHOT")
+
+
+def test_every_window_of_a_complete_snapshot_run_reaches_the_catalog(sqlite_env: Env):
+    """Fixed in cebf366: of two COMPLETE_SNAPSHOT windows of one run in one batch, only the
+    latest was uploaded, though each window 'can be processed independently'."""
+    d = Driver(sqlite_env, (definition_spec("snap", snapshot=False),))
+    d.post(
+        "snap",
+        [
+            _run_event("load", "RUNNING", "r1", outputs=(PG_A,), emission=CS_WINDOW, time=1),
+            _run_event("load", "RUNNING", "r1", emission=CS_WINDOW, time=2),
+        ],
+    )
+    d.sync("snap")
+    d.check()  # shop.public.a, the first window's output, is in the catalog
+
+
+def test_the_windows_of_a_complete_snapshot_run_are_not_crossed(sqlite_env: Env):
+    """Fixed in 917d37e: the windows of a COMPLETE_SNAPSHOT run were unioned like an accumulative
+    run's events, so an input of one window and an output of another made a flow no window
+    described (each window is 'complete for its time window': its flows are its own)."""
+    d = Driver(sqlite_env, (definition_spec("snap", snapshot=False),))
+    d.post(
+        "snap",
+        [
+            _run_event("load", "RUNNING", "r1", inputs=(PG_A, PG_B), emission=CS_WINDOW, time=1),
+            _run_event("load", "RUNNING", "r1", outputs=(PG_A,), emission=CS_WINDOW, time=2),
+        ],
+    )
+    d.sync("snap")
+    d.check()  # no window read shop.public.b while writing shop.public.a: no flow b -> a
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="carried windows: a whole snapshot (and any batch where a run ends) carries the "
+    "earlier events of its runs, COMPLETE_SNAPSHOT windows too, so a flow seen in one old window "
+    "of a run stays described by every later snapshot that holds a window of that run (a "
+    "streaming job's run never ends: what it stopped reading or writing is never removed), and "
+    "a JobEvent next to the run's last window does not replace it. A window is complete for its "
+    "own period: a batch describes the run by the windows it holds (only an accumulative run's "
+    "events are parts to be combined)",
+)
+def test_a_snapshot_describes_a_windowed_run_by_the_windows_it_holds(sqlite_env: Env):
+    d = Driver(sqlite_env, (definition_spec("snap"),))  # BATCH_SNAPSHOT
+    window = {"emission": CS_WINDOW}
+    d.post("snap", [_run_event("kpi", "RUNNING", "r1", inputs=(PG_A,), outputs=(PG_B,), **window)])
+    d.sync("snap")
+    d.check()
+    d.post("snap", [_run_event("kpi", "RUNNING", "r1", time=1, **window)])
+    d.sync("snap")  # the model removes the flow shop.public.a -> shop.public.b of etl.kpi
+    d.check()
+
+
+def test_a_run_split_over_two_snapshots_is_judged_whole(sqlite_env: Env):
+    """Fixed in cebf366: a snapshot carrying only the later events of an accumulative run removed
+    what the run's earlier events (in an earlier batch) described."""
+    d = Driver(sqlite_env, (definition_spec("snap"),))  # BATCH_SNAPSHOT, replacement NONE
+    d.post("snap", [_run_event("load", "START", "r1", inputs=(PG_A,), outputs=(PG_B,), time=1)])
+    d.sync("snap")
+    d.check()
+    d.post("snap", [_run_event("load", "RUNNING", "r1", time=2)])
+    d.sync("snap")
+    d.check()  # the model keeps the flow shop.public.a -> shop.public.b of etl.load
+
+
+def test_a_run_split_over_two_additive_batches_is_judged_whole_when_it_ends(sqlite_env: Env):
+    """Fixed in 917d37e: a run split over batches that decide no removal (an ADDITIVE definition)
+    was judged by the part in each batch, so an input from an earlier batch and an output from a
+    later one never made their flow, though the same events in one post do."""
+    d = Driver(sqlite_env, (definition_spec("snap", snapshot=False),))
+    d.post("snap", [_run_event("load", "START", "r1", inputs=(PG_A,), time=1)])
+    d.sync("snap")
+    d.check()
+    d.post("snap", [_run_event("load", "COMPLETE", "r1", outputs=(PG_B,), time=2)])
+    d.sync("snap")
+    d.check()  # the model holds the run's flow shop.public.a -> shop.public.b
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="split runs: the windows of an ACCUMULATIVE run add up (job type seed: 'consumers "
+    "need to combine all events for a specific run'; the lead: 'ACCUMULATIVE windows of one run "
+    "add up'), but outside a whole snapshot the sync combines a run's earlier batches only when "
+    "the run ends; a streaming job's run never ends, so an input of one window and an output of "
+    "a window in a later batch never make their flow (the same windows in one post do)",
+)
+@pytest.mark.parametrize(
+    "emission",
+    [("STREAMING", "PERIODIC", "ACCUMULATIVE"), ("BATCH", "EVENT_BASED", "ACCUMULATIVE")],
+)
+def test_the_windows_of_a_running_accumulative_run_add_up_over_batches(
+    sqlite_env: Env, emission: tuple[str, str, str]
+):
+    d = Driver(sqlite_env, (definition_spec("snap", snapshot=False),))
+    first = "RUNNING" if emission[1] == "PERIODIC" else "START"
+    d.post("snap", [_run_event("load", first, "r1", inputs=(PG_A,), emission=emission, time=1)])
+    d.sync("snap")
+    d.check()
+    d.post(
+        "snap",
+        [_run_event("load", "RUNNING", "r1", outputs=(PG_B,), emission=emission, time=2)],
+    )
+    d.sync("snap")
+    d.check()  # the model holds the run's flow shop.public.a -> shop.public.b
+
+
+def test_a_failed_upload_stays_pending_when_cleanup_is_disabled(sqlite_env: Env):
+    """Fixed in cebf366: with cleanup disabled, a failed upload reported CLEANUP_DISABLED and
+    its batch was marked synced, never retried."""
+    d = Driver(sqlite_env, (definition_spec("snap", cleanup_enabled=False),))
+    d.refuse_writes(True)
+    d.post("snap", [_run_event("load", "COMPLETE", "r1", inputs=(PG_A,), outputs=(PG_B,))])
+    d.sync("snap")  # the model: UPLOAD_FAILED, the batch stays pending
+    d.check()
+    d.refuse_writes(False)
+    d.sync("snap")
+    d.check()
+
+
+@pytest.mark.parametrize(
+    "emission",
+    [
+        ("STREAMING", "PERIODIC", "ACCUMULATIVE"),
+        ("BATCH", "EVENT_BASED", "COMPLETE_SNAPSHOT"),
+        ("STREAMING", "EVENT_BASED", "ACCUMULATIVE"),
+    ],
+)
+def test_a_windowed_run_that_completes_replaces_nothing(sqlite_env: Env, emission: tuple[str, str]):
+    d = Driver(sqlite_env, (definition_spec("snap", snapshot=False, replace_jobs=True),))
+    d.post("snap", [_run_event("kpi", "COMPLETE", "r1", inputs=(PG_A,), outputs=(PG_B,))])
+    d.sync("snap")
+    d.check()
+    d.post("snap", [_run_event("kpi", "COMPLETE", "r2", emission=emission, time=1)])
+    d.sync("snap")  # the model keeps the flow shop.public.a -> shop.public.b of etl.kpi
+    d.check()

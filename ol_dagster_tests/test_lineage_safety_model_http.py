@@ -502,7 +502,8 @@ class HttpDriver(Driver):
             universe = _systems_apart(universe)
         if LEDGER_FLOWS in avoid and env.backend.name != "blindata":
             universe = tuple(map(_without_cutoff, universe))
-        super().__init__(env, universe, avoid)  # type: ignore[arg-type]
+        super().__init__(env, universe)  # type: ignore[arg-type]
+        self.avoid = avoid
         env.open(universe)
         self.backend = env.backend
         self.om_held: set[tuple[str, str]] = set()  # OpenMetadata: pairs it must still hold

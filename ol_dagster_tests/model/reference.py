@@ -31,9 +31,12 @@ pass, so the day-based cleanup removes nothing):
     although the second snapshot names nothing in the bucket; the lead's decision, over the calls
     table's "that the batch refers to").
 (b) a JobEvent: the flows (data and orchestration) of that job not touched by this upload.
-(c) with lineageReplacement JOB, a run that completes in the batch (event-based, accumulative: a
-    PERIODIC window or a COMPLETE_SNAPSHOT event describes a window, not the job): the same.
-(d) a DROP lifecycle: the dataset, in a System this definition owns whose cleanupMode is not NONE.
+(c) with lineageReplacement JOB, a run that completes in the batch, of a BATCH job whose events
+    are EVENT_BASED and ACCUMULATIVE (a PERIODIC window or a COMPLETE_SNAPSHOT event describes a
+    window, not the job; a STREAMING or SERVICE job's COMPLETE "should not be relied upon"): the
+    same.
+(d) a DROP lifecycle (the latest lifecycle change of the dataset in the batch): the dataset, in a
+    System this definition owns whose cleanupMode is not NONE.
 
 Removing an entity removes every flow that touches it. Guards stop the whole cleanup, drops
 included: cleanup disabled, an empty batch, a failed upload, planned removals over the cap, removed
@@ -101,7 +104,9 @@ class DefinitionSpec:
     allowed: tuple[str, ...]  # allowedJobNamespaces (shell patterns)
     job_system: str  # openLineageSystem
     job_system_rules: tuple[tuple[str, str], ...] = ()  # jobSystems: (namespace pattern, System)
-    dataset_rules: tuple[tuple[str, str, str], ...] = ()  # datasetSystems: (namespace, System, mode)
+    dataset_rules: tuple[
+        tuple[str, str, str], ...
+    ] = ()  # datasetSystems: (namespace, System, mode)
     cleanup_enabled: bool = True
     max_removals: int = 500
     max_share: float = 0.5
@@ -154,6 +159,7 @@ class Event:
     parent: tuple[str, str] | None = None  # the parent facet's job
     trigger: str = "EVENT_BASED"  # emissionPattern.eventTrigger
     content: str = "ACCUMULATIVE"  # emissionPattern.eventContentMode
+    processing: str = "BATCH"  # jobType.processingType
     dataset: Dataset | None = None  # a DatasetEvent's
     time: int = 0  # seconds, for eventTime
 
@@ -191,6 +197,7 @@ class Upload:
     run_id: str
     outcome: str  # uploaded | failed | superseded
     description: Description | None = None
+    moved: list[tuple[DatasetKey, DatasetKey]] = field(default_factory=list)  # RENAMEs applied
 
 
 @dataclass
@@ -322,22 +329,23 @@ class ReferenceModel:
 
     def describe(self, d: DefinitionSpec, b: Batch) -> Description:
         out = Description()
+        # lifecycle changes by dataset, in event time: the latest one says whether it is dropped
+        changes: list[tuple[int, DatasetKey, str, DatasetKey | None]] = []
 
-        def dataset(x: Dataset) -> DatasetKey:
+        def dataset(x: Dataset, time: int) -> DatasetKey:
             system, mode = d.dataset_system_of(x.namespace)
             key = (system, x.namespace, x.name)
             out.systems.setdefault(system, mode)
             out.datasets.add(key)
-            if x.lifecycle == "DROP":
-                out.drops.add(key)
-            if x.lifecycle == "RENAME" and x.previous is not None:
-                out.renames.append(((system, x.namespace, x.previous), key))
+            if x.lifecycle is not None:
+                old = (system, x.namespace, x.previous) if x.previous is not None else None
+                changes.append((time, key, x.lifecycle, old))
             return key
 
         def lineage(job: tuple[str, str], events: list[Event]) -> None:
             """One description of a job: inputs x outputs, and its parent."""
-            ins = {dataset(x) for e in events for x in e.inputs}
-            outs = {dataset(x) for e in events for x in e.outputs}
+            ins = {dataset(x, e.time) for e in events for x in e.inputs}
+            outs = {dataset(x, e.time) for e in events for x in e.outputs}
             out.flows |= {(*job, s, t) for s in ins for t in outs if s != t}
             for parent in {e.parent for e in events if e.parent is not None}:
                 if parent == job:
@@ -350,7 +358,7 @@ class ReferenceModel:
         for e in b.events:
             if e.kind == "dataset":
                 assert e.dataset is not None
-                dataset(e.dataset)
+                dataset(e.dataset, e.time)
             elif e.kind == "job":
                 out.jobs.add(e.job)
                 out.job_events.add(e.job)
@@ -374,9 +382,18 @@ class ReferenceModel:
                 if e.kind == "run" and e.run_id == run_id and e.job == job
             ]
             lineage(job, whole)
-            if here[0].trigger == "EVENT_BASED" and any(e.event_type == "COMPLETE" for e in here):
+            first = here[0]
+            if (first.trigger, first.processing) == ("EVENT_BASED", "BATCH") and any(
+                e.event_type == "COMPLETE" for e in here
+            ):
                 out.completed.add(job)
         out.parents -= out.jobs
+        latest: dict[DatasetKey, str] = {}
+        for _, key, change, old in sorted(changes, key=lambda c: c[0]):
+            latest[key] = change
+            if change == "RENAME" and old is not None:
+                out.renames.append((old, key))
+        out.drops = {key for key, change in latest.items() if change == "DROP"}
         return out
 
     # -- upload ---------------------------------------------------------------------------------
@@ -404,6 +421,7 @@ class ReferenceModel:
         for old, new in desc.renames:
             if self._movable(d, old, new):
                 self._move(old, new)
+                b.upload.moved.append((old, new))
         for ns, name in desc.jobs | desc.parents:
             self.jobs[(d.job_system_of(ns), ns, name)] = now
         for key in desc.datasets:
@@ -421,7 +439,11 @@ class ReferenceModel:
     def _movable(self, d: DefinitionSpec, old: DatasetKey, new: DatasetKey) -> bool:
         owned, mode = self._owned(d, old[0])
         return (
-            owned and mode != NONE and old in self.datasets and new not in self.datasets and old != new
+            owned
+            and mode != NONE
+            and old in self.datasets
+            and new not in self.datasets
+            and old != new
         )
 
     def _move(self, old: DatasetKey, new: DatasetKey) -> None:
@@ -492,7 +514,8 @@ class ReferenceModel:
         try:
             return self._cleanup(d, b, max_removals, max_share)
         finally:
-            del self.locks[definition]
+            del self.locks[definition]  # the report is recorded: the run is over
+            self.alive.discard(run_id)
 
     def _cleanup(
         self, d: DefinitionSpec, b: Batch, max_removals: int | None, max_share: float | None
