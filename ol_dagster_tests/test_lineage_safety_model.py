@@ -19,9 +19,9 @@ triggers: the upload fails), a 403 on the cleanup, dry runs, caps and shares, ov
 cleanups run again by a person.
 
 Budgets (the Hypothesis profiles are in ``conftest.py``): ``ci`` (the default, every ``make
-test``) runs 500 sequences on SQLite (~50 s), 100 on PostgreSQL (~15 s) and 25 through the real
-Dagster job, ``headless.sync_batches`` (~85 s, a second a run); ``long`` ten times as many, for a
-nightly run (~25 minutes)::
+test``) runs 500 sequences of up to 12 steps on SQLite (~45 s), 100 on PostgreSQL (~20 s) and
+25 of up to 8 steps through the real Dagster job, ``headless.sync_batches`` (~1 minute: a Dagster
+run a batch); ``long`` ten times as many, for a nightly run (~25 minutes)::
 
     .venv/bin/pytest ol_dagster_tests/test_lineage_safety_model.py --hypothesis-profile=long
 
@@ -88,6 +88,7 @@ AVOID: frozenset[str] = frozenset({"split runs", "carried windows"})
 STEPS = 12  # steps per sequence: enough for two snapshots around a fault, cheap to shrink
 CHUNK = 500  # sequences per Hypothesis run (see _run)
 DAGSTER_SHARE = 0.05  # of the SQLite budget: 25 sequences in the ci profile
+DAGSTER_STEPS = 8
 
 
 # -- the databases one test reuses across its sequences ------------------------------------------
@@ -618,6 +619,7 @@ class CoreMachine(RuleBasedStateMachine):
 
     env: ClassVar[Env]
     avoid: ClassVar[frozenset[str]] = frozenset()
+    steps: ClassVar[int] = STEPS
 
     def __init__(self) -> None:
         super().__init__()
@@ -718,6 +720,7 @@ class DagsterMachine(CoreMachine):
 
     instance: ClassVar[dg.DagsterInstance]
     settings_path: ClassVar[Path]
+    steps: ClassVar[int] = DAGSTER_STEPS  # each sync is a Dagster run per batch (~1 s)
 
     def make_driver(self, universe: tuple[DefinitionSpec, ...]) -> Driver:
         return DagsterDriver(self.env, universe, self.instance, self.settings_path)
@@ -778,7 +781,7 @@ def _run(
             settings=settings(
                 settings.default,
                 max_examples=min(examples, CHUNK),
-                stateful_step_count=STEPS,
+                stateful_step_count=machine.steps,
                 deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
             ),
