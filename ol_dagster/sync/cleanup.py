@@ -41,7 +41,7 @@ from ol_dagster.catalog.protocol import (
     CleanupPermissionDenied,
     DatasetRef,
 )
-from ol_dagster.catalog.systems import job_system_for, may_change
+from ol_dagster.catalog.systems import job_system_for, may_change, owned_by
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope, scope_prefix
 from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import CleanupMode, Definition, LineageReplacement, SnapshotMode
@@ -129,11 +129,7 @@ def replaced_jobs(definition: Definition, facts: BatchFacts) -> list[tuple[str, 
 def owns_cutoff(definition: Definition, properties: dict[str, Any]) -> bool:
     """CUTOFF is safe on a dataset System only if this definition is its only producer."""
     patterns = definition.allowedJobNamespaces
-    return (
-        properties.get("openLineageOwner") == str(definition.uuid)
-        and len(patterns) == 1
-        and "*" not in patterns[0]
-    )
+    return owned_by(definition, properties) and len(patterns) == 1 and "*" not in patterns[0]
 
 
 def former_job_systems(definition: Definition, systems: list[dict[str, Any]]) -> list[str]:
@@ -282,12 +278,10 @@ class _Planner:
         alone), DAYS Systems after their ``cleanupDays``; a CUTOFF System this definition does not
         own alone is cleaned with DAYS and reported SHARED_SYSTEM_DOWNGRADED."""
         by_name = {s["name"]: s for s in self.systems}
-        uuid = str(self.definition.uuid)
-        owned = {n for n, s in by_name.items() if s.get("openLineageOwner") == uuid}
+        owned = {n for n, s in by_name.items() if owned_by(self.definition, s)}
         for name in sorted((set(referred) | owned) & set(by_name)):
             props = by_name[name]
-            owner = props.get("openLineageOwner")
-            if owner and owner != uuid:
+            if props.get("openLineageOwner") and name not in owned:
                 continue  # never act on what another definition created
             mode = props.get("cleanupMode", CleanupMode.NONE.value)
             days = int(props.get("cleanupDays") or 30)
