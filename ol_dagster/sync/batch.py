@@ -169,7 +169,11 @@ def batch_facts(store: EventStore, batch: BatchRecord, upload: dict[str, Any]) -
         posted=batch.kind is BatchKind.POSTED,
         whole_snapshot=batch.whole_snapshot,
         accepted=batch.accepted_count,
-        job_namespaces=g.get("jobNamespaces") or store.job_namespaces(batch.id),
+        # an upload recorded before the graph facts existed: the events' own namespaces (an empty
+        # list recorded is an answer: a batch of dataset events describes no job)
+        job_namespaces=g["jobNamespaces"]
+        if "jobNamespaces" in g
+        else store.job_namespaces(batch.id),
         upload_succeeded=bool(upload.get("succeeded")),
         dataset_systems=g.get("datasetSystems") or [],
         described_jobs=[tuple(j) for j in g.get("describedJobs") or []],
