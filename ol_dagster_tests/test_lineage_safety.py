@@ -462,3 +462,16 @@ def test_a_run_split_over_stream_batches_gets_its_flows_when_it_ends(h: Harness)
     assert not [f for f in flows(h.catalog) if f[0] == "ol:etl|load"]
     h.sync(d, [run_of("etl", "load", run_id, "COMPLETE", outputs=[pg("b")])], stream=True)
     assert ("ol:etl|load", "shop.public.a", "shop.public.b") in flows(h.catalog)
+
+
+def test_a_snapshot_sent_again_with_its_run_ids_is_read_back_once(h: Harness):
+    from ol_dagster.sync.batch import batch_events
+
+    d = definition()
+    events = [
+        run_of("etl", "load", "11111111-1111-4111-8111-000000000001", "COMPLETE", outputs=[pg("b")])
+    ]
+    for _ in range(3):
+        batch_id = post(h, d, events)
+    judged = list(batch_events(h.store, d, h.store.get_batch(batch_id))())
+    assert len(judged) == 1  # not one copy per earlier post

@@ -20,6 +20,7 @@ cleanup is told about a batch (``batch_facts``) and one place where the order of
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -97,6 +98,10 @@ def take_lock(
         time.sleep(LOCK_POLL_SECONDS)
 
 
+def _digest(raw: bytes) -> bytes:
+    return hashlib.blake2b(raw, digest_size=16).digest()
+
+
 def batch_events(
     store: EventStore, definition: Definition, batch: BatchRecord
 ) -> Callable[[], Iterator[bytes]]:
@@ -111,9 +116,16 @@ def batch_events(
         runs = store.runs_of(batch.id)
     else:
         runs = store.runs_of(batch.id, ended=True)
-    earlier = (
-        list(store.earlier_run_events(definition.name, runs, before_batch=batch.id)) if runs else []
-    )
+    earlier: list[bytes] = []
+    if runs:
+        # an event sent again (a snapshot re-posted with its run ids) adds nothing: kept once,
+        # so re-sending the same runs does not grow what every later batch reads back
+        seen = {_digest(e.raw) for e in store.iter_events(batch.id)}
+        for raw in store.earlier_run_events(definition.name, runs, before_batch=batch.id):
+            digest = _digest(raw)
+            if digest not in seen:
+                seen.add(digest)
+                earlier.append(raw)
 
     def events() -> Iterator[bytes]:
         yield from earlier
