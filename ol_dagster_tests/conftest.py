@@ -13,6 +13,7 @@ import yaml
 from hypothesis import settings as hypothesis_settings
 
 from ol_dagster.store import EventStore
+from ol_dagster_tests.fakes.faults import CONTRACT_VIOLATIONS
 from ol_dagster_tests.postgres import PostgresServer
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +32,24 @@ TOKENS = {"OL_TEST_TOKEN_SNAP": "snap-secret-token", "OL_TEST_TOKEN_ADD": "add-s
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres: needs the throwaway PostgreSQL server")
+    config.addinivalue_line(
+        "markers",
+        "contract_violations_allowed: the test itself sends a fake requests the real server "
+        "refuses (to see the fake refuse them)",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _catalog_contracts(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test in which a request reached a fake catalog that the real server's own
+    definition forbids (see fakes/faults.py ``contract``)."""
+    start = len(CONTRACT_VIOLATIONS)
+    yield
+    found = CONTRACT_VIOLATIONS[start:]
+    del CONTRACT_VIOLATIONS[start:]
+    if found and request.node.get_closest_marker("contract_violations_allowed") is None:
+        listed = "\n".join(str(v) for v in found[:10])
+        pytest.fail(f"{len(found)} request(s) break the server's published contract:\n{listed}")
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,13 @@
 * routing sees the path as sent, still percent-encoded (as Jersey matches it), so a path segment
   may hold ``%2F``: fakes decode their path parameters themselves;
 * ``requests`` records (method, path, headers) of what arrived, and ``max_in_flight`` the most
-  requests that were being answered at once.
+  requests that were being answered at once;
+* ``contract``, when given, checks every request against the server's own published definition
+  (its JSON schemas, its OpenAPI file: ``ol_dagster_tests/contracts``) before the fake sees it.
+  What breaks it is recorded in ``violations`` and in the process-wide ``CONTRACT_VIOLATIONS``,
+  which an autouse fixture (conftest) turns into a test failure: a client request the real server
+  would refuse fails the test that made it, even where the fake's answer is not looked at. The
+  fake still answers as the real server does (a 400 of its bean validation...).
 
 ``serve`` runs a fake with uvicorn on a free loopback port in a background thread (uvicorn's own
 ``Date`` header is turned off: the fake's clock gives it).
@@ -20,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -57,6 +65,25 @@ class Fault:
     path: str | None = None  # only requests whose (encoded) path starts with this
 
 
+# (method, path as sent, body or None) -> what in the request breaks the server's definition
+Contract = Callable[[str, str, Any], list[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    server: str
+    method: str
+    path: str
+    errors: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.server} {self.method} {self.path}: " + "; ".join(self.errors)
+
+
+CONTRACT_VIOLATIONS: list[Violation] = []
+_violations_lock = threading.Lock()
+
+
 @dataclass(frozen=True, slots=True)
 class Seen:
     method: str
@@ -66,9 +93,14 @@ class Seen:
 
 
 class FakeServer:
-    def __init__(self, app: ASGIApp, clock: Clock) -> None:
+    def __init__(
+        self, app: ASGIApp, clock: Clock, contract: Contract | None = None, name: str = "fake"
+    ) -> None:
         self.app = app
         self.clock = clock
+        self.contract = contract
+        self.name = name
+        self.violations: list[Violation] = []
         self.faults: list[Fault] = []
         self.requests: list[Seen] = []
         self.in_flight = 0
@@ -103,6 +135,39 @@ class FakeServer:
                     return self.faults.pop(i)
         return None
 
+    async def _check(self, method: str, path: str, receive: Receive) -> Receive:
+        """Read the whole body, check it against the contract, hand the app a replay of it."""
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        raw = b"".join(chunks)
+        try:
+            body = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            body = raw  # not JSON: the contract says whether that is allowed
+        assert self.contract is not None
+        errors = self.contract(method, path, body)
+        if errors:
+            found = Violation(self.name, method, path, tuple(errors))
+            self.violations.append(found)
+            with _violations_lock:
+                CONTRACT_VIOLATIONS.append(found)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+
+        return replay
+
     def _date(self) -> bytes:
         return email.utils.format_datetime(self.clock.now().astimezone(UTC), usegmt=True).encode()
 
@@ -115,6 +180,8 @@ class FakeServer:
         method = scope["method"]
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         self.requests.append(Seen(method, path, scope.get("query_string", b"").decode(), headers))
+        if self.contract is not None:
+            receive = await self._check(method, path, receive)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:

@@ -1,0 +1,2 @@
+"""The catalogs' own published definitions, vendored with their source, and checks of requests
+against them (see each server's SOURCE.md)."""
