@@ -254,8 +254,14 @@ def _removed_totals(report: dict[str, Any]) -> Counter:
     for call in report.get("calls") or []:
         if call.get("real") is not None:
             dry = {k: v for k, v in (call.get("dryRun") or {}).items() if v}
-            assert dry == {k: v for k, v in call["real"].items() if v}, (
-                f"call {call['target']}: dry run {call.get('dryRun')} but real {call['real']}"
+            # what the dry run planned is what the real call removed or found otherwise (not
+            # found, another source's, refused): each planned object is accounted for once
+            handled = Counter(call["real"])
+            for counts in (call.get("outcomes") or {}).values():
+                handled.update(counts)
+            assert dry == {k: v for k, v in handled.items() if v}, (
+                f"call {call['target']}: dry run {call.get('dryRun')} but real {call['real']}, "
+                f"{call.get('outcomes')}"
             )
             real.update(call["real"])
     return real

@@ -682,7 +682,19 @@ def _run(env: HttpEnv, examples: int = EXAMPLES) -> None:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("kind", [MarquezBackend, OpenMetadataBackend, BlindataBackend])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        MarquezBackend,
+        pytest.param(
+            OpenMetadataBackend,
+            # the report now counts a 404 as not found: a guessed FQN (issue 13, item 2) leaves
+            # an edge in OpenMetadata that the model removes
+            marks=pytest.mark.xfail(strict=True, reason="OpenMetadata deletes by guessed FQNs"),
+        ),
+        BlindataBackend,
+    ],
+)
 def test_random_sequences_on_http_catalogs_keep_what_the_model_keeps(serve_backend, kind):
     _run(serve_backend(kind))
 

@@ -40,6 +40,7 @@ from ol_dagster.catalog.protocol import (
     DatasetRef,
     FailedRow,
     ObjectType,
+    Removal,
     UploadResult,
 )
 from ol_dagster.catalog.systems import owned_jobs, wanted_systems
@@ -110,14 +111,16 @@ class LedgerCatalog(ABC):
     @abstractmethod
     def send(self, events: Sequence[bytes]) -> SendOutcome: ...
 
-    @abstractmethod
-    def delete_edge(self, item: LedgerItem) -> None: ...
+    # a delete answers what it did (None: removed); a ``CatalogRefused`` 404 is ``NOT_FOUND``
 
     @abstractmethod
-    def delete_job(self, item: LedgerItem) -> None: ...
+    def delete_edge(self, item: LedgerItem) -> Removal | None: ...
 
     @abstractmethod
-    def delete_dataset(self, item: LedgerItem) -> None: ...
+    def delete_job(self, item: LedgerItem) -> Removal | None: ...
+
+    @abstractmethod
+    def delete_dataset(self, item: LedgerItem) -> Removal | None: ...
 
     def edge_payload(self, source: NodeKey, target: NodeKey) -> dict[str, Any]:
         """The catalog identity of an edge, kept in the ledger for its delete."""
@@ -209,25 +212,51 @@ class LedgerCatalog(ABC):
         return {key for key, count in held.items() if count > 0}
 
     def _remove(
-        self, entries: list[Entry], delete: Callable[[LedgerItem], None], dry_run: bool
-    ) -> None:
+        self,
+        entries: list[Entry],
+        delete: Callable[[LedgerItem], Removal | None],
+        dry_run: bool,
+        object_type: str,
+    ) -> CleanupCounts:
+        """Delete the objects behind stale entries; a dry run only counts them.
+
+        An object another entry still holds is not deleted (its entry is forgotten: this one no
+        longer holds it) and counts as removed from this definition. A 404 is ``notFound``, never
+        removed: the catalog did not have what the ledger named. 403 stops the cleanup; another
+        4xx is ``refused`` and the entry stays for the next run."""
         if dry_run or not entries:
-            return
+            return CleanupCounts({object_type: len(entries)})
         held = self._held_elsewhere(entries)
+        tally: Counter[Removal] = Counter()
         done: list[int] = []
+        removed: list[Entry] = []
         try:
             for entry in entries:
+                outcome = Removal.REMOVED
                 try:
                     if self.held_key(entry.item) not in held:
-                        delete(entry.item)
+                        outcome = Removal(delete(entry.item) or Removal.REMOVED)
                 except CatalogRefused as exc:
                     if exc.status == 403:
                         raise CleanupPermissionDenied(str(exc)) from None
-                    if exc.status != 404:  # 404: already gone, which is what was wanted
-                        raise
-                done.append(entry.id)
+                    outcome = Removal.NOT_FOUND if exc.status == 404 else Removal.REFUSED
+                tally[outcome] += 1
+                if outcome is not Removal.REFUSED:
+                    done.append(entry.id)
+                if outcome is Removal.REMOVED:
+                    removed.append(entry)
         finally:
             self.ledger.forget(done)
+        counts = CleanupCounts({object_type: tally[Removal.REMOVED]})
+        counts.outcomes = {
+            str(o): {object_type: n} for o, n in tally.items() if o is not Removal.REMOVED and n
+        }
+        counts.removed_jobs = sorted(
+            f"{e.item.payload['namespace']}.{e.item.payload['name']}"
+            for e in removed
+            if e.item.kind == JOB
+        )
+        return counts
 
     def cleanup_flows(
         self,
@@ -240,8 +269,7 @@ class LedgerCatalog(ABC):
         stale = self.ledger.stale(
             self.definition_name, EDGE, before=before, scope_prefixes=scope_prefixes, scopes=scopes
         )
-        self._remove(stale, self.delete_edge, dry_run)
-        return CleanupCounts({ObjectType.DATA_FLOWS: len(stale)})
+        return self._remove(stale, self.delete_edge, dry_run, ObjectType.DATA_FLOWS)
 
     def cleanup_job_system(
         self,
@@ -255,16 +283,18 @@ class LedgerCatalog(ABC):
         stale = self.ledger.stale(
             self.definition_name, JOB, before=before, system=system, schemas=schemas
         )
-        self._remove(stale, self.delete_job, dry_run)
-        names = sorted(f"{e.item.payload['namespace']}.{e.item.payload['name']}" for e in stale)
-        return CleanupCounts({ObjectType.PHYSICAL_ENTITIES: len(stale)}, names)
+        counts = self._remove(stale, self.delete_job, dry_run, ObjectType.PHYSICAL_ENTITIES)
+        if dry_run:
+            counts.removed_jobs = sorted(
+                f"{e.item.payload['namespace']}.{e.item.payload['name']}" for e in stale
+            )
+        return counts
 
     def cleanup_dataset_system(
         self, system: str, *, before: datetime, dry_run: bool
     ) -> CleanupCounts:
         stale = self.ledger.stale(self.definition_name, DATASET, before=before, system=system)
-        self._remove(stale, self.delete_dataset, dry_run)
-        return CleanupCounts({ObjectType.PHYSICAL_ENTITIES: len(stale)})
+        return self._remove(stale, self.delete_dataset, dry_run, ObjectType.PHYSICAL_ENTITIES)
 
     def drop_datasets(self, datasets: Sequence[DatasetRef], *, dry_run: bool) -> CleanupCounts:
         """This definition's DATASET entries of the datasets DROP events named (in the System
@@ -275,8 +305,7 @@ class LedgerCatalog(ABC):
             DATASET,
             [(node_identity((d.ol_namespace, d.ol_name)), d.system) for d in datasets],
         )
-        self._remove(found, self.delete_dataset, dry_run)
-        return CleanupCounts({ObjectType.PHYSICAL_ENTITIES: len(found)})
+        return self._remove(found, self.delete_dataset, dry_run, ObjectType.PHYSICAL_ENTITIES)
 
     def count_jobs(self, system: str, *, schemas: list[str] | None) -> int:
         """This definition's JOB entries in a job System (in these schemas; None: all)."""

@@ -68,10 +68,24 @@ class UploadResult:
         }
 
 
+class Removal(StrEnum):
+    """What one delete call really did in the catalog."""
+
+    REMOVED = "removed"
+    NOT_FOUND = "notFound"  # the catalog did not have it (404): gone, but not by this call
+    KEPT = "kept"  # there, but not ours to remove (an edge another source wrote)
+    REFUSED = "refused"  # the catalog answered another 4xx: left for the next run
+
+
 @dataclass(slots=True)
 class CleanupCounts:
+    """A cleanup call's counts by object type. A dry run's ``counts`` are what it plans; a real
+    call's are what the catalog removed, and ``outcomes`` says what happened to the rest
+    (``{"notFound": {"dataFlows": 2}}``): only what the catalog really changed counts as removed."""
+
     counts: dict[str, int] = field(default_factory=dict)
     removed_jobs: list[str] = field(default_factory=list)
+    outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def total(self) -> int:

@@ -40,6 +40,7 @@ from ol_dagster.catalog.protocol import (
     CleanupCounts,
     CleanupPermissionDenied,
     DatasetRef,
+    Removal,
 )
 from ol_dagster.catalog.systems import job_system_for, may_change, owned_by
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope, scope_prefix
@@ -97,6 +98,7 @@ class _Call:
             **self.description,
             "dryRun": dict(self.dry.counts) if self.dry else None,
             "real": dict(self.real.counts) if self.real else None,
+            **({"outcomes": self.real.outcomes} if self.real and self.real.outcomes else {}),
         }
 
 
@@ -418,12 +420,32 @@ def execute(
             report["movedJobs"] = sorted(gone & described)
             report["removedJobs"] = sorted(gone - described)
             report["removed"] = _totals(c.real for c in calls)
+            # what the catalog did not remove: it did not have it, it is another source's, or it
+            # refused (that entry is tried again next run)
+            for outcome in (Removal.NOT_FOUND, Removal.KEPT, Removal.REFUSED):
+                report[str(outcome)] = _outcome_totals(calls, outcome)
+            if report[Removal.REFUSED]:
+                report["warnings"].append(
+                    {
+                        "code": "REMOVAL_REFUSED",
+                        "message": f"the catalog refused {sum(report[Removal.REFUSED].values())} "
+                        "removal(s); they are tried again next run",
+                    }
+                )
             # seed: quality checks of removed jobs are disabled, never deleted
             report["disabledQualityChecks"] = catalog.disable_quality_checks(report["removedJobs"])
     except CleanupPermissionDenied:
         report["skippedReason"] = CLEANUP_PERMISSION_DENIED
     report["calls"] = [c.as_dict() for c in calls]
     return report
+
+
+def _outcome_totals(calls: list[_Call], outcome: Removal) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in calls:
+        for kind, n in (c.real.outcomes.get(outcome, {}) if c.real else {}).items():
+            out[kind] = out.get(kind, 0) + n
+    return out
 
 
 def _totals(counts) -> dict[str, int]:
