@@ -200,7 +200,7 @@ def test_example_the_dropped_jobs_flows_and_entity_go_in_that_run_and_its_checks
     assert env.latest_report("catalog_cleanup") == report
     event = env.instance.get_latest_materialization_event(dg.AssetKey(["snap", "catalog_cleanup"]))
     summary = event.asset_materialization.metadata["summary"].value
-    assert "| call | on | objectType | dryRun | real |" in summary
+    assert "| call | on | objectType | dryRun | real | notRemoved |" in summary
     assert f"{NS}.{ANOMALIES}" in summary
 
 

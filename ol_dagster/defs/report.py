@@ -39,7 +39,15 @@ def cleanup_markdown(report: dict[str, Any]) -> str:
     rows = []
     for call in report.get("calls", []):
         where = call.get("system") or ", ".join(call.get("scopePrefixes") or [])
+        outcomes = call.get("outcomes") or {}
         for kind in sorted(set(call.get("dryRun") or {}) | set(call.get("real") or {})):
+            # planned but not removed: the catalog did not have it, it is another source's, or
+            # it refused (tried again next run)
+            others = ", ".join(
+                f"{outcome} {counts[kind]}"
+                for outcome, counts in sorted(outcomes.items())
+                if counts.get(kind)
+            )
             rows.append(
                 {
                     "call": call["target"],
@@ -47,8 +55,9 @@ def cleanup_markdown(report: dict[str, Any]) -> str:
                     "objectType": kind,
                     "dryRun": (call.get("dryRun") or {}).get(kind),
                     "real": (call.get("real") or {}).get(kind, "—"),
+                    "notRemoved": others or "—",
                 }
             )
-    table = rows_markdown(rows, ["call", "on", "objectType", "dryRun", "real"], 200)
+    table = rows_markdown(rows, ["call", "on", "objectType", "dryRun", "real", "notRemoved"], 200)
     removed = ", ".join(report.get("removedJobs") or []) or "none"
     return "\n".join([*head, table, "", f"**removed jobs**: {removed}"])
