@@ -88,6 +88,9 @@ class CatalogSettings(_Model):
     chunkSize: Annotated[int, Field(ge=1)] = 100  # events per OpenMetadata batch request
     concurrency: Annotated[int, Field(ge=1)] = 8  # parallel Marquez posts
     serviceMapping: dict[str, str] = {}  # OpenMetadata: OL namespace -> OM service (for FQNs)
+    # OpenMetadata: the run event types its server writes edges for (its own ``eventTypeFilter``
+    # setting, COMPLETE by default): an edge only other types carry is never there to delete
+    eventTypeFilter: list[str] = ["COMPLETE"]
 
     @model_validator(mode="after")
     def _http_url(self) -> CatalogSettings:

@@ -1,9 +1,13 @@
-"""The Marquez backend (issue 6) against an in-process Marquez served by uvicorn on loopback.
+"""The Marquez backend (issues 6 and 13) against an in-process Marquez served by uvicorn.
 
-The fake (``fakes/marquez_fake.py``) is written from the Marquez contract notes, not from the
-client. Every sync goes the way the assets run it (intake, event store, normalization, upload with
-the cutoff from the catalog clock, ``run_cleanup``), and assertions are on what a Marquez user
-sees afterwards: visible jobs and datasets, the lineage graph's edges, and the report.
+The fake (``fakes/marquez_fake.py``) is written from Marquez's sources, not from the client, and
+checks every request against Marquez's own ``openapi.yml`` (a request it does not describe fails
+the test). Every sync goes the way the assets run it (intake, event store, normalization, upload
+with the cutoff from the catalog clock, ``run_cleanup``), and assertions are on what a Marquez
+user sees afterwards: visible jobs and datasets, the lineage graph's edges, and the report.
+
+Known and left as Marquez makes it: a parent job Marquez creates in the child's namespace (it
+knew no run of the parent) is no entry of the definition and is never removed.
 """
 
 from __future__ import annotations
@@ -501,7 +505,8 @@ def ledger_datasets(catalog: MarquezCatalog) -> set[tuple[str, str]]:
 def test_a_foreign_parent_job_is_never_recorded_or_deleted_as_this_definitions_job(env: Env):
     """A parent job in a namespace the definition does not own is another owner's: Marquez
     makes it from the events (the parent facet is sent as it is), but it is never this
-    definition's JOB entry, so its cleanup can never delete it."""
+    definition's JOB entry, so its cleanup can never delete it. The child, held by Marquez as
+    ``nightly.child``, is deleted under that name."""
     catalog = env.catalog()
     child = with_parent(run("child", [pg("a")], [pg("b")]), "airflow", "nightly")
 
@@ -512,14 +517,127 @@ def test_a_foreign_parent_job_is_never_recorded_or_deleted_as_this_definitions_j
     assert first.result.touched["physicalEntities"] == 2 + 4  # the jobs it owns, 4 datasets
     (posted,) = [e for e in env.fake.events if e["job"]["name"] == "child"]
     assert posted["run"]["facets"]["parent"]["job"] == {"namespace": "airflow", "name": "nightly"}
+    # Marquez knew no run of airflow's nightly: it made the parent in the child's namespace
+    assert env.fake.visible_jobs() == {(NS, KPI), (NS, "nightly.child"), (NS, "nightly")}
 
     second = env.syncer.sync(catalog, definition(), [kpi()])  # the child is gone
 
     assert second.report["removedJobs"] == [f"{NS}.child"]
     assert [r.path for r in env.fake.server.seen("DELETE")] == [
-        f"/api/v1/namespaces/{NS}/jobs/child"
+        f"/api/v1/namespaces/{NS}/jobs/nightly.child"
     ]
     assert catalog.count_jobs("snap_jobs", schemas=None) == 1
+    # the parent Marquez made is no entry of this definition: it stays (see the module notes)
+    assert env.fake.visible_jobs() == {(NS, KPI), (NS, "nightly")}
+
+
+@pytest.mark.parametrize(
+    ("child", "parent", "held"),
+    [
+        ("child", "nightly", "nightly.child"),  # prefixed with its parent's name
+        ("nightly.load", "nightly", "nightly.load"),  # Airflow's "dag.task": not prefixed twice
+        ("dag.task", "dag.task", "dag.task"),  # a facet naming the child: the parent is "dag"
+    ],
+)
+def test_a_child_job_is_hidden_under_the_name_marquez_holds_after_it_leaves_the_snapshot(
+    env: Env, child: str, parent: str, held: str
+):
+    """Issue 13: "a Marquez child job is really hidden after it leaves a snapshot". Marquez
+    stores a job with a parent facet as ``<parent>.<job>``; deleting the event's job name would
+    answer 404 and leave the child visible."""
+    catalog = env.catalog()
+    events = [*snapshot(), with_parent(run(child, [pg("a")], [pg("b")]), "airflow", parent)]
+
+    env.syncer.sync(catalog, definition(), events)
+
+    assert (NS, held) in env.fake.visible_jobs()
+    (entry,) = [i for i in catalog.ledger.all(JOB) if i.payload["name"] == child]
+    assert entry.payload["heldAs"] == [held]
+
+    second = env.syncer.sync(catalog, definition(), snapshot())
+
+    assert (NS, held) in env.fake.hidden_jobs()
+    assert (NS, held) not in env.fake.visible_jobs()
+    assert second.report["removedJobs"] == [f"{NS}.{child}"]
+    assert second.report["notFound"] == {}
+    assert f"/api/v1/namespaces/{NS}/jobs/{held}" in {
+        r.path for r in env.fake.server.seen("DELETE")
+    }
+
+
+def test_every_name_a_job_was_held_under_is_deleted_when_it_leaves(env: Env):
+    """A job first sent without a parent facet and later with one is two jobs in Marquez (its
+    name, then ``<parent>.<name>``): the ledger keeps both names, and both go."""
+    catalog = env.catalog()
+    loaded = run("load", [pg("a")], [pg("b")])
+    env.syncer.sync(catalog, definition(), [*snapshot(), loaded])
+    child = with_parent(run("load", [pg("a")], [pg("b")]), "airflow", "dag")
+    env.syncer.sync(catalog, definition(), [*snapshot(), child])
+    assert {(NS, "load"), (NS, "dag.load")} <= env.fake.visible_jobs()
+
+    third = env.syncer.sync(catalog, definition(), snapshot())
+
+    assert {(NS, "load"), (NS, "dag.load")} <= env.fake.hidden_jobs()
+    assert third.report["removedJobs"] == [f"{NS}.load"]
+
+
+def test_a_renamed_job_is_deleted_under_its_current_name(env: Env):
+    """A job renamed in Marquez (migration V44_3 or an operator) answers 301 for its old name
+    (JobRedirectFilter): the DELETE goes again to the name in ``Location``, never as a GET."""
+    catalog = env.catalog()
+    env.syncer.sync(catalog, definition(), snapshot())
+    env.fake.rename(NS, ANOMALIES, "features.anomalies_v2")
+    assert (NS, "features.anomalies_v2") in env.fake.visible_jobs()
+
+    second = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
+
+    assert (NS, "features.anomalies_v2") in env.fake.hidden_jobs()
+    assert env.fake.visible_jobs() == {(NS, KPI)}
+    assert second.report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
+    assert second.report["refused"] == {} and second.report["notFound"] == {}
+    job_calls = [
+        (r.method, r.path)
+        for r in env.fake.server.requests
+        if "/jobs/" in r.path and r.method != "POST"
+    ]
+    assert job_calls == [
+        ("DELETE", f"/api/v1/namespaces/{NS}/jobs/{ANOMALIES}"),
+        ("DELETE", f"/api/v1/namespaces/{NS}/jobs/features.anomalies_v2"),
+    ]
+
+
+def test_an_event_time_without_an_offset_is_accepted_in_marquezs_zone(env: Env):
+    """Marquez reads a zone-less ``eventTime`` in its own zone (FlexibleDateTimeDeserializer):
+    the event is sent as the producer wrote it and stored, not refused."""
+    catalog = env.catalog()
+    event = kpi()
+    event["eventTime"] = "2026-11-01T02:00:00.123456"
+
+    synced = env.syncer.sync(catalog, definition(), [event])
+
+    assert synced.result.succeeded and synced.result.failed == []
+    (stored,) = env.fake.events
+    assert stored["eventTime"] == "2026-11-01T02:00:00.123456"
+    assert env.fake.event_times == [datetime(2026, 11, 1, 2, 0, 0, 123456, tzinfo=UTC)]
+    assert KPI_EDGE in env.fake.edges()
+
+
+def test_the_events_of_one_job_are_stored_in_batch_order_whatever_the_concurrency(env: Env):
+    """Marquez makes a job's current inputs and outputs from its last finished run as it stores
+    them: two runs of a job in one batch must arrive in order, even when the first is slow."""
+    catalog = env.catalog(concurrency=4)
+    first = run(KPI, [pg("orders")], [pg("kpi_daily")])
+    rewired = run(KPI, [pg("customers")], [pg("kpi_daily")])
+    env.fake.server.inject(Fault(delay=0.3, method="POST", path=LINEAGE))
+
+    synced = env.syncer.sync(catalog, definition(), [first, rewired, anomalies()])
+
+    assert synced.result.succeeded
+    assert [e["run"]["runId"] for e in env.fake.events if e["job"]["name"] == KPI] == [
+        first["run"]["runId"],
+        rewired["run"]["runId"],
+    ]
+    assert env.fake.current((NS, KPI)) == ({key("customers")}, {key("kpi_daily")})
 
 
 def test_a_parent_in_an_owned_namespace_is_recorded_in_its_job_system(env: Env):

@@ -24,7 +24,7 @@ from starlette.testclient import TestClient
 from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.catalog.http import CatalogRefused
 from ol_dagster.catalog.ledger import DATASET, EDGE, JOB
-from ol_dagster.catalog.openmetadata import OpenMetadataCatalog, table_fqn
+from ol_dagster.catalog.openmetadata import OpenMetadataCatalog, service_for
 from ol_dagster.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import CatalogSettings, load_settings
@@ -68,13 +68,16 @@ def kpi() -> dict[str, Any]:
 def anomalies() -> dict[str, Any]:
     """Writes a warehouse table and the S3 entity of the seed (OpenMetadata never creates a
     container: the S3 output stays unresolved)."""
-    return run(ANOMALIES, [pg("kpi_daily")], [pg("anomalies"), ds(BUCKET, "anomalies")])
+    return run(ANOMALIES, [pg("kpi_daily")], [pg("anomalies"), ds(BUCKET, BUCKET_OBJECT)])
 
 
 def snapshot(*, with_anomalies: bool = True) -> list[dict[str, Any]]:
     return [kpi()] + ([anomalies()] if with_anomalies else [])
 
 
+# a path: OpenMetadata reports a storage path no container matches as notFound (a bare name
+# would be unparsableName: OpenLineageEntityResolver.unresolvedWithoutTableName)
+BUCKET_OBJECT = "exports/anomalies.parquet"
 KPI_EDGE = (fqn("orders"), fqn("kpi_daily"))
 ANOMALIES_EDGE = (fqn("kpi_daily"), fqn("anomalies"))
 
@@ -262,7 +265,7 @@ def test_a_400_where_every_event_failed_is_read_event_by_event(env: Env):
     """2.1: "A batch returns 400 when every event fails": its body is the answer, not a refusal.
     Failed only for want of datasets that never resolve: dropped; raised: failed rows."""
     catalog = env.catalog()
-    only_s3 = run(ANOMALIES, [pg("kpi_daily")], [ds(BUCKET, "anomalies")])
+    only_s3 = run(ANOMALIES, [pg("kpi_daily")], [ds(BUCKET, BUCKET_OBJECT)])
 
     dropped = env.syncer.sync(catalog, definition(), [only_s3])
 
@@ -354,7 +357,7 @@ def test_a_wrong_token_fails_at_the_clock_without_showing_the_token(
     with pytest.raises(CatalogRefused) as raised:
         catalog.clock()
 
-    assert str(raised.value) == "GET /api/v1/system/version: HTTP 401"
+    assert str(raised.value) == "GET /api/v1/users/loggedInUser: HTTP 401"
     assert JWT not in str(raised.value) and JWT not in raised.value.body
     assert env.fake.server.requests[-1].headers["authorization"] == f"Bearer not-the-{JWT}"
 
@@ -406,7 +409,8 @@ def test_answers_that_stay_too_slow_fail_the_upload_and_delete_nothing(env: Env)
 def test_the_seed_example_the_dropped_jobs_edges_go_in_that_run(env: Env, generation: int):
     """Seed Example: "The next batch contains only etl.build_daily_kpi. The second job's flows
     [...] are not uploaded again, so the cutoff cleanup deletes them in that run." In
-    OpenMetadata the flows are table-to-table edges, deleted by FQN."""
+    OpenMetadata the flows are table-to-table edges, read back after the upload, checked and
+    deleted by the tables' ids."""
     catalog = env.catalog()
     first = env.syncer.sync(catalog, definition(), snapshot())
     assert first.result.succeeded and first.report["removedJobs"] == []
@@ -420,13 +424,12 @@ def test_the_seed_example_the_dropped_jobs_edges_go_in_that_run(env: Env, genera
     assert report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
     assert env.fake.edge_pairs() == {KPI_EDGE}
     assert fqn("anomalies") in env.fake.tables  # tables are never deleted
+    ids = env.fake.table_id(fqn("kpi_daily")), env.fake.table_id(fqn("anomalies"))
     deletes = [r.path for r in env.fake.server.seen("DELETE")]
-    assert deletes == [
-        f"/api/v1/lineage/table/name/{fqn('kpi_daily')}/table/name/{fqn('anomalies')}"
-    ]
+    assert deletes == [f"/api/v1/lineage/table/{ids[0]}/table/{ids[1]}"]
     (flows_call,) = calls(report, "flows")
-    expected = 1 if generation == 2 else 2  # 2.0 dropped the S3 end silently: recorded
-    assert flows_call["dryRun"] == flows_call["real"] == {"dataFlows": expected}
+    # 2.0 drops the S3 end silently, but the read-back finds no table for it: not recorded
+    assert flows_call["dryRun"] == flows_call["real"] == {"dataFlows": 1}
 
     third = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
     assert third.report["removedJobs"] == []
@@ -470,10 +473,11 @@ def test_an_edge_already_gone_or_unnamed_does_not_stop_the_cleanup(env: Env):
 
     assert synced.report["skippedReason"] is None
     assert sorted(synced.report["removedJobs"]) == [f"{NS}.etl.export", f"{NS}.{ANOMALIES}"]
-    deletes = [r.path for r in env.fake.server.seen("DELETE")]
-    assert deletes == [
-        f"/api/v1/lineage/table/name/{fqn('kpi_daily')}/table/name/{fqn('anomalies')}"
-    ]  # answered 404; the unmapped end has no FQN: no call
+    assert env.fake.server.seen("DELETE") == []  # the edge is checked first: not found
+    (flows_call,) = calls(synced.report, "flows")
+    # the unmapped end resolves to no table: that flow was never recorded
+    assert flows_call["real"] == {"dataFlows": 0}
+    assert flows_call["outcomes"] == {"notFound": {"dataFlows": 1}}
 
 
 def with_parent(event: dict[str, Any], namespace: str, name: str) -> dict[str, Any]:
@@ -589,20 +593,21 @@ def test_a_refused_cleanup_deletes_nothing_and_the_next_run_does_it(env: Env):
 
 
 @pytest.mark.parametrize(
-    ("namespace", "name", "mapping", "expected"),
+    ("namespace", "mapping", "expected"),
     [
-        (WH, "shop.public.t", {WH: "exact", "postgres://db": "prefix"}, "exact.shop.public.t"),
-        ("postgres://db:5432/x", "a.b.c", {"postgres://": "short", WH: "long"}, "long.a.b.c"),
-        (WH, "cat.shop.public.t", {WH: "svc"}, "svc.shop.public.t"),
-        (WH, "shop.public.t", {"": "ignored", "postgres://db": ""}, None),
-        ("mysql://other", "a.b.c", {WH: "svc"}, None),
+        (WH, {WH: "exact", "postgres://db": "prefix"}, "exact"),
+        ("postgres://db:5432/x", {"postgres://": "short", WH: "long"}, "long"),
+        (WH, {"": "ignored", "postgres://db": ""}, None),
+        ("mysql://other", {WH: "svc"}, None),
     ],
-    ids=["exact_wins", "longest_prefix", "last_three_parts", "empty_entries_ignored", "unmapped"],
+    ids=["exact_wins", "longest_prefix", "empty_entries_ignored", "unmapped"],
 )
-def test_edges_are_deleted_under_the_fqn_openmetadata_resolves(
-    namespace: str, name: str, mapping: dict[str, str], expected: str | None
+def test_namespaces_map_to_services_as_openmetadata_maps_them(
+    namespace: str, mapping: dict[str, str], expected: str | None
 ):
-    assert table_fqn(namespace, name, mapping) == expected
+    """OpenLineageNamespaceMapping: the client reads back under the service the server maps to."""
+    fake = OpenMetadataFake(mapping=mapping)
+    assert service_for(namespace, mapping) == fake.service_for(namespace) == expected
 
 
 def test_the_jwt_is_sent_as_a_bearer_token_and_never_shows_in_results(env: Env):

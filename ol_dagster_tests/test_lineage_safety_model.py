@@ -295,7 +295,9 @@ def check_report(
         f"report {dict(real)}, the model removes {exp.removed.entities} entities"
     )
     assert real["dataFlows"] == exp.removed.all_flows, (
-        f"report {dict(real)}, the model removes {exp.removed.all_flows} flows"
+        f"report {dict(real)} (not removed: notFound {report.get('notFound')}, kept "
+        f"{report.get('kept')}, refused {report.get('refused')}), the model removes "
+        f"{exp.removed.all_flows} flows: {sorted(exp.removed.flows)}"
     )
     assert sorted(report.get("removedJobs") or []) == exp.removed.job_names
     planned = report.get("plannedRemovals")

@@ -46,7 +46,7 @@ from ol_dagster.catalog.protocol import (
 from ol_dagster.catalog.systems import owned_jobs, wanted_systems
 from ol_dagster.db import open_engine
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import NodeKey, job_of_scope
+from ol_dagster.lineage.graph import DataFlow, NodeKey, job_of_scope
 from ol_dagster.settings import CatalogSettings, Definition
 
 
@@ -59,10 +59,17 @@ class SendOutcome:
     unresolved: dict[NodeKey, str] = field(default_factory=dict)
     sent: int = 0
     skipped: dict[str, int] = field(default_factory=dict)  # events not sent, by reason
+    # what the catalog needs beyond a job's OpenLineage name to find it again, merged into its
+    # JOB entry (Marquez: the names it holds the job under, ``<parent>.<job>`` for a child)
+    job_payload: dict[NodeKey, dict[str, Any]] = field(default_factory=dict)
 
 
 def node_identity(key: NodeKey) -> str:
     return f"{key[0]}|{key[1]}"
+
+
+def edge_identity(flow: DataFlow) -> str:
+    return f"{flow.scope}|{node_identity(flow.source)}|{node_identity(flow.target)}"
 
 
 class LedgerCatalog(ABC):
@@ -129,6 +136,14 @@ class LedgerCatalog(ABC):
             "to": {"namespace": target[0], "name": target[1]},
         }
 
+    def edge_payloads(
+        self, flows: Sequence[DataFlow], graph: LineageGraph, events: Sequence[bytes]
+    ) -> list[dict[str, Any] | None]:
+        """The ledger payloads of the flows an accepted upload wrote, in their order; None for a
+        flow the catalog cannot name (not recorded). A backend that must read back what the
+        server made of the events does it here, in bulk; its read failures fail the upload."""
+        return [self.edge_payload(f.source, f.target) for f in flows]
+
     # -- upload ----------------------------------------------------------------------------------
 
     def upload(
@@ -154,17 +169,29 @@ class LedgerCatalog(ABC):
         if result.failed:
             return result  # nothing is recorded as touched: the cleanup is blocked anyway
 
+        resolved = {k for k in graph.datasets if k not in outcome.unresolved}
+        edges = sorted(
+            (f for f in graph.data_flows if f.source in resolved and f.target in resolved),
+            key=lambda f: (f.scope, f.source, f.target),
+        )
+        try:
+            payloads = self.edge_payloads(edges, graph, events)
+        except (CatalogUnavailable, CatalogRefused) as exc:
+            # the edges just written cannot be named: recording none would leave the entries of
+            # the last run stale, and the cleanup would delete edges this batch still writes
+            result.failed.append(FailedRow(ObjectType.DATA_FLOWS, "*", f"read back: {exc}"))
+            return result
+
         # a parent job known only from a child's parent facet, in a namespace this definition
         # does not own, is another owner's: the server creates it from the events, and it is
         # never this definition's JOB entry (its cleanup would delete it)
         jobs = owned_jobs(graph, definition)
         self.ledger.ensure_systems(wanted_systems(graph, definition))
-        resolved = {k for k in graph.datasets if k not in outcome.unresolved}
         entries: list[LedgerItem] = [
             LedgerItem(
                 JOB,
                 node_identity(key),
-                {"namespace": key[0], "name": key[1]},
+                {"namespace": key[0], "name": key[1], **outcome.job_payload.get(key, {})},
                 system=system,
                 schema=key[0],
             )
@@ -179,19 +206,19 @@ class LedgerCatalog(ABC):
             )
             for key in resolved
         ]
-        edges = [f for f in graph.data_flows if f.source in resolved and f.target in resolved]
-        entries += [
-            LedgerItem(
-                EDGE,
-                f"{f.scope}|{node_identity(f.source)}|{node_identity(f.target)}",
-                self.edge_payload(f.source, f.target),
-                scope=f.scope,
-            )
-            for f in edges
-        ]
+        named = [(f, p) for f, p in zip(edges, payloads, strict=True) if p is not None]
+        entries += [LedgerItem(EDGE, edge_identity(f), p, scope=f.scope) for f, p in named]
+        # a flow still written whose ends cannot be named this time keeps the entry it had: it is
+        # still this definition's, and going stale would delete it
+        kept = self.ledger.entries(
+            self.definition_name,
+            EDGE,
+            [(edge_identity(f), None) for f, p in zip(edges, payloads, strict=True) if p is None],
+        )
+        entries += [e.item for e in kept]
         self.ledger.touch(self.definition_name, entries, now)
         result.touched[ObjectType.PHYSICAL_ENTITIES] = len(jobs) + len(resolved)
-        result.touched[ObjectType.DATA_FLOWS] = len(edges)
+        result.touched[ObjectType.DATA_FLOWS] = len(named) + len(kept)
         return result
 
     # -- cleanup through the ledger ---------------------------------------------------------
@@ -230,16 +257,21 @@ class LedgerCatalog(ABC):
         tally: Counter[Removal] = Counter()
         done: list[int] = []
         removed: list[Entry] = []
+        # several stale entries can name one catalog object (two jobs' flows on one pair of
+        # tables are one OpenMetadata edge): it is deleted once, and every entry shares the answer
+        answered: dict[str, Removal] = {}
         try:
             for entry in entries:
-                outcome = Removal.REMOVED
+                key = self.held_key(entry.item)
+                outcome = answered.get(key, Removal.REMOVED)
                 try:
-                    if self.held_key(entry.item) not in held:
+                    if key not in held and key not in answered:
                         outcome = Removal(delete(entry.item) or Removal.REMOVED)
                 except CatalogRefused as exc:
                     if exc.status == 403:
                         raise CleanupPermissionDenied(str(exc)) from None
                     outcome = Removal.NOT_FOUND if exc.status == 404 else Removal.REFUSED
+                answered[key] = outcome
                 tally[outcome] += 1
                 if outcome is not Removal.REFUSED:
                     done.append(entry.id)

@@ -1,4 +1,4 @@
-"""OpenMetadata: the batch's RunEvents through its OpenLineage endpoint, stale edges out by FQN.
+"""OpenMetadata: the batch's RunEvents through its OpenLineage endpoint, stale edges out by id.
 
 Upload: the accepted events are posted to ``POST /api/v1/openlineage/lineage/batch`` as
 ``{"events": [...]}``, ``chunkSize`` events a request, with the JWT of a user or bot as a bearer
@@ -8,7 +8,13 @@ token (it needs ``EditLineage`` on tables, and ``Create`` where OpenMetadata cre
   dropped (``NOT_A_RUN_EVENT``), never failed. Of the RunEvents, the server processes only the
   types its ``eventTypeFilter`` allows (COMPLETE by default) and skips events without inputs or
   outputs; skipped events are not failures either.
-* Top-level keys the OpenMetadata schema does not know are left out (it forbids them).
+* Each RunEvent is first made to conform to OpenMetadata's own schema
+  (``openmetadata_events.conform``): the server refuses the whole request, with a 400, for one
+  event that breaks it, and the receiver accepts such events on purpose (no ``schemaURL``,
+  zone-less times, run ids that are not UUIDs, untyped schema fields, unknown keys, loose
+  facets). Non-UUID run ids are sent as stable UUIDs (the same for every event of a run and every
+  parent facet naming it). An event that cannot be made to conform is not sent: it is a dropped
+  row (``OPENMETADATA_SCHEMA``) and the others go.
 * Both answer generations are read. 2.0 answers 200 with ``summary`` and ``failedEvents``, and
   drops datasets it cannot resolve silently. 2.1 adds ``summary.partial``,
   ``unresolvedDatasets`` and ``unresolvedJobs`` (entries with ``eventIndex`` and a reason code)
@@ -23,40 +29,68 @@ token (it needs ``EditLineage`` on tables, and ``Create`` where OpenMetadata cre
   pipeline.
 * 401, 403, 5xx (after retries) and timeouts fail the whole upload.
 
-Cleanup, through the sync ledger: an edge is deleted with
-``DELETE /api/v1/lineage/table/name/{fromFQN}/table/name/{toFQN}`` (404: already gone). The FQNs
-are computed when the edge is recorded, with OpenMetadata's own mapping rule: the
-``serviceMapping`` entry whose key equals the namespace, else the longest key the namespace
-starts with, then ``<service>.<database>.<schema>.<table>`` from the last three dotted parts of the
-name. An edge whose namespace has no mapping has no FQN and is never deleted (OpenMetadata may
-have resolved it by a search ol-dagster cannot repeat). An edge that another job or definition
-still writes is kept. Jobs and datasets are never deleted: OpenMetadata creates no pipeline for a
-job, and a table entity holds metadata other people own.
+Cleanup, through the sync ledger, with what OpenMetadata really holds:
 
-The clock is the ``Date`` of ``GET /api/v1/system/version``, sent with the token.
+* After an accepted upload the edges are read back (``openmetadata_tables``): which tables the
+  server joined for each flow, found the way it finds them (symlinks first, ``schema.table``
+  searched across the mapped service's databases, quoted FQN parts, a catalog-wide suffix search
+  read through the lineage of the edge's other end), each dataset read once per upload. The
+  ledger records the two tables' ids and FQNs; an edge is OpenMetadata's (from id, to id), so
+  two entries naming the same tables differently hold one edge. A flow whose tables cannot be
+  told is not recorded (ol-dagster cannot name it, so it never deletes it), except that a flow
+  recorded before and still written keeps its entry. A failed read fails the upload: recording
+  nothing would turn this batch's edges stale.
+* A stale edge is checked before it goes: ``GET /api/v1/lineage/getLineageEdge/{fromId}/{toId}``,
+  then ``DELETE /api/v1/lineage/table/{fromId}/table/{toId}`` only when its
+  ``lineageDetails.source`` is ``OpenLineage``. OpenMetadata keeps one edge per table pair, and
+  whoever wrote it last owns it: a user's (``Manual``) or another connector's edge on the same
+  tables is kept (reported ``kept``), never deleted. Neither of the server's other deletes fits:
+  the FQN delete removes the edge whatever its source, the source-scoped one
+  (``/lineage/table/{id}/type/OpenLineage``) every OpenLineage edge into the table. No edge (or
+  no table): ``notFound``, never counted as removed. An entry recorded before the read-back
+  (FQNs only) is looked up by its FQNs first.
+* An edge that another job or definition still writes is kept. Jobs and datasets are never
+  deleted: OpenMetadata creates no pipeline for a job, and a table entity holds metadata other
+  people own.
+
+The clock is the ``Date`` of ``GET /api/v1/users/loggedInUser``: an authenticated read
+(``/api/v1/system/version`` is among the paths OpenMetadata's JwtFilter lets through without a
+token, so it would prove nothing), so a wrong or expired token fails the clock, and with it the
+upload, with a 401 that names the path, never the token.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 
 from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable, server_time
-from ol_dagster.catalog.ledger import LedgerItem
+from ol_dagster.catalog.ledger import EDGE, LedgerItem
 from ol_dagster.catalog.ledger_catalog import LedgerCatalog, SendOutcome
-from ol_dagster.lineage.graph import NodeKey
+from ol_dagster.catalog.openmetadata_events import conform
+from ol_dagster.catalog.openmetadata_tables import (
+    Table,
+    TableReader,
+    sent_datasets,
+    service_for,  # noqa: F401  (OpenMetadata's namespace mapping rule, used by ``check``)
+)
+from ol_dagster.catalog.protocol import Removal
+from ol_dagster.lineage import LineageGraph
+from ol_dagster.lineage.graph import DataFlow, NodeKey
 from ol_dagster.lineage.naming import normalize_namespace
 
 log = logging.getLogger(__name__)
 
 BATCH = "/api/v1/openlineage/lineage/batch"
-CLOCK = "/api/v1/system/version"
+EDGE_PATH = "/api/v1/lineage/getLineageEdge"
+OPENLINEAGE_SOURCE = "OpenLineage"  # LineageDetails.Source.OPEN_LINEAGE
+CLOCK = "/api/v1/users/loggedInUser"
+VERSION = "/api/v1/system/version"  # answers without a token (JwtFilter.EXCLUDED_ENDPOINTS)
 
 # unresolved-dataset reasons that a retry cannot change: the dataset is dropped, not failed
 PERMANENT_REASONS = frozenset(
@@ -74,30 +108,9 @@ PERMANENT_REASONS = frozenset(
     }
 )
 NOT_A_RUN_EVENT = "NOT_A_RUN_EVENT"
-RUN_EVENT_KEYS = frozenset(
-    {"eventType", "eventTime", "producer", "schemaURL", "run", "job", "inputs", "outputs"}
-)
+OPENMETADATA_SCHEMA = "OPENMETADATA_SCHEMA"  # a RunEvent that cannot be made to conform
 _STATUSES = frozenset({"success", "partial_success", "failure"})
 _REASON_CHARS = 300
-
-
-def service_for(namespace: str, mapping: Mapping[str, str]) -> str | None:
-    """OpenMetadata's rule: an exact key wins, else the longest key the namespace starts with;
-    entries with an empty key or value are ignored."""
-    entries = {k: v for k, v in mapping.items() if k and v}
-    if namespace in entries:
-        return entries[namespace]
-    best = max((k for k in entries if namespace.startswith(k)), key=len, default=None)
-    return entries[best] if best is not None else None
-
-
-def table_fqn(namespace: str, name: str, mapping: Mapping[str, str]) -> str | None:
-    """The FQN of the table OpenMetadata resolves ``(namespace, name)`` to under its mapped
-    service (the last three dotted parts are database, schema, table); None when unmapped."""
-    service = service_for(namespace, mapping)
-    if service is None:
-        return None
-    return ".".join([service, *name.split(".")[-3:]])
 
 
 def is_run_event(event: Any) -> bool:
@@ -141,6 +154,54 @@ def _refusal(response: httpx.Response) -> CatalogRefused:
     )
 
 
+def _as_sent(events: Sequence[bytes]) -> Iterator[dict[str, Any]]:
+    """The events as ``send`` posted them (RunEvents, conformed): what the server resolved."""
+    for raw in events:
+        doc = json.loads(raw)
+        if is_run_event(doc):
+            conformed, _ = conform(doc)
+            if conformed is not None:
+                yield conformed
+
+
+def _written_pairs(
+    docs: Sequence[dict[str, Any]], key_of: Callable[[str, str], NodeKey], types: Sequence[str]
+) -> set[tuple[NodeKey, NodeKey]]:
+    """(input, output) pairs the server writes an edge for: one event's inputs x outputs, of
+    the event types its ``eventTypeFilter`` takes (an event without a type counts as COMPLETE;
+    ``OpenLineageMapper`` in open-metadata/OpenMetadata)."""
+    allowed = set(types) or {"COMPLETE"}
+    pairs: set[tuple[NodeKey, NodeKey]] = set()
+    for doc in docs:
+        if (doc.get("eventType") or "COMPLETE") not in allowed:
+            continue
+        ins = {key_of(d["namespace"], d["name"]) for d in doc.get("inputs") or []}
+        outs = {key_of(d["namespace"], d["name"]) for d in doc.get("outputs") or []}
+        pairs |= {(i, o) for i in ins for o in outs if i != o}
+    return pairs
+
+
+def _edge_payload(source: NodeKey, target: NodeKey, src: Table, dst: Table) -> dict[str, Any]:
+    """A recorded edge: the OpenLineage names (the ledger's reads) and the tables OpenMetadata
+    holds (the delete's)."""
+    return {
+        "from": {
+            "namespace": source[0],
+            "name": source[1],
+            "type": src.type,
+            "id": src.id,
+            "fqn": src.fqn,
+        },
+        "to": {
+            "namespace": target[0],
+            "name": target[1],
+            "type": dst.type,
+            "id": dst.id,
+            "fqn": dst.fqn,
+        },
+    }
+
+
 class OpenMetadataCatalog(LedgerCatalog):
     kind = "openmetadata"
 
@@ -168,7 +229,15 @@ class OpenMetadataCatalog(LedgerCatalog):
             if not is_run_event(doc):
                 outcome.skipped[NOT_A_RUN_EVENT] = outcome.skipped.get(NOT_A_RUN_EVENT, 0) + 1
                 continue
-            runs.append((index, {k: v for k, v in doc.items() if k in RUN_EVENT_KEYS}))
+            conformed, why = conform(doc)
+            if conformed is None:
+                # one such event would make the server refuse its whole chunk: it stays here
+                log.warning("openmetadata: event %d not sent: %s", index, _trim(why or ""))
+                outcome.skipped[OPENMETADATA_SCHEMA] = (
+                    outcome.skipped.get(OPENMETADATA_SCHEMA, 0) + 1
+                )
+                continue
+            runs.append((index, conformed))
         size = self.cfg.chunkSize
         for start in range(0, len(runs), size):
             chunk = runs[start : start + size]
@@ -257,30 +326,101 @@ class OpenMetadataCatalog(LedgerCatalog):
 
     # -- deletes -------------------------------------------------------------------------------
 
-    def edge_payload(self, source: NodeKey, target: NodeKey) -> dict[str, Any]:
-        mapping = self.cfg.serviceMapping
-        return {
-            "from": {
-                "namespace": source[0],
-                "name": source[1],
-                "fqn": table_fqn(source[0], source[1], mapping),
-            },
-            "to": {
-                "namespace": target[0],
-                "name": target[1],
-                "fqn": table_fqn(target[0], target[1], mapping),
-            },
-        }
+    def edge_payloads(
+        self, flows: Sequence[DataFlow], graph: LineageGraph, events: Sequence[bytes]
+    ) -> list[dict[str, Any] | None]:
+        """The tables OpenMetadata joined for each flow, read back (``openmetadata_tables``):
+        their ids and FQNs; None for a flow whose ends it cannot tell (not recorded)."""
+        reader = TableReader(self.http, self.cfg.serviceMapping)
+        node_of: dict[NodeKey, NodeKey] = {}
+        for key, node in graph.datasets.items():
+            node_of[key] = key
+            for alias in node.aliases:
+                node_of.setdefault(alias, key)
 
-    def delete_edge(self, item: LedgerItem) -> None:
-        source, target = item.payload["from"].get("fqn"), item.payload["to"].get("fqn")
-        if not source or not target:
-            return  # an end ol-dagster cannot name in OpenMetadata: left alone
-        self.http.request(
-            "DELETE",
-            f"/api/v1/lineage/table/name/{quote(source, safe='')}"
-            f"/table/name/{quote(target, safe='')}",
-        )
+        def key_of(namespace: str, name: str) -> NodeKey:
+            own = (normalize_namespace(namespace), name)
+            return node_of.get(own, own)
+
+        docs = list(_as_sent(events))
+        sent = sent_datasets(docs, key_of)
+        # OpenMetadata writes each event's inputs x outputs on its own, for the event types its
+        # filter takes: a flow normalization joins across a run's events is not an edge there
+        written = _written_pairs(docs, key_of, self.cfg.eventTypeFilter)
+        out: list[dict[str, Any] | None] = []
+        for f in flows:
+            if (f.source, f.target) not in written:
+                out.append(None)
+                continue
+            pair = reader.edge(
+                reader.find_all(sent.get(f.source, [])), reader.find_all(sent.get(f.target, []))
+            )
+            out.append(None if pair is None else _edge_payload(f.source, f.target, *pair))
+        unnamed = sum(p is None for p in out)
+        if unnamed:
+            log.info(
+                "openmetadata: %d of %d flow(s) not recorded: their tables cannot be told apart "
+                "or were not resolved (never deleted)",
+                unnamed,
+                len(out),
+            )
+        return out
+
+    def held_key(self, item: LedgerItem) -> str:
+        """An edge is OpenMetadata's (from id, to id): two entries naming the same tables in
+        different ways hold the same edge."""
+        if item.kind != EDGE:
+            return super().held_key(item)
+        ends = item.payload.get("from") or {}, item.payload.get("to") or {}
+        if all(e.get("id") for e in ends):
+            return f"edge|{ends[0]['id']}|{ends[1]['id']}"
+        return f"edge|fqn|{ends[0].get('fqn')}|{ends[1].get('fqn')}"  # recorded before ids
+
+    def delete_edge(self, item: LedgerItem) -> Removal:
+        """Check the edge, then delete it only if OpenLineage wrote it (``lineageDetails.source``).
+
+        The source-scoped delete (``DELETE /lineage/{type}/{id}/type/OpenLineage``) removes every
+        OpenLineage edge into the table, not this one, and the FQN delete removes the edge
+        whatever its source: so ``GET /lineage/getLineageEdge/{fromId}/{toId}`` first, then
+        ``DELETE /lineage/table/{fromId}/table/{toId}``. Another source: kept; no edge (or no
+        table): not found."""
+        ends = self._edge_tables(item)
+        if ends is None:
+            return Removal.NOT_FOUND
+        if isinstance(ends, Removal):
+            return ends
+        src, dst = ends
+        response = self.http.request("GET", f"{EDGE_PATH}/{src.id}/{dst.id}", ok=frozenset({404}))
+        if response.status_code == 404:
+            return Removal.NOT_FOUND
+        details = response.json().get("edge") or {}
+        if details.get("source") != OPENLINEAGE_SOURCE:
+            return Removal.KEPT
+        path = f"/api/v1/lineage/{src.type}/{src.id}/{dst.type}/{dst.id}"
+        response = self.http.request("DELETE", path, ok=frozenset({404}))
+        return Removal.NOT_FOUND if response.status_code == 404 else Removal.REMOVED
+
+    def _edge_tables(self, item: LedgerItem) -> tuple[Table, Table] | Removal | None:
+        """The two tables of a recorded edge. An entry recorded before the read-back carries
+        FQNs only: they are looked up (None when one is gone), and an edge that a newer entry
+        holds by id is left to it."""
+        ends = item.payload.get("from") or {}, item.payload.get("to") or {}
+        if all(e.get("id") for e in ends):
+            return tuple(  # type: ignore[return-value]
+                Table(str(e["id"]), str(e.get("fqn") or ""), str(e.get("type") or "table"))
+                for e in ends
+            )
+        if not all(e.get("fqn") for e in ends):
+            log.info("openmetadata: an edge recorded without its tables is left alone")
+            return Removal.KEPT
+        reader = TableReader(self.http, self.cfg.serviceMapping)
+        src, dst = reader.table(str(ends[0]["fqn"])), reader.table(str(ends[1]["fqn"]))
+        if src is None or dst is None:
+            return None
+        key = f"edge|{src.id}|{dst.id}"
+        if any(self.held_key(i) == key for i in self.ledger.all(EDGE)):
+            return Removal.REMOVED  # still held by an entry with ids: only this one goes
+        return src, dst
 
     def delete_job(self, item: LedgerItem) -> None:
         """Nothing to call: OpenMetadata creates no pipeline for an OpenLineage job (it only

@@ -3,35 +3,67 @@ and ``shared/design/catalog-apis-openmetadata-marquez.md`` §1.
 
 What it keeps:
 
-* **Auth**: ``Authorization: Bearer <JWT>``; an unknown or missing token is 401; a token without
-  ``EditLineage`` is 403 on the lineage endpoints (checked before anything else); auto-creating a
-  table also needs ``Create`` (refused: ``createNotAllowed``, not 403).
-* ``POST /api/v1/openlineage/lineage/batch`` with ``{"events": [RunEvent, ...]}`` (at least one):
-  request validation is 400 ``{"code":400,"message":...}`` for the whole request (required
-  fields, ``run.runId`` a UUID, no unknown top-level keys); a disabled API is 503.
+* **Auth**: ``Authorization: Bearer <JWT>``; an unknown or missing token is 401, on every path
+  but ``/api/v1/system/version`` (openmetadata-service ``security/JwtFilter.java``:
+  ``EXCLUDED_ENDPOINTS``, checked before the resource is called). ``GET
+  /api/v1/users/loggedInUser`` answers the token's user (``resources/teams/UserResource.java``).
+  A token without ``EditLineage`` is 403 on the lineage endpoints, after the body is read and
+  validated (``OpenLineageResource.java`` calls ``authorizer.authorize`` inside the method, which
+  Jersey calls only with a valid ``@Valid`` body); auto-creating a table also needs ``Create``
+  (refused: ``createNotAllowed``, not 403).
+* ``POST /api/v1/openlineage/lineage/batch`` with ``{"events": [RunEvent, ...]}``: the body is
+  checked against OpenMetadata's own schemas (``ol_dagster_tests/contracts/openmetadata.py``,
+  the same check as the fake's ``contract``), and anything that breaks them is 400
+  ``{"code":400,"message":"[...]"}`` for the whole request (``ConstraintViolationExceptionMapper``
+  and ``JsonMappingExceptionMapper``; an unparsable body is Dropwizard's ``Unable to process
+  JSON``); then a disabled API is 503.
 * Events of a type the ``eventTypeFilter`` does not allow (COMPLETE only by default; an event with
   no type counts as COMPLETE), or without inputs or outputs, are skipped. Otherwise one edge per
   resolved input x resolved output, keyed by the (from FQN, to FQN) pair, with ``lineageDetails``
   (source OpenLineage, pipeline, eventTime in ms).
-* Dataset resolution (2.1): ``namespaceToServiceMapping`` (exact key, else the longest key the
-  namespace starts with); the last three dotted parts of the name are database.schema.table (two
-  parts take the service's only database); an existing table is found under the mapped service,
-  or, unmapped, by a unique FQN suffix; otherwise a table is created under the mapped service
-  when the event carries schema-facet columns. Reasons: namespaceNotMapped, notFound (storage
-  namespaces), unparsableName, creationDisabled, serviceNotFound, missingDatabase,
-  missingColumns, createNotAllowed, invalidEntity (a soft-deleted table). A job without a pipeline
-  is reported in ``unresolvedJobs`` (pipelineNotFound), its edges are written all the same.
+* Dataset resolution (2.1), as upstream open-metadata/OpenMetadata resolves it
+  (``openmetadata-service/src/main/java/org/openmetadata/service/openlineage/``; the rules are
+  re-expressed below, each citing its file): candidate names from the symlink identifiers first,
+  then the name (``OpenLineageDatasetNameNormalizer``); for each, SQL ``LIKE`` searches over the
+  stored FQNs of non-deleted tables, the first listed match taken: the mapped service
+  (``OpenLineageNamespaceMapping``), then the ``datasource`` facet, then FQN suffixes across the
+  whole catalog; a bare table name only in a mapped namespace and only when unique
+  (``OpenLineageEntityResolver``); else the table is created under the first candidate's mapped
+  service, its FQN parts quoted when they hold a dot (``OpenLineageEntityCreator``,
+  ``FullyQualifiedName``). Reasons: namespaceNotMapped, notFound (a storage path),
+  unparsableName, creationDisabled, serviceNotFound, missingDatabase, missingSchema,
+  missingColumns, createNotAllowed, invalidEntity (a soft-deleted table). A job without a
+  pipeline is reported in ``unresolvedJobs`` (pipelineNotFound), its edges are written all the
+  same. Containers (storage datasets a container matches) are not kept.
+* Edges (``LineageRepository``): one per (from, to) table pair, whatever wrote it last, with its
+  ``lineageDetails`` (``source`` OpenLineage for the batch endpoint; ``PUT /api/v1/lineage``, as a
+  user or another connector adds one, keeps the source it is given, Manual by default).
 * The two answer generations behind ``generation``: 1 (OM 2.0: summary without ``partial``,
   unresolved datasets dropped silently, always 200, pipelines created) and 2 (OM 2.1: ``partial``,
   ``unresolvedDatasets``/``unresolvedJobs`` with ``eventIndex``, 400 only when every event failed).
   ``raise_for_jobs`` makes the events of a job raise (a ``failedEvents`` entry in both).
-* ``DELETE /api/v1/lineage/table/name/{fromFQN}/table/name/{toFQN}``: 200, or 404 ``Lineage edge
-  not found``. ``GET /api/v1/system/version`` (authenticated).
+* Lineage (``resources/lineage/LineageResource.java``, ``jdbi3/LineageRepository.java``):
+  ``DELETE /api/v1/lineage/{type}/name/{fromFQN}/{type}/name/{toFQN}`` and
+  ``DELETE /api/v1/lineage/{type}/{fromId}/{type}/{toId}`` remove the edge whatever its source
+  (200; 404 ``Lineage edge not found``, or the entity's own 404 when an end does not exist);
+  ``DELETE /api/v1/lineage/{type}/{id}/type/{source}`` removes every edge of that source into the
+  entity (200); ``GET /api/v1/lineage/getLineageEdge/{fromId}/{toId}`` answers
+  ``{"edge": lineageDetails}`` or 404; ``GET /api/v1/lineage/{type}/name/{fqn}`` the
+  ``EntityLineage`` (entity, nodes, upstreamEdges, downstreamEdges) to the depths asked;
+  ``PUT /api/v1/lineage`` adds an edge (``AddLineage``).
+* Reads (``resources/databases/TableResource.java``, ``DatabaseResource.java``):
+  ``GET /api/v1/tables/name/{fqn}`` (404 ``table instance for <fqn> not found``; a soft-deleted
+  table only with ``include=all|deleted``), ``GET /api/v1/databases?service=`` (paged by
+  ``limit``/``after``). Entity 404s are ``{"code":404,"message":"<type> instance for <id> not
+  found"}`` (``CatalogExceptionMessage.entityNotFound``).
+* ``GET /api/v1/system/version`` (no token needed).
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -43,26 +75,34 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ol_dagster_tests.contracts.openmetadata import request_errors
 from ol_dagster_tests.fakes.faults import Clock, FakeServer
 
 EDIT_LINEAGE = "EditLineage"
+# lineageDetails.source (openmetadata-spec type/entityLineage.json, the version after the one
+# vendored in contracts/openmetadata/, which has no ``source`` yet: see SOURCE.md)
+LINEAGE_SOURCES = (
+    "Manual",
+    "ViewLineage",
+    "QueryLineage",
+    "PipelineLineage",
+    "DashboardLineage",
+    "DbtLineage",
+    "SparkLineage",
+    "OpenLineage",
+    "ExternalTableLineage",
+    "CrossDatabaseLineage",
+    "ChildAssets",
+)
 CREATE = "Create"
-RUN_EVENT_KEYS = {
-    "eventType",
-    "eventTime",
-    "producer",
-    "schemaURL",
-    "run",
-    "job",
-    "inputs",
-    "outputs",
-}
-STORAGE_SCHEMES = {"s3", "s3a", "gs", "gcs", "abfss", "abfs", "wasbs", "hdfs", "file", "dbfs"}
 MESSAGES = {
     "namespaceNotMapped": "No matching table exists, and namespace '{ns}' has no "
     "namespaceToServiceMapping entry to create one under",
-    "notFound": "No container matches the storage path",
-    "unparsableName": "The dataset name has no schema.table",
+    "notFound": "No container matches this storage path, and containers are never created",
+    "unparsableName": "The dataset name has no schema and table to match or create a table with",
+    "bareName": "A bare table name carries no schema: it only matches an existing table through "
+    "namespaceToServiceMapping and is never created",
+    "missingSchema": "The dataset name has no schema to create the table under",
     "creationDisabled": "No matching table exists and autoCreateEntities is off",
     "serviceNotFound": "The mapped database service does not exist",
     "missingDatabase": "The name has no database and the service does not have exactly one",
@@ -81,50 +121,116 @@ class Outcome:
     error: str | None = None
 
 
+# -- names and searches, as upstream writes them ------------------------------------------------
+
+# OpenLineageDatasetNameNormalizer.STORAGE_URI_SCHEMES (and OpenLineageEntityResolver's)
+STORAGE_PREFIXES = ("gs://", "s3://", "s3a://", "abfss://", "abfs://", "wasbs://", "adl://")
+
+
+def quote_part(name: str) -> str:
+    """util/FullyQualifiedName.quoteName: a part holding a dot is written in double quotes."""
+    if len(name) > 2 and name[0] == name[-1] == '"' and '"' not in name[1:-1]:
+        return name if "." in name[1:-1] else name[1:-1]
+    if '"' in name:
+        raise ValueError(f"Invalid name {name}")
+    return f'"{name}"' if "." in name else name
+
+
+def build_fqn(*parts: str) -> str:
+    return ".".join(quote_part(p) for p in parts)
+
+
+def split_fqn(fqn: str) -> list[str]:
+    """util/FullyQualifiedName.split (the FQN grammar): dots outside double quotes separate."""
+    parts, current, quoted = [], "", False
+    for c in fqn:
+        if c == '"':
+            quoted = not quoted
+        if c == "." and not quoted:
+            parts.append(current)
+            current = ""
+        else:
+            current += c
+    parts.append(current)
+    return [p[1:-1] if len(p) > 1 and p[0] == p[-1] == '"' else p for p in parts]
+
+
+def sql_like(pattern: str, value: str, escape: str | None = None) -> bool:
+    """The FQN ``LIKE`` of OpenLineageEntityResolver's ListFilterByFqnPattern/Suffix (``ESCAPE
+    '!'`` for the bare-token search, util/LikeEscape.java); case-sensitive, as PostgreSQL."""
+    regex, i = "", 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == escape and i + 1 < len(pattern):
+            regex += re.escape(pattern[i + 1])
+            i += 2
+            continue
+        regex += ".*" if c == "%" else "." if c == "_" else re.escape(c)
+        i += 1
+    return re.fullmatch(regex, value, re.DOTALL) is not None
+
+
+def like_escape(value: str) -> str:
+    return value.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+
+
+def is_storage(namespace: str) -> bool:
+    return namespace.lower().startswith(STORAGE_PREFIXES)
+
+
+def glue_catalog_id(namespace: str) -> str | None:
+    """OpenLineageDatasetNameNormalizer.extractGlueCatalogId: the account of a Glue ARN."""
+    fields = namespace.split(":")
+    glue = namespace.lower().startswith("arn:") and len(fields) > 4 and fields[2].lower() == "glue"
+    return fields[4] if glue and fields[4] else None
+
+
+def _dot_form(name: str, allow_short_slash: bool) -> str | None:
+    """OpenLineageDatasetNameNormalizer.normalize: Glue ``table/<db>/<table>``, a Hive warehouse
+    path ``.../<db>.db/<table>``, a short ``db/table`` (not under a storage namespace), or a
+    dotted name of at least two non-empty parts."""
+    t = name.strip()
+    if not t:
+        return None
+    segs = t.split("/")
+    if t.startswith("table/") and len(segs) == 3 and all(segs):
+        return f"{segs[1]}.{segs[2]}"
+    if "/" in t:
+        segs = [x for x in segs if x]
+        for i in range(len(segs) - 2, -1, -1):
+            if segs[i].endswith(".db") and len(segs[i]) > 3:
+                return f"{segs[i][:-3]}.{segs[i + 1]}"
+        short = allow_short_slash and "." not in t and 2 <= len(segs) <= 3
+        return ".".join(segs) if short else None
+    parts = t.split(".")
+    return t if len(parts) >= 2 and all(parts) else None
+
+
+def dataset_candidates(namespace: str, name: str, facets: dict[str, Any]) -> list[tuple[str, str]]:
+    """OpenLineageDatasetNameNormalizer.extractCandidates: (dotted name, namespace it came from),
+    every symlink identifier first in event order, then the dataset name; first one kept."""
+    out: dict[str, str] = {}
+    for ident in ((facets.get("symlinks") or {}).get("identifiers")) or []:
+        dotted = _dot_form(str(ident.get("name") or ""), True)
+        if dotted is not None:
+            out.setdefault(dotted, str(ident.get("namespace") or ""))
+    dotted = _dot_form(name, not is_storage(namespace))
+    if dotted is not None:
+        out.setdefault(dotted, namespace)
+    return list(out.items())
+
+
+def bare_token(name: str) -> str | None:
+    t = name.strip()
+    return t if t and "." not in t and "/" not in t else None
+
+
 def _parse_time(value: Any) -> datetime | None:
     try:
         when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
         return None
     return when
-
-
-def _request_errors(body: Any) -> list[str]:
-    if not isinstance(body, dict) or set(body) - {"events"}:
-        return ["Invalid request format"]
-    events = body.get("events")
-    if not isinstance(events, list):
-        return ["events must not be null"]
-    if not events:
-        return ["events size must be between 1 and 2147483647"]
-    errors: list[str] = []
-    for i, e in enumerate(events):
-        where = f"events[{i}]"
-        if not isinstance(e, dict):
-            errors.append(f"{where} must be an object")
-            continue
-        errors += [f"{where}.{k} is not a known property" for k in sorted(set(e) - RUN_EVENT_KEYS)]
-        for f in ("eventTime", "producer", "schemaURL", "run", "job"):
-            if not e.get(f):
-                errors.append(f"{where}.{f} must not be null")
-        if e.get("eventTime") and _parse_time(e["eventTime"]) is None:
-            errors.append(f"{where}.eventTime must be a date-time")
-        run = e.get("run")
-        if isinstance(run, dict):
-            try:
-                uuid.UUID(str(run.get("runId")))
-            except ValueError:
-                errors.append(f"{where}.run.runId must be a uuid")
-        job = e.get("job")
-        if isinstance(job, dict):
-            errors += [
-                f"{where}.job.{f} must not be null" for f in ("namespace", "name") if not job.get(f)
-            ]
-        for key in ("inputs", "outputs"):
-            for j, ds in enumerate(e.get(key) or []):
-                if not isinstance(ds, dict) or not ds.get("namespace") or not ds.get("name"):
-                    errors.append(f"{where}.{key}[{j}] needs namespace and name")
-    return errors
 
 
 class OpenMetadataFake:
@@ -146,7 +252,7 @@ class OpenMetadataFake:
         self.auto_create = True
         self.event_type_filter: list[str] | None = None  # None or []: COMPLETE only
         self.default_pipeline_service = "openlineage"
-        self.tables: dict[str, dict[str, Any]] = {}  # FQN -> {"columns", "deleted"}
+        self.tables: dict[str, dict[str, Any]] = {}  # FQN -> {"id", "columns", "deleted"}
         self.pipelines: set[str] = set()  # pipeline FQNs
         self.edges: dict[tuple[str, str], dict[str, Any]] = {}
         self.raise_for_jobs: dict[str, str] = {}  # job name -> exception message
@@ -155,19 +261,67 @@ class OpenMetadataFake:
             routes=[
                 Route("/api/v1/openlineage/lineage/batch", self.post_batch, methods=["POST"]),
                 Route("/api/v1/system/version", self.version, methods=["GET"]),
+                Route("/api/v1/users/loggedInUser", self.logged_in_user, methods=["GET"]),
                 Route(
                     "/api/v1/lineage/{from_type}/name/{from_fqn}/{to_type}/name/{to_fqn}",
                     self.delete_edge,
                     methods=["DELETE"],
                 ),
+                # Jersey prefers literal segments: these come before the templates they overlap
+                Route(
+                    "/api/v1/lineage/getLineageEdge/{from_id}/{to_id}",
+                    self.get_edge,
+                    methods=["GET"],
+                ),
+                Route(
+                    "/api/v1/lineage/{entity_type}/{entity_id}/type/{source}",
+                    self.delete_by_source,
+                    methods=["DELETE"],
+                ),
+                Route(
+                    "/api/v1/lineage/{from_type}/{from_id}/{to_type}/{to_id}",
+                    self.delete_edge_by_id,
+                    methods=["DELETE"],
+                ),
+                Route("/api/v1/lineage/{entity}/name/{fqn}", self.get_lineage, methods=["GET"]),
+                Route("/api/v1/lineage", self.put_lineage, methods=["PUT"]),
+                Route("/api/v1/tables/name/{fqn}", self.get_table, methods=["GET"]),
+                Route("/api/v1/databases", self.list_databases, methods=["GET"]),
             ]
         )
-        self.server = FakeServer(app, self.clock)
+        app.router.routes.extend(self.check_routes())
+        self.server = FakeServer(app, self.clock, contract=request_errors, name="openmetadata")
 
     # -- setup and reads for tests -----------------------------------------------------------
 
-    def add_table(self, fqn: str, columns: list[str] = ("id",), deleted: bool = False) -> None:  # type: ignore[assignment]
-        self.tables[fqn] = {"columns": list(columns), "deleted": deleted}
+    def add_table(self, fqn: str, columns: list[str] = ("id",), deleted: bool = False) -> str:  # type: ignore[assignment]
+        """A table under the FQN as OpenMetadata stores it (parts holding a dot quoted); its
+        service and database are added too. Returns its id."""
+        service, database = split_fqn(fqn)[:2]
+        if database not in self.services.setdefault(service, []):
+            self.services[service].append(database)
+        previous = self.tables.get(fqn)
+        table_id = previous["id"] if previous else str(uuid.uuid4())
+        self.tables[fqn] = {"id": table_id, "columns": list(columns), "deleted": deleted}
+        return table_id
+
+    def table_id(self, fqn: str) -> str:
+        return self.tables[fqn]["id"]
+
+    def _by_id(self, table_id: str) -> str | None:
+        return next((f for f, t in self.tables.items() if t["id"] == table_id), None)
+
+    def add_edge(self, src: str, dst: str, source: str = "Manual", **details: Any) -> None:
+        """An edge written the way ``PUT /api/v1/lineage`` writes it (another connector, a user)."""
+        now = int(self.clock.now().timestamp() * 1000)
+        self.edges[(src, dst)] = {
+            "source": source,
+            "createdAt": now,
+            "updatedAt": now,
+            "createdBy": "admin",
+            "updatedBy": "admin",
+            **details,
+        }
 
     def edge_pairs(self) -> set[tuple[str, str]]:
         return set(self.edges)
@@ -196,63 +350,111 @@ class OpenMetadataFake:
     # -- resolution ---------------------------------------------------------------------------
 
     def service_for(self, namespace: str) -> str | None:
+        """OpenLineageNamespaceMapping.serviceFor: the exact key, else the longest key the
+        namespace starts with; empty keys and values ignored."""
         entries = {k: v for k, v in self.mapping.items() if k and v}
+        if not namespace:
+            return None
         if namespace in entries:
             return entries[namespace]
         keys = [k for k in entries if namespace.startswith(k)]
         return entries[max(keys, key=len)] if keys else None
 
-    def _resolve(self, ds: dict[str, Any], can_create: bool) -> tuple[str | None, str | None]:
-        """(table FQN, None) or (None, reason)."""
-        ns, name = str(ds["namespace"]), str(ds["name"])
-        service = self.service_for(ns)
-        parts = name.split(".")
-        if service is None and ns.split("://", 1)[0].lower() in STORAGE_SCHEMES:
-            return None, "notFound"
-        if len(parts) == 1:
+    def _search(self, pattern: str, escape: str | None = None) -> list[str]:
+        """OpenLineageEntityResolver.listTables: non-deleted tables whose FQN is ``LIKE`` the
+        pattern, in the order stored (the resolver takes the first)."""
+        return [
+            f for f, t in self.tables.items() if not t["deleted"] and sql_like(pattern, f, escape)
+        ]
+
+    def _find(self, ns: str, name: str, facets: dict[str, Any]) -> str | None:
+        """OpenLineageEntityResolver.resolveTableFqn: each candidate's searches in order, then a
+        bare token in a mapped namespace (only a unique match)."""
+        source = (facets.get("datasource") or {}).get("name") or None
+        for candidate, cand_ns in dataset_candidates(ns, name, facets):
+            parts = candidate.split(".")
+            db = parts[-3] if len(parts) >= 3 else glue_catalog_id(cand_ns)
+            schema, table = parts[-2], parts[-1]
+            patterns: list[str] = []
+            service = self.service_for(cand_ns)  # resolveViaNamespaceMapping
             if service is not None:
-                found = [
-                    f
-                    for f, t in self.tables.items()
-                    if f.startswith(service + ".") and f.rsplit(".", 1)[-1] == name
-                ]
-                if len(found) == 1:
-                    return self._usable(found[0])
-            return None, "unparsableName"
-        if service is None:
-            suffix = "." + ".".join(parts[-3:])
-            found = [f for f in self.tables if f.endswith(suffix)]
+                if db is not None:
+                    patterns.append(f"{service}.{db}.{schema}.{table}")
+                patterns.append(f"{service}.%.%{schema}.{table}")
+            if source is not None and db is not None:  # resolveViaDatasource
+                patterns.append(f"{source}.{db}.{schema}.{table}")
+            if db is not None:  # ListFilterByFqnSuffix adds the leading %
+                patterns.append(f"%{db}.{schema}.{table}")
+            if source is not None:
+                patterns.append(f"{source}.%.{schema}.{table}")
+            patterns.append(f"%{schema}.{table}")
+            for pattern in patterns:
+                found = self._search(pattern)
+                if found:
+                    return found[0]
+        token, service = bare_token(name), self.service_for(ns)
+        if token is not None and service is not None:  # resolveBareTokenInService
+            found = self._search(f"{like_escape(service)}.%.{like_escape(token)}", "!")
             if len(found) == 1:
-                return self._usable(found[0])
-            return None, "namespaceNotMapped"
-        if len(parts) >= 3:
-            database, schema, table = parts[-3:]
-        else:
-            schema, table = parts
-            databases = self.services.get(service) or []
-            if len(databases) != 1:
-                return None, "missingDatabase" if service in self.services else "serviceNotFound"
-            database = databases[0]
-        fqn = f"{service}.{database}.{schema}.{table}"
-        if fqn in self.tables:
-            return self._usable(fqn)
+                return found[0]
+        return None
+
+    def _resolve(self, ds: dict[str, Any], can_create: bool) -> tuple[str | None, str | None]:
+        """OpenLineageEntityResolver.resolveDataset: (table FQN, None) or (None, reason)."""
+        ns, name = str(ds["namespace"]), str(ds["name"])
+        facets = ds.get("facets") or {}
+        found = self._find(ns, name, facets)
+        if found is not None:
+            return found, None
+        candidates = dataset_candidates(ns, name, facets)
+        if not candidates:  # unresolvedWithoutTableName
+            if bare_token(name) is not None:
+                return None, "unparsableName"
+            return None, "notFound" if is_storage(ns) else "unparsableName"
         if not self.auto_create:
             return None, "creationDisabled"
+        for candidate, cand_ns in candidates:  # createInMappedService: the first mapped one
+            service = self.service_for(cand_ns)
+            if service is not None:
+                parts = candidate.split(".")
+                db = parts[-3] if len(parts) >= 3 else glue_catalog_id(cand_ns)
+                return self._create(service, db, parts[-2], parts[-1], facets, can_create)
+        return None, "namespaceNotMapped"
+
+    def _create(
+        self,
+        service: str,
+        database: str | None,
+        schema: str,
+        table: str,
+        facets: dict[str, Any],
+        can_create: bool,
+    ) -> tuple[str | None, str | None]:
+        """OpenLineageEntityCreator.createTable: columns first, then the service, the database
+        (a two-part name: the service's only one), the caller's right to create; an existing
+        table of that name found soft-deleted is ``invalidEntity``."""
+        fields = ((facets.get("schema") or {}).get("fields")) or []
+        if not [f for f in fields if isinstance(f, dict) and f.get("name")]:
+            return None, "missingColumns"
         if service not in self.services:
             return None, "serviceNotFound"
-        schema_facet = (ds.get("facets") or {}).get("schema") or {}
-        columns = [f.get("name") for f in schema_facet.get("fields") or [] if isinstance(f, dict)]
-        if not columns:
-            return None, "missingColumns"
+        if database is None:
+            databases = self.services[service]
+            if len(databases) != 1:
+                return None, "missingDatabase"
+            database = databases[0]
+        if not schema:
+            return None, "missingSchema"
+        fqn = build_fqn(service, database, schema, table)
+        existing = self.tables.get(fqn)
+        if existing is not None:
+            return (None, "invalidEntity") if existing["deleted"] else (fqn, None)
         if not can_create:
             return None, "createNotAllowed"
-        if database not in self.services[service]:
-            self.services[service].append(database)
-        self.add_table(fqn, columns)
+        self.add_table(
+            fqn, [str(f["name"]) for f in fields if isinstance(f, dict) and f.get("name")]
+        )
         return fqn, None
-
-    def _usable(self, fqn: str) -> tuple[str | None, str | None]:
-        return (None, "invalidEntity") if self.tables[fqn]["deleted"] else (fqn, None)
 
     def _allowed(self, event_type: Any) -> bool:
         allowed = self.event_type_filter or ["COMPLETE"]
@@ -325,14 +527,35 @@ class OpenMetadataFake:
     # -- endpoints ------------------------------------------------------------------------------
 
     async def version(self, request: Request) -> Response:
-        _, refused = self._auth(request, None)
-        if refused is not None:
-            return refused
         return JSONResponse(
             {"version": f"2.{self.generation - 1}.0", "revision": "fake", "timestamp": 0}
         )
 
+    async def logged_in_user(self, request: Request) -> Response:
+        _, refused = self._auth(request, None)
+        if refused is not None:
+            return refused
+        return JSONResponse(
+            {
+                "id": "5f0a1c9e-3b7d-4c2a-9e1f-8d6b4a2c0e11",
+                "name": "ingestion-bot",
+                "fullyQualifiedName": "ingestion-bot",
+                "isBot": True,
+                "deleted": False,
+            }
+        )
+
     async def post_batch(self, request: Request) -> Response:
+        _, refused = self._auth(request, None)
+        if refused is not None:
+            return refused
+        try:
+            body = json.loads(await request.body())
+        except ValueError:  # Dropwizard's JsonProcessingExceptionMapper
+            return JSONResponse({"code": 400, "message": "Unable to process JSON"}, 400)
+        errors = request_errors("POST", request.url.path, body)
+        if errors:  # the bean-validation (and Jackson conversion) answer, for the whole request
+            return JSONResponse({"code": 400, "message": "[" + ", ".join(errors) + "]"}, 400)
         perms, refused = self._auth(request, EDIT_LINEAGE)
         if refused is not None:
             return refused
@@ -345,13 +568,6 @@ class OpenMetadataFake:
                 },
                 503,
             )
-        try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return JSONResponse({"code": 400, "message": "Invalid request format"}, 400)
-        errors = _request_errors(body)
-        if errors:
-            return JSONResponse({"code": 400, "message": "[" + ", ".join(errors) + "]"}, 400)
         events = body["events"]
         self.received.extend(events)
         outcomes = [self._process(e, CREATE in perms) for e in events]
@@ -441,13 +657,345 @@ class OpenMetadataFake:
         all_failed = received > 0 and counts["failed"] == received
         return JSONResponse(body, 400 if all_failed else 200)
 
+    # -- lineage and reads ---------------------------------------------------------------------
+    # resources/lineage/LineageResource.java and jdbi3/LineageRepository.java (the edges are the
+    # entity_relationship rows UPSTREAM, their json the lineageDetails); an entity looked up and
+    # missing is CatalogExceptionMessage.entityNotFound's 404.
+
+    @staticmethod
+    def _not_found(entity: str, ident: str) -> Response:
+        return JSONResponse(
+            {"code": 404, "message": f"{entity} instance for {ident} not found"}, 404
+        )
+
+    def _lookup(self, fqn: str, *, include: str = "non-deleted") -> str | None:
+        """A table by FQN as ``getEntityReferenceByName`` finds it: by the hash of its parts, so
+        quoting a part without a dot changes nothing (FullyQualifiedName.buildHash)."""
+        try:
+            wanted = build_fqn(*split_fqn(fqn))
+        except ValueError:
+            return None
+        for f, t in self.tables.items():
+            if build_fqn(*split_fqn(f)) == wanted:
+                shown = include == "all" or (include == "deleted") == bool(t["deleted"])
+                return f if shown else None
+        return None
+
+    def _ref(self, fqn: str) -> dict[str, Any]:
+        t = self.tables[fqn]
+        return {
+            "id": t["id"],
+            "type": "table",
+            "name": split_fqn(fqn)[-1],
+            "fullyQualifiedName": fqn,
+            "deleted": bool(t["deleted"]),
+        }
+
+    def _details(self, pair: tuple[str, str]) -> dict[str, Any]:
+        """An edge's lineageDetails as the server writes them out (no nulls; the pipeline as an
+        EntityReference)."""
+        details = {k: v for k, v in self.edges[pair].items() if v is not None}
+        pipeline = details.get("pipeline")
+        if isinstance(pipeline, str):
+            details["pipeline"] = {
+                "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"pipeline:{pipeline}")),
+                "type": "pipeline",
+                "fullyQualifiedName": pipeline,
+            }
+        return details
+
     async def delete_edge(self, request: Request) -> Response:
+        """deleteLineageByName: both ends looked up (Include.ALL), then the edge removed
+        whatever its source."""
         _, refused = self._auth(request, EDIT_LINEAGE)
         if refused is not None:
             return refused
         p = request.path_params
-        pair = (unquote(p["from_fqn"]), unquote(p["to_fqn"]))
-        if p["from_type"] != "table" or p["to_type"] != "table" or pair not in self.edges:
+        ends: list[str] = []
+        for kind, raw in ((p["from_type"], p["from_fqn"]), (p["to_type"], p["to_fqn"])):
+            found = self._lookup(unquote(raw), include="all") if kind == "table" else None
+            if found is None:
+                return self._not_found(kind, unquote(raw))
+            ends.append(found)
+        pair = (ends[0], ends[1])
+        if pair not in self.edges:
             return JSONResponse({"code": 404, "message": "Lineage edge not found"}, 404)
         del self.edges[pair]
         return Response(status_code=200)
+
+    async def delete_edge_by_id(self, request: Request) -> Response:
+        """deleteLineage: the ids are parsed (``UUID.fromString``: 400), both ends looked up
+        (Include.ALL), then the edge removed whatever its source."""
+        _, refused = self._auth(request, EDIT_LINEAGE)
+        if refused is not None:
+            return refused
+        p = request.path_params
+        ends: list[str] = []
+        for kind, raw in ((p["from_type"], p["from_id"]), (p["to_type"], p["to_id"])):
+            try:
+                ident = str(uuid.UUID(unquote(raw)))
+            except ValueError:
+                return JSONResponse(
+                    {"code": 400, "message": f"Invalid UUID string: {unquote(raw)}"}, 400
+                )
+            found = self._by_id(ident) if kind == "table" else None
+            if found is None:
+                return self._not_found(kind, ident)
+            ends.append(found)
+        pair = (ends[0], ends[1])
+        if pair not in self.edges:
+            return JSONResponse({"code": 404, "message": "Lineage edge not found"}, 404)
+        del self.edges[pair]
+        return Response(status_code=200)
+
+    async def delete_by_source(self, request: Request) -> Response:
+        """deleteLineageBySource: every edge of that source into the entity goes, 200 whatever
+        there was (it removes more than one edge: not the delete of one edge)."""
+        _, refused = self._auth(request, EDIT_LINEAGE)
+        if refused is not None:
+            return refused
+        p = request.path_params
+        try:
+            ident = str(uuid.UUID(unquote(p["entity_id"])))
+        except ValueError:  # a UUID @PathParam Jersey cannot convert: 404
+            return JSONResponse({"code": 404, "message": "HTTP 404 Not Found"}, 404)
+        target = self._by_id(ident)
+        source = unquote(p["source"])
+        for pair in [k for k, v in self.edges.items() if k[1] == target]:
+            if self.edges[pair].get("source") == source:
+                del self.edges[pair]
+        return Response(status_code=200)
+
+    async def get_edge(self, request: Request) -> Response:
+        """getLineageEdge: ``{"edge": lineageDetails}``, or EntityNotFoundException's 404."""
+        _, refused = self._auth(request, None)
+        if refused is not None:
+            return refused
+        ids: list[str] = []
+        for raw in (request.path_params["from_id"], request.path_params["to_id"]):
+            try:
+                ids.append(str(uuid.UUID(unquote(raw))))
+            except ValueError:  # a UUID @PathParam Jersey cannot convert: 404
+                return JSONResponse({"code": 404, "message": "HTTP 404 Not Found"}, 404)
+        pair = (self._by_id(ids[0]), self._by_id(ids[1]))
+        if pair not in self.edges:
+            message = f"Lineage edge not found between {ids[0]} and  {ids[1]}"
+            return JSONResponse({"code": 404, "message": message}, 404)
+        return JSONResponse({"edge": self._details(pair)})  # type: ignore[arg-type]
+
+    async def get_lineage(self, request: Request) -> Response:
+        """getLineageByFQN: the entity (non-deleted), then its upstream and downstream edges to
+        the depths asked (0 to 3, default 1), the nodes they reach (Include.ALL)."""
+        _, refused = self._auth(request, None)
+        if refused is not None:
+            return refused
+        entity = request.path_params["entity"]
+        raw = unquote(request.path_params["fqn"])
+        fqn = self._lookup(raw) if entity == "table" else None
+        if fqn is None:
+            return self._not_found(entity, raw)
+        depths: dict[str, int] = {}
+        for name in ("upstreamDepth", "downstreamDepth"):
+            try:
+                depths[name] = int(request.query_params.get(name, "1"))
+            except ValueError:
+                return JSONResponse({"code": 404, "message": "HTTP 404 Not Found"}, 404)
+            if not 0 <= depths[name] <= 3:
+                bound = (
+                    "greater than or equal to 0" if depths[name] < 0 else "less than or equal to 3"
+                )
+                return JSONResponse(
+                    {"code": 400, "message": f"[query param {name} must be {bound}]"}, 400
+                )
+        nodes: dict[str, dict[str, Any]] = {}
+        up: list[dict[str, Any]] = []
+        down: list[dict[str, Any]] = []
+        for upstream, depth, out in (
+            (True, depths["upstreamDepth"], up),
+            (False, depths["downstreamDepth"], down),
+        ):
+            layer = [fqn]
+            for _ in range(depth):
+                following: list[str] = []
+                for current in layer:
+                    for src, dst in list(self.edges):
+                        if (dst if upstream else src) != current:
+                            continue
+                        other = src if upstream else dst
+                        out.append(
+                            {
+                                "fromEntity": self.tables[src]["id"],
+                                "toEntity": self.tables[dst]["id"],
+                                "lineageDetails": self._details((src, dst)),
+                            }
+                        )
+                        nodes.setdefault(other, self._ref(other))
+                        following.append(other)
+                layer = following
+        return JSONResponse(
+            {
+                "entity": self._ref(fqn),
+                "nodes": list(nodes.values()),
+                "upstreamEdges": up,
+                "downstreamEdges": down,
+            }
+        )
+
+    async def put_lineage(self, request: Request) -> Response:
+        """addLineage: both ends looked up by id (non-deleted), the edge written with the
+        lineageDetails given (source Manual when none: the schema's default), its times and
+        author set by the server; an edge already on the pair is replaced."""
+        _, refused = self._auth(request, EDIT_LINEAGE)
+        if refused is not None:
+            return refused
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return JSONResponse({"code": 400, "message": "Unable to process JSON"}, 400)
+        errors = request_errors("PUT", "/api/v1/lineage", body)
+        if errors:
+            return JSONResponse({"code": 400, "message": "[" + ", ".join(errors) + "]"}, 400)
+        edge = body["edge"]
+        ends: list[str] = []
+        for ref in (edge["fromEntity"], edge["toEntity"]):
+            found = self._by_id(str(ref["id"])) if ref["type"] == "table" else None
+            if found is None or self.tables[found]["deleted"]:
+                return self._not_found(str(ref["type"]), str(ref["id"]))
+            ends.append(found)
+        given = dict(edge.get("lineageDetails") or {})
+        given.pop("pipeline", None)  # pipelines are not kept by this fake
+        if given.get("source", "Manual") not in LINEAGE_SOURCES:  # Jackson: an unknown enum value
+            message = (
+                "Cannot deserialize value of type `LineageDetails$Source` from String "
+                f'"{given["source"]}": not one of the values accepted for Enum class: '
+                f"[{', '.join(LINEAGE_SOURCES)}]"
+            )
+            return JSONResponse({"code": 400, "message": message}, 400)
+        self.add_edge(ends[0], ends[1], **{"source": "Manual", **given})
+        return Response(status_code=200)
+
+    async def get_table(self, request: Request) -> Response:
+        """TableResource.getByName (``include`` non-deleted by default)."""
+        _, refused = self._auth(request, None)
+        if refused is not None:
+            return refused
+        raw = unquote(request.path_params["fqn"])
+        fqn = self._lookup(raw, include=request.query_params.get("include", "non-deleted"))
+        if fqn is None:
+            return self._not_found("table", raw)
+        parts = split_fqn(fqn)
+        t = self.tables[fqn]
+        return JSONResponse(
+            {
+                **self._ref(fqn),
+                "columns": [{"name": c, "dataType": "INT"} for c in t["columns"]],
+                "service": {"type": "databaseService", "name": parts[0]},
+                "database": {"type": "database", "fullyQualifiedName": build_fqn(*parts[:2])},
+                "databaseSchema": {
+                    "type": "databaseSchema",
+                    "fullyQualifiedName": build_fqn(*parts[:3]),
+                },
+            }
+        )
+
+    async def list_databases(self, request: Request) -> Response:
+        """DatabaseResource.list: ``service`` (its FQN) filters, ``limit`` 0..1000000 (default
+        10), an opaque ``after`` cursor; ``paging.after`` while more remain."""
+        _, refused = self._auth(request, None)
+        if refused is not None:
+            return refused
+        q = request.query_params
+        try:
+            limit = int(q.get("limit", "10"))
+            start = int(base64.b64decode(q["after"]).decode()) if q.get("after") else 0
+        except ValueError:
+            return JSONResponse({"code": 400, "message": "Invalid limit or cursor"}, 400)
+        if not 0 <= limit <= 1000000:
+            return JSONResponse(
+                {"code": 400, "message": "[query param limit is out of range]"}, 400
+            )
+        services = [q["service"]] if q.get("service") else list(self.services)
+        rows = [
+            (service, db)
+            for wanted in services
+            for service in self.services
+            if build_fqn(service) == build_fqn(*split_fqn(wanted))
+            for db in self.services[service]
+        ]
+        page = rows[start : start + limit]
+        paging: dict[str, Any] = {"total": len(rows)}
+        if start + limit < len(rows):
+            paging["after"] = base64.b64encode(str(start + limit).encode()).decode()
+        data = [
+            {
+                "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"database:{service}.{db}")),
+                "name": db,
+                "fullyQualifiedName": build_fqn(service, db),
+                "service": {"type": "databaseService", "name": service},
+            }
+            for service, db in page
+        ]
+        return JSONResponse({"data": data, "paging": paging})
+
+    # -- the reads of ``ol-dagster check`` (kept apart from the sync's endpoints) ------------------
+    # openmetadata-service .../resources/permissions/PermissionsResource.java
+    #   (getResourceTypePermission): GET /api/v1/permissions/{resource} answers the logged-in
+    #   user's ResourcePermission, {"resource", "permissions": [{"operation", "access"}]}, access
+    #   one of allow|deny|conditionalAllow|conditionalDeny|notAllow (openmetadata-spec
+    #   .../entity/policies/accessControl/resourcePermission.json). The fake knows the operations
+    #   it enforces; reads need only a valid token here, so the View operations are allowed.
+    # .../resources/services/database/DatabaseServiceResource.java (getByName): GET
+    #   /api/v1/services/databaseServices/name/{fqn}; an unknown one is 404 "databaseService
+    #   instance for {fqn} not found" (CatalogExceptionMessage.entityNotFound). A name holding a
+    #   dot is quoted in its FQN (FullyQualifiedName.quoteName).
+    # Both need a valid token (security/JwtFilter.java: only EXCLUDED_ENDPOINTS go without).
+
+    CHECK_OPERATIONS = ("ViewAll", "ViewBasic", CREATE, EDIT_LINEAGE)
+
+    def check_routes(self) -> list[Route]:
+        from ol_dagster.catalog.check import OM_DATABASE_SERVICE, OM_PERMISSIONS
+
+        return [
+            Route(OM_PERMISSIONS, self.permissions, methods=["GET"]),
+            Route(OM_DATABASE_SERVICE, self.database_service, methods=["GET"]),
+        ]
+
+    async def permissions(self, request: Request) -> Response:
+        perms, refused = self._auth(request, None)
+        if refused is not None:
+            return refused
+        resource = unquote(request.path_params["resource"])
+        return JSONResponse(
+            {
+                "resource": resource,
+                "permissions": [
+                    {
+                        "operation": op,
+                        "access": "allow"
+                        if op.startswith("View") or (resource == "table" and op in perms)
+                        else "notAllow",
+                    }
+                    for op in self.CHECK_OPERATIONS
+                ],
+            }
+        )
+
+    async def database_service(self, request: Request) -> Response:
+        _, refused = self._auth(request, None)
+        if refused is not None:
+            return refused
+        fqn = unquote(request.path_params["name"])
+        name = fqn[1:-1] if len(fqn) > 1 and fqn[0] == fqn[-1] == '"' else fqn
+        if name not in self.services:
+            return JSONResponse(
+                {"code": 404, "message": f"databaseService instance for {fqn} not found"}, 404
+            )
+        return JSONResponse(
+            {
+                "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"databaseService:{name}")),
+                "name": name,
+                "fullyQualifiedName": fqn,
+                "serviceType": "Postgres",
+                "deleted": False,
+            }
+        )
