@@ -18,8 +18,11 @@ $(DAGSTER_HOME)/dagster.yaml: dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
 	cp dagster.yaml $@
 
+# The demo, then `ol-dagster check` against each fake catalog (OpenMetadata, Marquez, Blindata)
+# served in process, when the checkout has the tests (the installed package never imports them).
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/ol-dagster demo
+	test ! -d ol_dagster_tests || $(BIN)/python -m ol_dagster_tests.check_against_fakes
 
 # The settings-based tests run a second time with the store and the embedded catalog on PostgreSQL
 # (the other tests already run on both databases). The tests start their own PostgreSQL server.

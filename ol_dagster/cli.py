@@ -1,4 +1,4 @@
-"""The ``ol-dagster`` command: serve, send, sync, demo.
+"""The ``ol-dagster`` command: serve, send, sync, check, demo.
 
 Every sub-command takes ``--settings PATH`` (default: ``OL_DAGSTER_SETTINGS`` or
 ``./ol_dagster.yaml``). Errors a person can fix (bad settings, a missing secret, an unreachable
@@ -117,6 +117,28 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    from ol_dagster.catalog.check import check, render
+
+    path = settings_path(args.settings)
+    settings = load_settings(path)
+    if args.definition:
+        definitions = [settings.definition(args.definition)]
+    else:
+        definitions = list(settings.definitions)
+    reports = check(settings, definitions, source=str(path))
+    if args.json:
+        print(
+            json.dumps(
+                {"ok": all(r.ok for r in reports), "reports": [r.as_dict() for r in reports]},
+                indent=2,
+            )
+        )
+    else:
+        print("\n\n".join(render(r) for r in reports))
+    return 0 if all(r.ok for r in reports) else 1
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from ol_dagster.demo import run_demo
 
@@ -170,6 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
     direction.add_argument("--downstream", action="store_true")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_lineage)
+
+    p = sub.add_parser(
+        "check",
+        help="what the sync needs, asked of the store and each catalog (writes nothing)",
+    )
+    p.add_argument("--definition", help="one definition (default: every definition)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("demo", help="everything on embedded defaults with sample events")
     p.set_defaults(func=_cmd_demo)

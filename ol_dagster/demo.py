@@ -1,7 +1,8 @@
 """``ol-dagster demo``: the whole path once, on embedded defaults, with a summary to read.
 
-It serves the real receiver on a loopback port, posts two snapshot batches of a small warehouse
-(the second one without the Spark export), syncs each through the Dagster job on the local
+It starts with ``ol-dagster check`` for the demo definition (the first thing to run against any
+catalog), then serves the real receiver on a loopback port, posts two snapshot batches of a small
+warehouse (the second one without the Spark export), syncs each through the Dagster job on the local
 instance and prints what happened: what was uploaded, what the cleanup removed, what the catalog
 holds now.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import httpx
 
+from ol_dagster.catalog.check import check as check_catalog
+from ol_dagster.catalog.check import render
 from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.demo_events import FOCUS as DEMO_FOCUS
 from ol_dagster.demo_events import demo_batches, history
@@ -56,6 +59,9 @@ def run_demo(path: str) -> int:
     store = EventStore(settings.store.url)
     lines = []
     print(f"ol-dagster demo: definition {definition.name!r}, catalog {definition.catalog!r}\n")
+    print(f"ol-dagster check --definition {definition.name}:")
+    (report,) = check_catalog(settings, [definition], source=path)
+    print("  " + render(report).replace("\n", "\n  ") + "\n")
     with serve_in_background(create_app(settings, store)) as url, httpx.Client(timeout=60) as http:
         for title, batch in demo_batches():
             answer = post_batch(http, url, definition.receiver.token.resolve(), batch).json()
@@ -129,4 +135,5 @@ def run_demo(path: str) -> int:
     print(
         "\nSee the runs, assets and checks in the UI: make dev  (then open http://127.0.0.1:3000)"
     )
-    return 0 if all(line["status"] == "synced" for _, line in lines) else 1
+    synced = all(line["status"] == "synced" for _, line in lines)
+    return 0 if synced and report.ok else 1

@@ -84,6 +84,28 @@ QUALITY_CHECK = "/api/v1/data-quality/checks/{uuid}"  # [C] confirmed, §1.5 Che
 QUALITY_IMPORT = "/api/v1/data-quality/suites/*/import-objects"
 QUALITY_SUITE_FILTER = "qualitySuiteUuid"  # [I] inferred filter of GET checks (also checked here)
 
+# -- the calls above whose path or method is [I], as the client makes them -------------------------
+# ``ol-dagster check`` asks a real server about each one before the first sync (GETs directly,
+# cleanups as dry runs, writes by OPTIONS): a call listed here that the server does not have is
+# reported before it can fail an upload or a cleanup. Keep it in step with the paths above.
+INFERRED_CALLS: list[tuple[str, str]] = [
+    ("POST", SYSTEM_CLEANUP),
+    ("POST", PHYSICAL_ENTITIES),
+    ("PUT", PHYSICAL_ENTITY),
+    ("DELETE", PHYSICAL_ENTITY),
+    ("POST", PHYSICAL_FIELDS),
+    ("PUT", PHYSICAL_FIELD),
+    ("GET", SYSTEM_ROUTINES),
+    ("POST", SYSTEM_ROUTINES),
+    ("PUT", SYSTEM_ROUTINE),
+    ("DELETE", SYSTEM_ROUTINE),
+    ("GET", DATA_FLOWS),
+    ("POST", DATA_FLOWS),
+    ("PUT", DATA_FLOW),
+    ("DELETE", DATA_FLOW),
+    ("POST", DATA_FLOWS_CLEANUP),
+]
+
 # -- additionalProperties names ol-dagster writes (notes §1.1: the mechanism is [C], names are ours)
 PROP_OWNER = "openLineageOwner"
 PROP_JOB_SYSTEM = "openLineageJobSystem"  # may repeat: one entry per definition using the System

@@ -21,6 +21,12 @@ What it models:
   and the flows touching them; a routine its statement, its ``definition``);
 * the quality suite import (§1.5 [C]): ``?cleanup=true`` disables, never deletes, the suite's
   checks missing from the payload;
+* OPTIONS and 405 as a Spring MVC server answers them (Blindata is one: Spring Data pages, Spring
+  Boot's error body): OPTIONS on a mapped path is 200 with ``Allow`` listing the methods mapped
+  there (HEAD with GET), and a 405 carries ``Allow`` too; an unmapped path is 404 (spring-projects/
+  spring-framework ``spring-webmvc/.../mvc/method/RequestMappingInfoHandlerMapping.java``,
+  ``HttpOptionsHandler`` and ``handleNoMatch``, commit 0005787a514743247c128bb6271aa4c2b18bed4d;
+  RFC 9110 §15.5.6: a 405 must send ``Allow``). OPTIONS needs credentials like every call;
 * failure injection: ``inject`` queues faults (a status with ``Retry-After``, 5xx bursts, slow
   answers) for the next matching requests, each used once; ``refuse`` makes the server refuse
   objects with a 4xx (validation), as long as it is set.
@@ -161,7 +167,7 @@ class BlindataFake:
                 Route(
                     "/{path:path}",
                     self._endpoint,
-                    methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+                    methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
                 )
             ]
         )
@@ -374,8 +380,16 @@ class BlindataFake:
                     media_type="application/json" if payload is not None else None,
                     headers={"Date": self._date()},
                 )
-            if any(p.fullmatch(path) for _, p, _, _ in self._routes):
-                raise ApiError(405, f"{method} not supported")
+            allowed = self._allowed_methods(path)
+            if method == "OPTIONS" and allowed:
+                self._authenticate(request)
+                status = 200
+                return Response(status_code=200, headers={"Allow": allowed, "Date": self._date()})
+            if allowed:
+                status = 405
+                response = self._error(405, f"{method} not supported", path)
+                response.headers["Allow"] = allowed
+                return response
             raise ApiError(404, f"no endpoint {path}")
         except ApiError as exc:
             if fault is not None and fault.status is not None:  # ``after``: the answer is lost
@@ -385,6 +399,14 @@ class BlindataFake:
             return self._error(exc.status, exc.message, path, exc.name)
         finally:
             self.requests.append(Seen(method, path, query, status))
+
+    def _allowed_methods(self, path: str) -> str:
+        """The ``Allow`` of a path: the methods mapped to it, HEAD with GET (Spring's
+        ``HttpOptionsHandler``); empty for a path nothing maps."""
+        methods = [m for m, pattern, _, _ in self._routes if pattern.fullmatch(path)]
+        if "GET" in methods:
+            methods.append("HEAD")
+        return ", ".join(dict.fromkeys(methods))
 
     # -- shared handler pieces ---------------------------------------------------------------------
 
