@@ -25,8 +25,9 @@ What is compared, per catalog, and what is not (and why):
   has no edge delete; a job's edges are its current inputs x outputs, which Marquez's own rules
   replace (a terminal event) or clear (a non-streaming event without inputs or outputs), not the
   sync, so an edge's presence is not the model's to say. The universe leaves out what Marquez
-  cannot hold: parent facets (no orchestration flows, and Marquez creates no job for a parent) and
-  RENAME facets (Marquez does not move a dataset: the renamed one is sent as a plain dataset).
+  cannot hold: parent facets (no orchestration flows; Marquez stores the child as ``<parent>.<job>``
+  and makes the parent job itself, which the model does not know: ``test_catalog_marquez.py``
+  covers them) and RENAME facets (Marquez does not move a dataset: the renamed one is sent as a plain dataset).
   Mood: a server refusing every event (503 on ``POST /api/v1/lineage``). No 403 mood: removing
   an edge makes no call, so a cleanup of edges only has nothing a server could refuse, where the
   model says CLEANUP_PERMISSION_DENIED. The report's real ``physicalEntities`` must equal the jobs
@@ -38,8 +39,10 @@ What is compared, per catalog, and what is not (and why):
   data flow the model keeps (no stale edge left), and every pair the model keeps that the server
   held before or was sent since (the events posted, one by one, in uploads that succeeded) is
   still there (no wrong deletion); the server's event filter is opened to every run event type so
-  that what is sent makes edges. Not compared: jobs, datasets, Systems (not exposed), and a flow
-  the model joins across events of a run (OpenMetadata reads each event alone: it never had it).
+  that what is sent makes edges (and the client is told, ``eventTypeFilter``). Not compared: jobs,
+  datasets, Systems (not exposed). OpenMetadata reads each event alone, so each run event is made
+  a whole run of its own (``_for_openmetadata``): the model's flows are then the edges the server
+  writes, and the report's counts must match the model's exactly.
   The universe leaves out JobEvents and DatasetEvents (not sent), parent facets, and datasets
   other than the warehouse's three tables (the only ones on the server: storage namespaces and
   new names resolve to nothing, so no edge to them is written or recorded). Mood: a server
