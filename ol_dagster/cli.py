@@ -140,9 +140,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ol_dagster.demo import run_demo
+    from ol_dagster.demo import demo_settings, run_demo
 
-    settings_file = settings_path(args.settings)
+    settings_file = demo_settings(args.settings)
     for d in load_settings(settings_file).definitions:
         # The demo's own receiver needs every definition's token; invent any that is not set.
         os.environ.setdefault(d.receiver.token.env, secrets.token_urlsafe(24))

@@ -5,9 +5,17 @@ catalog), then serves the real receiver on a loopback port, posts two snapshot b
 warehouse (the second one without the Spark export), syncs each through the Dagster job on the local
 instance and prints what happened: what was uploaded, what the cleanup removed, what the catalog
 holds now.
+
+Run where there are no settings (a plain ``pip install``, an empty directory), it first writes the
+checkout's own ``ol_dagster.yaml`` and ``dagster.yaml``, shipped in the package, so the demo from a
+wheel is the demo from the checkout.
 """
 
 from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
 
 import httpx
 
@@ -20,8 +28,45 @@ from ol_dagster.headless import instance_from_env, sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.server import serve_in_background
 from ol_dagster.sender import post_batch
-from ol_dagster.settings import SettingsError, SnapshotMode, load_settings, settings_path
+from ol_dagster.settings import (
+    SETTINGS_ENV,
+    SettingsError,
+    SnapshotMode,
+    load_settings,
+    settings_path,
+)
 from ol_dagster.store import EventStore
+
+# The checkout's ol_dagster.yaml and dagster.yaml, copied into the package (package data); a test
+# keeps them identical to the checkout's.
+TEMPLATES = ("ol_dagster.yaml", "dagster.yaml")
+
+
+def demo_settings(explicit: str | None) -> Path:
+    """The settings file the demo runs on; when none was named and none is here, the packaged
+    defaults are written here first (never over an existing file)."""
+    path = settings_path(explicit)
+    if explicit or os.environ.get(SETTINGS_ENV) or path.exists():
+        return path
+    written = []
+    for name in TEMPLATES:
+        target = path.parent / name
+        if not target.exists():
+            text = (resources.files("ol_dagster") / "templates" / name).read_text("utf-8")
+            target.write_text(text, encoding="utf-8")
+            written.append(name)
+    print(f"no {path}: wrote the demo defaults ({', '.join(written)}) in {path.parent.resolve()}\n")
+    return path
+
+
+def _ui_hint(path: str) -> str:
+    """How to open the UI on the demo's instance: ``make dev`` in the checkout, else the commands
+    the Makefile runs (a wheel has no Makefile)."""
+    settings_file = settings_path(path).resolve()
+    if (settings_file.parent / "Makefile").exists():
+        return "make dev  (then open http://127.0.0.1:3000)"
+    env = f"DAGSTER_HOME={os.environ.get('DAGSTER_HOME', '')} {SETTINGS_ENV}={settings_file}"
+    return f"{env} dagster dev -m ol_dagster.definitions  (then open http://127.0.0.1:3000)"
 
 
 def _run_analyses(path: str, instance) -> list[str]:
@@ -132,8 +177,6 @@ def run_demo(path: str) -> int:
     print("\nanalyses (run_profiles, dataset_scopes, quality_summaries):")
     for line in analysis:
         print(f"  {line}")
-    print(
-        "\nSee the runs, assets and checks in the UI: make dev  (then open http://127.0.0.1:3000)"
-    )
+    print(f"\nSee the runs, assets and checks in the UI: {_ui_hint(path)}")
     synced = all(line["status"] == "synced" for _, line in lines)
     return 0 if synced and report.ok else 1
