@@ -14,11 +14,11 @@ import pytest
 
 from ol_dagster.lineage.runs import facet_items
 from ol_dagster.openlineage.envelope import EventKind, EventRejected
-from ol_dagster.openlineage.facets import DeletedFacet
 from ol_dagster.openlineage.models import (
     DatasetEvent,
     JobEvent,
     RunEvent,
+    check_event,
     parse_event,
     parse_event_lenient,
 )
@@ -402,10 +402,15 @@ def test_custom_and_unknown_facets_are_kept_as_they_came() -> None:
         }
     ]
     for event in parse_both(data):
-        assert event.job.facets.custom() == {"airflow": airflow}
-        # a standard facet keeps the properties the model does not know
-        assert event.job.facets.jobType.model_extra == {"vendorExtra": {"x": 1}}
-        assert event.outputs[0].facets.custom() == {"my_custom": {"values": [1, 2, 3]}}
+        assert event.job.facets.custom == {"airflow": airflow}
+        # a standard facet's properties beyond the spec's are accepted (the store keeps them)
+        assert event.job.facets.jobType.integration == "AIRFLOW"
+        assert event.outputs[0].facets.custom == {"my_custom": {"values": [1, 2, 3]}}
+        assert facet_items(event.outputs[0].facets) == {"my_custom": {"values": [1, 2, 3]}}
+    # normalization reads typed facets only: it parses without the custom ones
+    lean = parse_event(as_bytes(data), custom_facets=False)
+    assert lean.job.facets.custom == {} and lean.outputs[0].facets.custom == {}
+    assert lean.job.facets.jobType == parse_event(as_bytes(data)).job.facets.jobType
 
 
 def test_deleted_facets_are_collected_and_not_validated() -> None:
@@ -423,10 +428,10 @@ def test_deleted_facets_are_collected_and_not_validated() -> None:
             "facets": {"schema": {"_deleted": True, "fields": "not a list"}},
         }
     ]
-    for event in parse_both(data):
+    for event in [*parse_both(data), parse_event(as_bytes(data), custom_facets=False)]:
         assert event.job.facets.deleted == frozenset({"jobType"})
         # a marker, not a facet: nothing downstream reads it as a jobType
-        assert isinstance(event.job.facets.jobType, DeletedFacet)
+        assert event.job.facets.jobType is None
         assert "jobType" not in facet_items(event.job.facets)
         assert event.job.facets.documentation.description == "kept"
         assert event.outputs[0].facets.deleted == frozenset({"schema"})
@@ -522,3 +527,165 @@ def test_lenient_parse_still_rejects_what_is_no_event() -> None:
         parse_event_lenient([1, 2])
     with pytest.raises(EventRejected):
         parse_event_lenient({"eventType": "START"})
+
+
+def test_deleted_as_one_is_a_marker_as_it_always_was() -> None:
+    """Events stored under the earlier models read the same: ``1`` and ``1.0`` mark a deletion,
+    ``"true"`` does not (that facet is then validated, and a jobType needs its fields)."""
+    for flag in (1, 1.0):
+        event = parse_event(as_bytes(_with_job_facets({"jobType": {"_deleted": flag}})))
+        assert event.job.facets.deleted == frozenset({"jobType"})
+    assert rejection(_with_job_facets({"jobType": {"_deleted": "true"}})).path == (
+        "job.facets.jobType.processingType"
+    )
+
+
+def test_a_facet_named_like_the_maps_attributes_is_a_custom_facet() -> None:
+    """``custom`` and ``deleted`` of a facet map are not fields: no facet can fill them."""
+    data = _with_job_facets({"custom": {"x": 1}, "deleted": ["sql"], "sql": {"query": "q"}})
+    for event in parse_both(data):
+        facets = event.job.facets
+        assert facets.custom == {"custom": {"x": 1}, "deleted": ["sql"]}
+        assert facets.deleted == frozenset()
+        assert facet_items(facets)["sql"].query == "q"
+
+
+# -- blank names: msgspec checks type and length, a Python post-check the content -----------------
+
+
+def _every_name_event() -> dict[str, Any]:
+    """A RunEvent with each place the models type as a name at least once."""
+    ref = {"namespace": "postgres://db:5432", "name": "shop.public.items"}
+    owners = {"owners": [{"name": "team-a", "type": "TEAM"}]}
+    data = run_event(
+        inputs=[("postgres://db:5432", "shop.public.items")],
+        outputs=[("postgres://db:5432", "shop.public.orders")],
+    )
+    data["run"]["facets"] = {
+        "parent": {
+            "run": {"runId": "p-1"},
+            "job": {"namespace": "etl", "name": "dag"},
+            "root": {"run": {"runId": "r-1"}, "job": {"namespace": "etl", "name": "root"}},
+        }
+    }
+    data["job"]["facets"] = {"ownership": copy.deepcopy(owners)}
+    data["inputs"][0]["facets"] = {
+        "symlinks": {"identifiers": [{**ref, "type": "TABLE"}]},
+        "schema": {"fields": [{"name": "id", "fields": [{"name": "inner"}]}]},
+    }
+    data["outputs"][0]["facets"] = {
+        "ownership": owners,
+        "lifecycleStateChange": {
+            "lifecycleStateChange": "RENAME",
+            "previousIdentifier": {**ref, "name": "old"},
+        },
+        "columnLineage": {
+            "fields": {"id": {"inputFields": [{**ref, "field": "id"}]}},
+            "dataset": [{**ref, "field": "status"}],
+        },
+    }
+    return data
+
+
+def _name_paths(value: Any, path: str = "") -> list[str]:
+    """The path of every ``Name`` in a typed event, found from the Structs' annotations."""
+    import msgspec
+
+    from ol_dagster.openlineage.models import _name_fields
+
+    out: list[str] = []
+    if isinstance(value, msgspec.Struct):
+        for attr, key, is_name in _name_fields(type(value)):
+            where = f"{path}.{key}" if path else key
+            out += [where] if is_name else _name_paths(getattr(value, attr), where)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            out += _name_paths(item, f"{path}.{i}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            out += _name_paths(item, f"{path}.{key}")
+    return out
+
+
+def _put(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    data = copy.deepcopy(data)
+    *parents, leaf = path.split(".")
+    target: Any = data
+    for p in parents:
+        target = target[int(p)] if isinstance(target, list) else target[p]
+    target[leaf] = value
+    return data
+
+
+def test_every_name_is_somewhere_in_the_blank_names_fixture() -> None:
+    """Each Struct field typed as a name is in ``_every_name_event`` (so the next test covers
+    every place a blank name can hide), found from the annotations, not from a list here."""
+    import msgspec
+
+    from ol_dagster.openlineage import facets, models
+    from ol_dagster.openlineage.models import _name_fields
+
+    declared = {
+        (cls.__name__, key)
+        for module in (facets, models)
+        for cls in vars(module).values()
+        if isinstance(cls, type)
+        and issubclass(cls, msgspec.Struct)
+        and cls.__module__
+        in (
+            facets.__name__,
+            models.__name__,
+        )
+        and not cls.__name__.startswith("_")
+        for _, key, is_name in _name_fields(cls)
+        if is_name
+    }
+    # the fixture is a RunEvent: a DatasetEvent's dataset is the Dataset class its datasets share
+    seen = set()
+    event = parse_event(_every_name_event())
+
+    def walk(value: Any) -> None:
+        if isinstance(value, msgspec.Struct):
+            for attr, key, is_name in _name_fields(type(value)):
+                if is_name:
+                    for cls in type(value).__mro__:
+                        seen.add((cls.__name__, key))
+                walk(getattr(value, attr))
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+
+    walk(event)
+    assert declared <= seen, declared - seen
+
+
+@pytest.mark.parametrize("blank", [" ", "\t\n", "\u3000", "\u00a0 \u2028"])
+def test_a_blank_name_is_rejected_wherever_it_is(blank: str) -> None:
+    """Every path of a name, blanked: the receiver's check, the full parse and normalization's
+    one-pass parse all refuse it, naming that path."""
+    data = _every_name_event()
+    paths = _name_paths(parse_event(data))
+    assert len(paths) >= 25
+    for path in paths:
+        bad = _put(data, path, blank)
+        err = rejection(bad)
+        assert (err.path, err.reason) == (path, "must not be blank")
+        with pytest.raises(EventRejected) as lean:
+            parse_event(as_bytes(bad), custom_facets=False)
+        assert lean.value.path == path
+        with pytest.raises(EventRejected) as checked:
+            check_event(bad, max_name_length=2048)
+        assert checked.value.path == path
+
+
+def test_separator_controls_are_not_blank() -> None:
+    """U+001C..U+001F are white space to Python's ``str.isspace`` but not to Unicode (nor to the
+    ``\\S`` the earlier models used): a name of them is accepted, by every path."""
+    data = _every_name_event()
+    data["job"]["name"] = "\x1c\x1f"
+    assert {e.job.name for e in parse_both(data)} == {"\x1c\x1f"}
+    assert parse_event(as_bytes(data), custom_facets=False).job.name == "\x1c\x1f"
+    assert check_event(data).job_name == "\x1c\x1f"

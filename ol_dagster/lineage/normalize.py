@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage.graph import (
@@ -38,7 +37,6 @@ from ol_dagster.lineage.runs import DatasetView, IoTotals, RunView, combine_runs
 from ol_dagster.openlineage.envelope import EventKind, EventRejected, parse_event_time
 from ol_dagster.openlineage.facets import SchemaField
 from ol_dagster.openlineage.models import (
-    _EVENT,
     DatasetEvent,
     Event,
     JobEvent,
@@ -419,11 +417,11 @@ def _normalize_at_once(
 # only what grouping and ordering need (kind, run, job, eventTime, whether it names symlinks) from
 # ``orjson.loads``; a second pass parses the events of one run at a time, in the order
 # ``_normalize_at_once`` would process them, and builds from them: the same graph with one run's
-# typed events in memory. Parsing is ``validate_python`` of ``orjson.loads`` (about a third
-# faster than ``validate_json``, which must hand the callable discriminator Python objects anyway;
-# ``benchmarks/check_fast_paths.py`` compares the two). An event that does not look valid in the
-# first pass is parsed there with ``parse_event`` (its rejection is reported as before); one that
-# looked valid and is not sends the batch back to ``_normalize_at_once``.
+# typed events in memory. Parsing is ``parse_event(raw, custom_facets=False)``: one msgspec pass
+# from the bytes, without the custom facets nothing here reads (``benchmarks/check_fast_paths.py``
+# compares it with the full parse). An event that does not look valid in the first pass is parsed
+# there with ``parse_event`` (its rejection is reported as before); one that looked valid and is
+# not sends the batch back to ``_normalize_at_once``.
 
 
 class _Restart(Exception):
@@ -508,8 +506,8 @@ class _Plan:
         if type(raw) is _Packed:
             raw = zlib.decompress(raw)
         try:
-            event = _EVENT.validate_python(orjson.loads(raw))  # type: ignore[arg-type]
-        except (ValidationError, orjson.JSONDecodeError):
+            event = parse_event(raw, custom_facets=False)  # type: ignore[arg-type]
+        except EventRejected:
             raise _Restart from None
         if event.eventTime != self.times[index]:
             raise _Restart

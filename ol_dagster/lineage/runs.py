@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ol_dagster.openlineage.facets import DeletedFacet, _FacetMap, facet_keys
+from ol_dagster.openlineage.facets import _FacetMap
 from ol_dagster.openlineage.models import Dataset, JobEvent, RunEvent
 
 TERMINAL = frozenset({"COMPLETE", "FAIL", "ABORT"})
@@ -35,22 +35,9 @@ def facet_items(facets: _FacetMap) -> dict[str, Any]:
 def merge_facets(into: dict[str, Any], facets: _FacetMap) -> None:
     """Apply ``facets`` to ``into``: each facet replaces, each ``_deleted`` facet removes (in one
     pass: a facet name is either deleted or given in one map, never both)."""
-    values = facets.__dict__
-    for name, key in facet_keys(type(facets)):
-        value = values[name]
-        if value is None:
-            continue
-        if isinstance(value, DeletedFacet):
-            into.pop(key, None)
-        else:
-            into[key] = value
-    extra = facets.__pydantic_extra__
-    if extra:
-        for key, value in extra.items():
-            if isinstance(value, dict) and value.get("_deleted") is True:
-                into.pop(key, None)
-            else:
-                into[key] = value
+    into.update(facets.given())
+    for key in facets.deleted:
+        into.pop(key, None)
 
 
 @dataclass(slots=True)

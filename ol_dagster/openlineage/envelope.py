@@ -36,13 +36,20 @@ def parse_event_time(value: object, path: str = "eventTime") -> datetime:
     """An aware UTC datetime; zone-less times are read as UTC (Python clients send them)."""
     if not isinstance(value, str) or not value:
         raise EventRejected(path, "must be an ISO 8601 date-time string")
-    text = _EXTRA_FRACTION.sub(r"\1", value.strip())
     try:
-        parsed = datetime.fromisoformat(text)
+        # most times read as they are (Python 3.11 cuts a longer fraction as the regex does);
+        # ``strip`` and the regex only for the rest: a third of the cost of a typical event's check
+        parsed = datetime.fromisoformat(value)
     except ValueError:
-        raise EventRejected(path, f"{value!r} is not an ISO 8601 date-time") from None
+        text = _EXTRA_FRACTION.sub(r"\1", value.strip())
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise EventRejected(path, f"{value!r} is not an ISO 8601 date-time") from None
+    if parsed.tzinfo is UTC:
+        return parsed
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
+        return parsed.replace(tzinfo=UTC)
     try:
         return parsed.astimezone(UTC)
     except OverflowError:  # 9999-12-31T23:00-05:00, 0001-01-01T00:00+01:00: no year 10000 or 0

@@ -1,330 +1,332 @@
-"""The standard OpenLineage facets ol-dagster reads, as pydantic models.
+"""The standard OpenLineage facets ol-dagster reads, as msgspec Structs.
 
 Only the facets that change what the catalog holds are modelled; every other facet (custom ones
-included) is kept as it came. A standard facet of the wrong shape rejects its event, naming the
-field: a schema without field names or an ownership without owner names would otherwise be
-catalogued as something the producer did not say. Numbers and booleans are strict (``"12"`` is not
-a row count). Facets lacking ``_producer``/``_schemaURL`` are accepted: older producers omit them
-and the meaning is clear.
+included) is kept as it came, in ``custom`` of its facet map. A standard facet of the wrong shape
+rejects its event, naming the field: a schema without field names or an ownership without owner
+names would otherwise be catalogued as something the producer did not say. Numbers and booleans
+are strict (``"12"`` is not a row count). Facets lacking ``_producer``/``_schemaURL`` are accepted:
+older producers omit them and the meaning is clear. Properties a standard facet has beyond the
+modelled ones are accepted and not kept (nothing reads them; the store keeps the event as sent).
 
-A facet carrying ``_deleted: true`` removes that facet (spec: job and dataset facets); it is
-recorded in ``deleted`` of the facet map rather than validated against the facet's schema.
+msgspec rather than pydantic: an event validates while it is decoded, in C, into these classes
+(``benchmarks/parse.py``: about the cost of ``orjson.loads`` instead of 6 to 9 times it). Two rules
+msgspec cannot say are checked in Python by ``models``: a ``Name`` must not be blank (a regex per
+string costs more than the whole decode), and a facet carrying ``_deleted: true`` removes that facet
+(spec: job and dataset facets) instead of being validated; it is recorded in ``deleted`` of its
+facet map. ``_deleted`` on a facet is declared so the decoder refuses a marker it cannot handle,
+which sends the event to the exact path in ``models``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Mapping
+from operator import attrgetter
+from types import MappingProxyType
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    StringConstraints,
-)
+from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-# An identity part (namespace, name, run id): a string with something in it besides blanks.
-Name = Annotated[str, StringConstraints(strict=True, min_length=1, pattern=r"\S")]
+NAME = object()
+"""Marks a ``Name`` in a field's annotation (``models`` finds them to bound or check them)."""
 
-
-class _Facet(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
-
-    producer: StrictStr | None = Field(None, alias="_producer")
-    schemaURL: StrictStr | None = Field(None, alias="_schemaURL")
+# An identity part (namespace, name, run id): a string with something in it besides blanks. The
+# "besides blanks" is ``models``' post-check; msgspec checks the type and the length.
+Name = Annotated[str, Meta(min_length=1), NAME]
 
 
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+class _Part(Struct, frozen=True, kw_only=True, gc=False):
+    """A piece of a facet. Immutable; never in a reference cycle (decoded JSON), so untracked."""
+
+
+class _Facet(_Part, frozen=True):
+    producer: str | None = field(default=None, name="_producer")
+    schemaURL: str | None = field(default=None, name="_schemaURL")
+    # only an absent or false ``_deleted`` decodes: a marker is handled before decoding
+    deleted_: Literal[False] | UnsetType = field(default=UNSET, name="_deleted")
 
 
 # -- run facets ----------------------------------------------------------------------------------
 
 
-class RunRef(_Part):
+class RunRef(_Part, frozen=True):
     runId: Name
 
 
-class JobRef(_Part):
+class JobRef(_Part, frozen=True):
     namespace: Name
     name: Name
 
 
-class ParentRoot(_Part):
+class ParentRoot(_Part, frozen=True):
     run: RunRef
     job: JobRef
 
 
-class ParentRunFacet(_Facet):
+class ParentRunFacet(_Facet, frozen=True, kw_only=True):
     run: RunRef
     job: JobRef
     root: ParentRoot | None = None
 
 
-class NominalTimeRunFacet(_Facet):
-    nominalStartTime: StrictStr
-    nominalEndTime: StrictStr | None = None
+class NominalTimeRunFacet(_Facet, frozen=True, kw_only=True):
+    nominalStartTime: str
+    nominalEndTime: str | None = None
 
 
-class ErrorMessageRunFacet(_Facet):
-    message: StrictStr
-    programmingLanguage: StrictStr
-    stackTrace: StrictStr | None = None
+class ErrorMessageRunFacet(_Facet, frozen=True, kw_only=True):
+    message: str
+    programmingLanguage: str
+    stackTrace: str | None = None
 
 
-class ProcessingEngineRunFacet(_Facet):
-    version: StrictStr
-    name: StrictStr | None = None
-    openlineageAdapterVersion: StrictStr | None = None
+class ProcessingEngineRunFacet(_Facet, frozen=True, kw_only=True):
+    version: str
+    name: str | None = None
+    openlineageAdapterVersion: str | None = None
 
 
 # -- job facets ----------------------------------------------------------------------------------
 
 
-class EmissionPattern(_Part):
+class EmissionPattern(_Part, frozen=True):
     eventTrigger: Literal["EVENT_BASED", "PERIODIC"] = "EVENT_BASED"
     eventContentMode: Literal["ACCUMULATIVE", "COMPLETE_SNAPSHOT"] = "ACCUMULATIVE"
-    windowDuration: StrictInt | None = Field(None, ge=0)
+    windowDuration: Annotated[int, Meta(ge=0)] | None = None
 
 
-class JobTypeJobFacet(_Facet):
-    processingType: StrictStr
-    integration: StrictStr
-    jobType: StrictStr | None = None
+class JobTypeJobFacet(_Facet, frozen=True, kw_only=True):
+    processingType: str
+    integration: str
+    jobType: str | None = None
     emissionPattern: EmissionPattern | None = None
 
 
-class SQLJobFacet(_Facet):
-    query: StrictStr
-    dialect: StrictStr | None = None
+class SQLJobFacet(_Facet, frozen=True, kw_only=True):
+    query: str
+    dialect: str | None = None
 
 
-class SourceCodeJobFacet(_Facet):
-    language: StrictStr
-    sourceCode: StrictStr
+class SourceCodeJobFacet(_Facet, frozen=True, kw_only=True):
+    language: str
+    sourceCode: str
 
 
-class SourceCodeLocationJobFacet(_Facet):
-    type: StrictStr
-    url: StrictStr
-    repoUrl: StrictStr | None = None
-    path: StrictStr | None = None
-    version: StrictStr | None = None
-    tag: StrictStr | None = None
-    branch: StrictStr | None = None
+class SourceCodeLocationJobFacet(_Facet, frozen=True, kw_only=True):
+    type: str
+    url: str
+    repoUrl: str | None = None
+    path: str | None = None
+    version: str | None = None
+    tag: str | None = None
+    branch: str | None = None
 
 
-class DocumentationFacet(_Facet):
-    description: StrictStr
-    contentType: StrictStr | None = None
+class DocumentationFacet(_Facet, frozen=True, kw_only=True):
+    description: str
+    contentType: str | None = None
 
 
-class Owner(_Part):
+class Owner(_Part, frozen=True):
     name: Name
-    type: StrictStr | None = None
+    type: str | None = None
 
 
-class OwnershipFacet(_Facet):
-    owners: list[Owner] = Field(default_factory=list)
+class OwnershipFacet(_Facet, frozen=True, kw_only=True):
+    owners: list[Owner] = []
 
 
 # -- dataset facets ------------------------------------------------------------------------------
 
 
-class SchemaField(_Part):
+class SchemaField(_Part, frozen=True):
     name: Name
-    type: StrictStr | None = None
-    description: StrictStr | None = None
-    ordinal_position: StrictInt | None = None
-    fields: list[SchemaField] = Field(default_factory=list)
+    type: str | None = None
+    description: str | None = None
+    ordinal_position: int | None = None
+    fields: list[SchemaField] = []
 
 
-class SchemaDatasetFacet(_Facet):
-    fields: list[SchemaField] = Field(default_factory=list)
+class SchemaDatasetFacet(_Facet, frozen=True, kw_only=True):
+    fields: list[SchemaField] = []
 
 
-class Transformation(_Part):
-    type: StrictStr
-    subtype: StrictStr | None = None
-    description: StrictStr | None = None
-    masking: StrictBool | None = None
+class Transformation(_Part, frozen=True):
+    type: str
+    subtype: str | None = None
+    description: str | None = None
+    masking: bool | None = None
 
 
-class InputField(_Part):
+class InputField(_Part, frozen=True):
     namespace: Name
     name: Name
     field: Name
-    transformations: list[Transformation] = Field(default_factory=list)
+    transformations: list[Transformation] = []
 
 
-class ColumnLineageField(_Part):
-    inputFields: list[InputField] = Field(default_factory=list)
-    transformationType: StrictStr | None = None
-    transformationDescription: StrictStr | None = None
+class ColumnLineageField(_Part, frozen=True):
+    inputFields: list[InputField] = []
+    transformationType: str | None = None
+    transformationDescription: str | None = None
 
 
-class ColumnLineageDatasetFacet(_Facet):
-    fields: dict[str, ColumnLineageField] = Field(default_factory=dict)
-    dataset: list[InputField] = Field(default_factory=list)
+class ColumnLineageDatasetFacet(_Facet, frozen=True, kw_only=True):
+    fields: dict[str, ColumnLineageField] = {}
+    dataset: list[InputField] = []
 
 
-class SymlinkIdentifier(_Part):
+class SymlinkIdentifier(_Part, frozen=True):
     namespace: Name
     name: Name
-    type: StrictStr | None = None
+    type: str | None = None
 
 
-class SymlinksDatasetFacet(_Facet):
-    identifiers: list[SymlinkIdentifier] = Field(default_factory=list)
+class SymlinksDatasetFacet(_Facet, frozen=True, kw_only=True):
+    identifiers: list[SymlinkIdentifier] = []
 
 
-class PreviousIdentifier(_Part):
+class PreviousIdentifier(_Part, frozen=True):
     namespace: Name
     name: Name
 
 
-class LifecycleStateChangeDatasetFacet(_Facet):
+class LifecycleStateChangeDatasetFacet(_Facet, frozen=True, kw_only=True):
     lifecycleStateChange: Literal["ALTER", "CREATE", "DROP", "OVERWRITE", "RENAME", "TRUNCATE"]
     previousIdentifier: PreviousIdentifier | None = None
 
 
-class DatasourceDatasetFacet(_Facet):
-    name: StrictStr | None = None
-    uri: StrictStr | None = None
+class DatasourceDatasetFacet(_Facet, frozen=True, kw_only=True):
+    name: str | None = None
+    uri: str | None = None
 
 
-class DatasetTypeDatasetFacet(_Facet):
-    datasetType: StrictStr
-    subType: StrictStr | None = None
+class DatasetTypeDatasetFacet(_Facet, frozen=True, kw_only=True):
+    datasetType: str
+    subType: str | None = None
 
 
-class Assertion(_Part):
-    assertion: StrictStr
-    success: StrictBool
-    column: StrictStr | None = None
-    severity: StrictStr | None = None
-    name: StrictStr | None = None
-    description: StrictStr | None = None
+class Assertion(_Part, frozen=True):
+    assertion: str
+    success: bool
+    column: str | None = None
+    severity: str | None = None
+    name: str | None = None
+    description: str | None = None
 
 
-class DataQualityAssertionsFacet(_Facet):
+class DataQualityAssertionsFacet(_Facet, frozen=True, kw_only=True):
     assertions: list[Assertion]
 
 
-class DataQualityMetricsFacet(_Facet):
+class DataQualityMetricsFacet(_Facet, frozen=True, kw_only=True):
     columnMetrics: dict[str, Any]
-    rowCount: StrictInt | None = None
-    bytes: StrictInt | None = None
-    fileCount: StrictInt | None = None
+    rowCount: int | None = None
+    bytes: int | None = None
+    fileCount: int | None = None
 
 
-class StatisticsFacet(_Facet):
-    rowCount: StrictInt | None = None
-    size: StrictInt | None = None
-    fileCount: StrictInt | None = None
+class StatisticsFacet(_Facet, frozen=True, kw_only=True):
+    rowCount: int | None = None
+    size: int | None = None
+    fileCount: int | None = None
 
 
 # -- facet maps ----------------------------------------------------------------------------------
 
-
-class DeletedFacet(BaseModel):
-    """``{"_deleted": true}``: the producer removes this facet (spec: job and dataset facets)."""
-
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
-
-    deleted: Literal[True] = Field(alias="_deleted")
+_NO_CUSTOM: MappingProxyType[str, Any] = MappingProxyType({})
 
 
-# A typed facet is tried in order, in Rust: a deletion marker first (it fails at once on a normal
-# facet), then the facet itself: no Python runs per facet, events validate from bytes in one go.
-_LTR = Field(union_mode="left_to_right")
+class _FacetMap(Struct, frozen=True, kw_only=True, dict=True):
+    """A facet map: the known facets typed (``None`` when absent or deleted).
 
-# Validation error locations name the union member tried; these are not fields of the event.
+    ``custom`` (the facets it does not type, as they came) and ``deleted`` (the names of the
+    facets it removes) are not fields, so no input key can fill them: ``models`` sets them on the
+    instances it builds, once, before anyone sees them. A map decoded without its custom facets
+    (``parse_event(..., custom_facets=False)``, for normalization, which reads typed facets only)
+    has an empty ``custom``."""
+
+    custom: ClassVar[Mapping[str, Any]] = _NO_CUSTOM
+    deleted: ClassVar[frozenset[str]] = frozenset()
+
+    def given(self) -> list[tuple[str, Any]]:
+        """(facet name, facet) of every facet this map gives: typed ones and custom ones, not
+        the deletion markers. (Normalization asks every map of every event: one C call reads
+        the typed facets.)"""
+        names, values = _READERS[type(self)]
+        out = [pair for pair in zip(names, values(self), strict=True) if pair[1] is not None]
+        for key, value in self.custom.items():
+            if not (type(value) is dict and value.get("_deleted") is True):
+                out.append((key, value))
+        return out
 
 
 _FACET_KEYS: dict[type, tuple[tuple[str, str], ...]] = {}
+# facet map class -> (its facet names, a getter of its typed facets in that order)
+_READERS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
 
 
-def facet_keys(cls: type[BaseModel]) -> tuple[tuple[str, str], ...]:
-    """(field name, facet name) of a facet map's typed facets (``schema_`` is ``schema``)."""
+def facet_keys(cls: type) -> tuple[tuple[str, str], ...]:
+    """(attribute, facet name) of a facet map's typed facets (``schema_`` is ``schema``)."""
     keys = _FACET_KEYS.get(cls)
     if keys is None:
-        keys = _FACET_KEYS[cls] = tuple(
-            (name, info.alias or name) for name, info in cls.model_fields.items()
-        )
+        from msgspec.structs import fields
+
+        keys = _FACET_KEYS[cls] = tuple((f.name, f.encode_name) for f in fields(cls))
     return keys
 
 
-class _FacetMap(BaseModel):
-    """A facet map: known facets typed, unknown ones kept as they are, ``_deleted`` marked."""
-
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
-
-    @property
-    def deleted(self) -> frozenset[str]:
-        """Names of the facets this map deletes."""
-        values = self.__dict__
-        out = {
-            key for name, key in facet_keys(type(self)) if isinstance(values[name], DeletedFacet)
-        }
-        for name, value in (self.__pydantic_extra__ or {}).items():
-            if isinstance(value, dict) and value.get("_deleted") is True:
-                out.add(name)
-        return frozenset(out)
-
-    def custom(self) -> dict[str, Any]:
-        """The facets this model does not type (custom and non-lineage standard facets)."""
-        return dict(self.__pydantic_extra__ or {})
+class RunFacets(_FacetMap, frozen=True):
+    parent: ParentRunFacet | None = None
+    nominalTime: NominalTimeRunFacet | None = None
+    errorMessage: ErrorMessageRunFacet | None = None
+    processing_engine: ProcessingEngineRunFacet | None = None
 
 
-class RunFacets(_FacetMap):
-    parent: Annotated[DeletedFacet | ParentRunFacet | None, _LTR] = None
-    nominalTime: Annotated[DeletedFacet | NominalTimeRunFacet | None, _LTR] = None
-    errorMessage: Annotated[DeletedFacet | ErrorMessageRunFacet | None, _LTR] = None
-    processing_engine: Annotated[DeletedFacet | ProcessingEngineRunFacet | None, _LTR] = None
+class JobFacets(_FacetMap, frozen=True):
+    jobType: JobTypeJobFacet | None = None
+    sql: SQLJobFacet | None = None
+    sourceCode: SourceCodeJobFacet | None = None
+    sourceCodeLocation: SourceCodeLocationJobFacet | None = None
+    documentation: DocumentationFacet | None = None
+    ownership: OwnershipFacet | None = None
 
 
-class JobFacets(_FacetMap):
-    jobType: Annotated[DeletedFacet | JobTypeJobFacet | None, _LTR] = None
-    sql: Annotated[DeletedFacet | SQLJobFacet | None, _LTR] = None
-    sourceCode: Annotated[DeletedFacet | SourceCodeJobFacet | None, _LTR] = None
-    sourceCodeLocation: Annotated[DeletedFacet | SourceCodeLocationJobFacet | None, _LTR] = None
-    documentation: Annotated[DeletedFacet | DocumentationFacet | None, _LTR] = None
-    ownership: Annotated[DeletedFacet | OwnershipFacet | None, _LTR] = None
-
-
-class DatasetFacets(_FacetMap):
-    schema_: Annotated[DeletedFacet | SchemaDatasetFacet | None, _LTR] = Field(None, alias="schema")
-    columnLineage: Annotated[DeletedFacet | ColumnLineageDatasetFacet | None, _LTR] = None
-    symlinks: Annotated[DeletedFacet | SymlinksDatasetFacet | None, _LTR] = None
-    lifecycleStateChange: Annotated[
-        DeletedFacet | LifecycleStateChangeDatasetFacet | None, _LTR
-    ] = None
-    dataSource: Annotated[DeletedFacet | DatasourceDatasetFacet | None, _LTR] = None
-    datasetType: Annotated[DeletedFacet | DatasetTypeDatasetFacet | None, _LTR] = None
-    documentation: Annotated[DeletedFacet | DocumentationFacet | None, _LTR] = None
-    ownership: Annotated[DeletedFacet | OwnershipFacet | None, _LTR] = None
+class DatasetFacets(_FacetMap, frozen=True):
+    schema_: SchemaDatasetFacet | None = field(default=None, name="schema")
+    columnLineage: ColumnLineageDatasetFacet | None = None
+    symlinks: SymlinksDatasetFacet | None = None
+    lifecycleStateChange: LifecycleStateChangeDatasetFacet | None = None
+    dataSource: DatasourceDatasetFacet | None = None
+    datasetType: DatasetTypeDatasetFacet | None = None
+    documentation: DocumentationFacet | None = None
+    ownership: OwnershipFacet | None = None
     # dbt 1.40 sends assertions as a dataset facet too; the spec has them as an input facet
-    dataQualityAssertions: Annotated[DeletedFacet | DataQualityAssertionsFacet | None, _LTR] = None
-    dataQualityMetrics: Annotated[DeletedFacet | DataQualityMetricsFacet | None, _LTR] = None
-
-    model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True)
+    dataQualityAssertions: DataQualityAssertionsFacet | None = None
+    dataQualityMetrics: DataQualityMetricsFacet | None = None
 
 
-class InputFacets(_FacetMap):
-    dataQualityAssertions: Annotated[DeletedFacet | DataQualityAssertionsFacet | None, _LTR] = None
-    dataQualityMetrics: Annotated[DeletedFacet | DataQualityMetricsFacet | None, _LTR] = None
-    inputStatistics: Annotated[DeletedFacet | StatisticsFacet | None, _LTR] = None
+class InputFacets(_FacetMap, frozen=True):
+    dataQualityAssertions: DataQualityAssertionsFacet | None = None
+    dataQualityMetrics: DataQualityMetricsFacet | None = None
+    inputStatistics: StatisticsFacet | None = None
 
 
-class OutputFacets(_FacetMap):
-    outputStatistics: Annotated[DeletedFacet | StatisticsFacet | None, _LTR] = None
+class OutputFacets(_FacetMap, frozen=True):
+    outputStatistics: StatisticsFacet | None = None
 
 
-MODEL_NAMES = frozenset(
-    name
-    for name, obj in list(globals().items())
-    if isinstance(obj, type) and issubclass(obj, BaseModel)
+FACET_MAPS: tuple[type[_FacetMap], ...] = (
+    RunFacets,
+    JobFacets,
+    DatasetFacets,
+    InputFacets,
+    OutputFacets,
 )
+
+for _cls in FACET_MAPS:
+    _attrs = [attr for attr, _ in facet_keys(_cls)]
+    _getter = attrgetter(*_attrs)
+    _READERS[_cls] = (
+        tuple(key for _, key in facet_keys(_cls)),
+        _getter if len(_attrs) > 1 else (lambda m, g=_getter: (g(m),)),
+    )

@@ -2,10 +2,11 @@
 
 Each event is validated against the full OpenLineage models (``openlineage.models``), so a
 standard facet of the wrong shape is refused at the door with its field path (``check_event``:
-the models' validation without building the typed event, which the receiver does not need). Each
-accepted event is stored as the JSON of the object posted. Pure: no HTTP, no
-database. The receiver stores what this accepts; ``ol-dagster inspect`` and the
-tests use the same function, so what a producer is told is exactly what the store holds.
+msgspec's validation of the parsed object, about the cost of parsing it, without building the
+typed event, which the receiver does not need; a rejected event is explained field by field).
+Each accepted event is stored as the JSON of the object posted. Pure: no HTTP, no database. The
+receiver stores what this accepts; ``ol-dagster inspect`` and the tests use the same function, so
+what a producer is told is exactly what the store holds.
 
 Every namespace and name the pipeline keys a catalog object by (the job, its datasets, the parent
 and root jobs, symlinks, a dataset's previous identifier, column-lineage inputs) is bounded by the
