@@ -8,6 +8,7 @@ receiver) end with a one-line message and exit code 2, not a traceback.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -15,8 +16,7 @@ import secrets
 import sys
 from pathlib import Path
 
-import httpx
-
+from ol_dagster.gcpause import gc_paused
 from ol_dagster.settings import SettingsError, load_settings, settings_path
 
 
@@ -34,6 +34,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_send(args: argparse.Namespace) -> int:
+    import httpx
+
     from ol_dagster.sender import UnreadableFile, post_batch, read_batch, snapshot_notice
 
     token = args.token or os.environ.get("OL_DAGSTER_TOKEN")
@@ -62,15 +64,22 @@ def _cmd_send(args: argparse.Namespace) -> int:
 
 
 def _cmd_sync(args: argparse.Namespace) -> int:
-    from ol_dagster.headless import instance_from_env, sync_batches
+    # Importing Dagster and opening its instance make ~150,000 container objects that live as
+    # long as the process: with the collector paused they are not walked again and again while
+    # they are made (a fifth of the import's CPU time).
+    with gc_paused():
+        from ol_dagster.headless import instance_from_env, sync_batches
 
-    project_dir = settings_path(args.settings).resolve().parent
-    instance = instance_from_env(project_dir)
+        project_dir = settings_path(args.settings).resolve().parent
+        instance = instance_from_env(project_dir)
     code = 0
     for line in sync_batches(args.settings, definition=args.definition, instance=instance):
         print(json.dumps(line, default=str))
         if line["status"] != "synced":
             code = 1
+    # The process ends next: frozen, the objects are not walked by the interpreter's last
+    # collection at exit (~0.2 s of CPU); refcounting still finalizes them.
+    gc.freeze()
     return code
 
 
@@ -218,7 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"ol-dagster: {exc}", file=sys.stderr)
         return 2
-    except httpx.HTTPError as exc:
+    except Exception as exc:
+        # httpx is imported by the commands that talk HTTP only: an error of it means it is loaded
+        httpx = sys.modules.get("httpx")
+        if httpx is None or not isinstance(exc, httpx.HTTPError):
+            raise
         print(f"ol-dagster: HTTP error: {exc}", file=sys.stderr)
         return 2
 

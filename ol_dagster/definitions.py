@@ -9,7 +9,12 @@ import dagster as dg
 
 from ol_dagster.defs.analysis import analyses, analysis_schedule
 from ol_dagster.defs.factory import build_definition_defs
-from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_all_lineage_specs
+from ol_dagster.defs.lineage_assets import (
+    OpenLineageTranslator,
+    build_all_lineage_specs,
+    job_runs_key,
+    with_job_runs,
+)
 from ol_dagster.defs.resources import CatalogResource, StoreResource
 from ol_dagster.settings import Settings, load_settings, settings_path
 from ol_dagster.store import EventStore
@@ -18,28 +23,39 @@ log = logging.getLogger(__name__)
 
 
 def _lineage_states(settings: Settings) -> dict[str, dict]:
-    """The synced-lineage snapshots, read from the store (one query per definition). A store that
-    cannot be read leaves the lineage out rather than failing the whole code location."""
+    """The synced-lineage snapshots with their jobs' last runs, read from the store (two queries
+    per definition). A store that cannot be read leaves the lineage out rather than failing the
+    whole code location."""
     try:
         store = EventStore(settings.store.url)
     except Exception as exc:  # noqa: BLE001 - any failure: load without synced lineage
         log.warning("synced lineage not shown: the event store is unavailable (%s)", exc)
         return {}
     try:
-        return {d.name: store.lineage_state(d.name) or {} for d in settings.definitions}
+        return {
+            d.name: with_job_runs(
+                store.lineage_state(d.name) or {}, store.lineage_state(job_runs_key(d.name))
+            )
+            for d in settings.definitions
+        }
     finally:
         store.dispose()
 
 
 def build_defs(
-    path: str | None = None, *, translator: OpenLineageTranslator | None = None
+    path: str | None = None,
+    *,
+    translator: OpenLineageTranslator | None = None,
+    synced_lineage: bool = True,
 ) -> dg.Definitions:
     """All definitions of the settings file; ``translator`` changes the lineage assets' keys,
-    groups and metadata (subclass ``OpenLineageTranslator``)."""
+    groups and metadata (subclass ``OpenLineageTranslator``). ``synced_lineage=False`` leaves the
+    synced jobs and datasets out: a process that only runs sync jobs (``ol-dagster sync``) needs
+    none of them, and with 10,000 synced jobs they take seconds to build."""
     settings = load_settings(path)
     resolved = str(settings_path(path).resolve())
     translator = translator or OpenLineageTranslator()
-    states = _lineage_states(settings)
+    states = _lineage_states(settings) if synced_lineage else {}
     return dg.Definitions.merge(
         *(build_definition_defs(d, translator=translator) for d in settings.definitions),
         dg.Definitions(

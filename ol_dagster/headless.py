@@ -48,7 +48,8 @@ def sync_batches(
 ) -> Iterator[dict[str, Any]]:
     """Seal every open batch, then run the sync job for each pending batch in batch order."""
     settings = load_settings(path)
-    defs = build_defs(str(settings_path(path)))
+    # the sync jobs only: the synced lineage's external assets are for the UI's asset graph
+    defs = build_defs(str(settings_path(path)), synced_lineage=False)
     store = EventStore(settings.store.url)
     chosen = [settings.definition(definition)] if definition else settings.definitions
     try:

@@ -33,6 +33,7 @@ from ol_dagster.settings import Definition, SnapshotMode
 from ol_dagster.store import EventStore
 from ol_dagster.sync.batch import CleanupOverrides, cleanup_batch, upload_batch
 from ol_dagster.sync.cleanup import run_stale_cleanup
+from ol_dagster.sync.graph import batch_graph
 from ol_dagster.sync.upload import UploadOutcome
 
 WH = "postgres://db:5432"
@@ -209,7 +210,9 @@ class Harness:
         upload and clean the batch; returns the cleanup report."""
         batch_id = self.receive(d, events, stream=stream)
         time.sleep(0.005)  # SQLite's clock has millisecond steps: runs never share a millisecond
-        # what the assets run: the production code builds the cleanup's facts from the store
+        # what the assets run: the graph built and stored by ``lineage_graph``, loaded by the
+        # upload; the production code builds the cleanup's facts from the store
+        batch_graph(self.store, d, self.store.get_batch(batch_id))
         run_id = str(uuid.uuid4())
         done = upload_batch(self.store, self.catalog, d, batch_id, run_id=run_id)
         assert done.cutoff is not None and done.result is not None

@@ -417,7 +417,7 @@ def test_a_failed_run_deletes_nothing_and_the_batch_is_synced_next_time(
         raise RuntimeError("normalization crashed")
 
     with monkeypatch.context() as m:
-        m.setattr("ol_dagster.defs.assets.build_graph", broken)
+        m.setattr("ol_dagster.sync.graph.build_graph", broken)
         (line,) = env.sync()
 
     assert line["status"] == "run_failed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -9,6 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from ol_dagster.definitions import build_defs
+from ol_dagster.defs.assets import job_runs_metadata
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_specs
 from ol_dagster.headless import sync_batches
 from ol_dagster.receiver.app import create_app
@@ -146,15 +148,103 @@ def test_a_translator_subclass_changes_keys_and_groups(synced):
     assert node.is_external
 
 
-def test_each_sync_records_run_observations_on_job_assets(synced):
+def test_each_sync_shows_its_job_runs_on_the_upload_and_the_job_pages(synced):
     path, post_and_sync, instance = synced
     post_and_sync(_snapshot())
-    post_and_sync(_snapshot(with_second=False))
-    records = instance.fetch_observations(dg.AssetKey(["etl", "build_daily_kpi"]), limit=10).records
-    assert len(records) == 2, "one observation per sync that ran the job"
-    meta = records[0].asset_observation.metadata
-    assert meta["lastRunStatus"].value == "COMPLETE"
-    assert meta["runs"].value == 1
+    later = _snapshot(with_second=False)
+    start = run_event("etl", "export_anomalies", event_type="START")
+    start["eventTime"] = "2026-11-02T02:00:00.000Z"
+    failed = {**start, "eventType": "FAIL", "eventTime": "2026-11-02T02:00:30.000Z"}
+    later["events"] += [start, failed]
+    post_and_sync(later)
+
+    upload = instance.get_latest_materialization_event(
+        dg.AssetKey(["snap", "catalog_upload"])
+    ).asset_materialization.metadata
+    table = _md_rows(upload["jobRuns"].value)
+    assert [r["job"] for r in table] == [
+        "etl.export_anomalies",  # a failed last run comes first
+        "etl.build_daily_kpi",
+    ]
+    failed_row = table[0]
+    assert failed_row["lastRunStatus"] == "FAIL"
+    assert failed_row["lastRunTime"] == "2026-11-02T02:00:00+00:00"
+    assert failed_row["lastRunDurationSeconds"] == "30.0"
+    assert failed_row["asset"] == "etl/export_anomalies"
+    assert (failed_row["runs"], failed_row["failures"]) == ("1", "1")
+    assert (upload["jobsRun"].value, upload["jobsFailed"].value) == (2, 1)
+
+    graph = _graph(path)
+    kpi = graph.get(dg.AssetKey(["etl", "build_daily_kpi"])).metadata
+    assert kpi["openlineage/lastRunStatus"] == "COMPLETE"
+    assert kpi["openlineage/runs"] == 1
+    export = graph.get(dg.AssetKey(["etl", "export_anomalies"])).metadata
+    assert export["openlineage/lastRunStatus"] == "FAIL"
+    assert (
+        export["openlineage/lastRunTime"].value == datetime(2026, 11, 2, 2, tzinfo=UTC).timestamp()
+    )
+    assert export["openlineage/lastRunDurationSeconds"] == 30.0
+    assert export["openlineage/lastBatchId"] == str(upload_batch_id(instance))
+    # the runs cost no Dagster event per job
+    assert not instance.fetch_observations(dg.AssetKey(["etl", "build_daily_kpi"]), limit=1).records
+
+
+def _md_rows(markdown: str) -> list[dict[str, str]]:
+    lines = [line for line in markdown.splitlines() if line.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [
+        dict(zip(head, (c.strip() for c in line.strip("|").split("|")), strict=True))
+        for line in lines[2:]
+    ]
+
+
+def upload_batch_id(instance: dg.DagsterInstance) -> str:
+    event = instance.get_latest_materialization_event(dg.AssetKey(["snap", "catalog_upload"]))
+    return event.asset_materialization.partition
+
+
+def test_a_job_keeps_its_latest_run_when_an_older_batch_is_synced_later(synced):
+    """A failed batch retried after a newer one must not put an older run back on the page."""
+    path, post_and_sync, _ = synced
+    newer = {"events": [run_event("etl", "nightly", event_time="2026-11-02T02:00:00.000Z")]}
+    older = {
+        "events": [
+            run_event("etl", "nightly", event_type="FAIL", event_time="2026-11-01T02:00:00.000Z")
+        ]
+    }
+    post_and_sync(newer)
+    post_and_sync(older)
+    meta = _graph(path).get(dg.AssetKey(["etl", "nightly"])).metadata
+    assert meta["openlineage/lastRunStatus"] == "COMPLETE"
+
+
+def test_a_large_batch_shows_its_failed_runs_first_in_a_bounded_table():
+    runs = [
+        {
+            "namespace": "etl",
+            "name": f"job_{i:05d}",
+            "asset": f"etl/job_{i:05d}",
+            "lastRunStatus": "FAIL" if i % 500 == 7 else "COMPLETE",
+            "lastRunTime": f"2026-11-01T02:{i // 60 % 60:02d}:{i % 60:02d}+00:00",
+            "lastRunDurationSeconds": 1.0,
+            "runs": 1,
+            "failures": int(i % 500 == 7),
+            "rowsWritten": 0,
+            "bytesWritten": 0,
+        }
+        for i in range(3000)
+    ]
+    meta = job_runs_metadata(runs)
+    markdown = meta["jobRuns"].value
+    rows = _md_rows(markdown)
+    assert len(rows) == 1000
+    assert markdown.endswith("_2000 more not shown_")
+    assert [r["lastRunStatus"] for r in rows[:6]] == ["FAIL"] * 6
+    assert rows[6]["lastRunStatus"] == "COMPLETE"
+    assert [r["lastRunTime"] for r in rows[6:]] == sorted(
+        (r["lastRunTime"] for r in rows[6:]), reverse=True
+    )
+    assert (meta["jobsRun"], meta["jobsFailed"]) == (3000, 6)
 
 
 def test_definitions_load_without_the_store(write_settings, tmp_path: Path):

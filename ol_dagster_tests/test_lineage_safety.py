@@ -465,7 +465,7 @@ def test_a_run_split_over_stream_batches_gets_its_flows_when_it_ends(h: Harness)
 
 
 def test_a_snapshot_sent_again_with_its_run_ids_is_read_back_once(h: Harness):
-    from ol_dagster.sync.batch import batch_events
+    from ol_dagster.sync.graph import batch_events
 
     d = definition()
     events = [

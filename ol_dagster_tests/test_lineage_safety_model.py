@@ -64,6 +64,7 @@ from ol_dagster.settings import Definition
 from ol_dagster.store import BatchStatus, EventStore
 from ol_dagster.store import schema as store_schema
 from ol_dagster.sync.batch import CleanupOverrides, SyncBusy, cleanup_batch, upload_batch
+from ol_dagster.sync.graph import batch_graph
 from ol_dagster_tests.model.generate import (
     WAREHOUSE,
     EventFactory,
@@ -435,6 +436,10 @@ class Driver:
         except Busy:
             want = "busy"
         self.env.tick()
+        if batch_id % 2:
+            # the ``lineage_graph`` step first, as in a Dagster run: the upload loads the graph
+            # it stored (for even batches none is: the upload normalizes, as a re-run does)
+            batch_graph(self.env.store, self.defs[name], self.env.store.get_batch(batch_id))
         try:
             done = upload_batch(
                 self.env.store,

@@ -868,3 +868,24 @@ def test_send_prints_each_answer_and_says_when_a_post_is_a_whole_snapshot(
         "cleanup.maxRemovalsPerRun and cleanup.maxRemovalShare)"
     )
     assert [b.whole_snapshot for b in store.batches("snap")] == [True, False]
+
+
+def test_send_to_a_receiver_that_is_not_there_ends_with_one_line_and_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """The CLI imports httpx only for the commands that talk HTTP; its errors still end as one
+    line, not a traceback, and the token is not in it."""
+    import socket
+
+    from ol_dagster.cli import main
+
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        batch = tmp_path / "one_event.json"
+        batch.write_text(json.dumps(run_event("etl", "only_job")))
+        code = main(["send", str(batch), "--url", f"http://127.0.0.1:{port}", "--token", SNAP])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err.startswith("ol-dagster: HTTP error: ") and len(err.splitlines()) == 1
+    assert SNAP not in out + err

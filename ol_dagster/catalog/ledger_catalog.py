@@ -62,6 +62,9 @@ class SendOutcome:
     # what the catalog needs beyond a job's OpenLineage name to find it again, merged into its
     # JOB entry (Marquez: the names it holds the job under, ``<parent>.<job>`` for a child)
     job_payload: dict[NodeKey, dict[str, Any]] = field(default_factory=dict)
+    # the documents sent, as sent (OpenMetadata: the RunEvents, conformed), for the read-back:
+    # each event is parsed and conformed once per upload
+    docs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def node_identity(key: NodeKey) -> str:
@@ -76,6 +79,8 @@ class LedgerCatalog(ABC):
     """Base of the event-taking HTTP catalogs; ``definition`` scopes the ledger."""
 
     kind = "ledger"
+    # the sync hands it the batch's events (read once, ``sync.batch``), not only the graph
+    takes_events = True
 
     def __init__(
         self,
@@ -137,7 +142,7 @@ class LedgerCatalog(ABC):
         }
 
     def edge_payloads(
-        self, flows: Sequence[DataFlow], graph: LineageGraph, events: Sequence[bytes]
+        self, flows: Sequence[DataFlow], graph: LineageGraph, sent: SendOutcome
     ) -> list[dict[str, Any] | None]:
         """The ledger payloads of the flows an accepted upload wrote, in their order; None for a
         flow the catalog cannot name (not recorded). A backend that must read back what the
@@ -175,7 +180,7 @@ class LedgerCatalog(ABC):
             key=lambda f: (f.scope, f.source, f.target),
         )
         try:
-            payloads = self.edge_payloads(edges, graph, events)
+            payloads = self.edge_payloads(edges, graph, outcome)
         except (CatalogUnavailable, CatalogRefused) as exc:
             # the edges just written cannot be named: recording none would leave the entries of
             # the last run stale, and the cleanup would delete edges this batch still writes

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -154,16 +154,6 @@ def _refusal(response: httpx.Response) -> CatalogRefused:
     )
 
 
-def _as_sent(events: Sequence[bytes]) -> Iterator[dict[str, Any]]:
-    """The events as ``send`` posted them (RunEvents, conformed): what the server resolved."""
-    for raw in events:
-        doc = json.loads(raw)
-        if is_run_event(doc):
-            conformed, _ = conform(doc)
-            if conformed is not None:
-                yield conformed
-
-
 def _written_pairs(
     docs: Sequence[dict[str, Any]], key_of: Callable[[str, str], NodeKey], types: Sequence[str]
 ) -> set[tuple[NodeKey, NodeKey]]:
@@ -238,6 +228,7 @@ class OpenMetadataCatalog(LedgerCatalog):
                 )
                 continue
             runs.append((index, conformed))
+        outcome.docs = [doc for _, doc in runs]
         size = self.cfg.chunkSize
         for start in range(0, len(runs), size):
             chunk = runs[start : start + size]
@@ -327,7 +318,7 @@ class OpenMetadataCatalog(LedgerCatalog):
     # -- deletes -------------------------------------------------------------------------------
 
     def edge_payloads(
-        self, flows: Sequence[DataFlow], graph: LineageGraph, events: Sequence[bytes]
+        self, flows: Sequence[DataFlow], graph: LineageGraph, sent: SendOutcome
     ) -> list[dict[str, Any] | None]:
         """The tables OpenMetadata joined for each flow, read back (``openmetadata_tables``):
         their ids and FQNs; None for a flow whose ends it cannot tell (not recorded)."""
@@ -342,8 +333,8 @@ class OpenMetadataCatalog(LedgerCatalog):
             own = (normalize_namespace(namespace), name)
             return node_of.get(own, own)
 
-        docs = list(_as_sent(events))
-        sent = sent_datasets(docs, key_of)
+        docs = sent.docs  # the RunEvents as ``send`` posted them: what the server resolved
+        datasets = sent_datasets(docs, key_of)
         # OpenMetadata writes each event's inputs x outputs on its own, for the event types its
         # filter takes: a flow normalization joins across a run's events is not an edge there
         written = _written_pairs(docs, key_of, self.cfg.eventTypeFilter)
@@ -353,7 +344,8 @@ class OpenMetadataCatalog(LedgerCatalog):
                 out.append(None)
                 continue
             pair = reader.edge(
-                reader.find_all(sent.get(f.source, [])), reader.find_all(sent.get(f.target, []))
+                reader.find_all(datasets.get(f.source, [])),
+                reader.find_all(datasets.get(f.target, [])),
             )
             out.append(None if pair is None else _edge_payload(f.source, f.target, *pair))
         unnamed = sum(p is None for p in out)

@@ -12,12 +12,6 @@ from typing import Any
 
 import dagster as dg
 
-from ol_dagster.analysis import (
-    compute_dataset_scopes,
-    compute_quality_summaries,
-    compute_run_profiles,
-    prepare,
-)
 from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.defs.report import rows_markdown
 from ol_dagster.defs.resources import StoreResource
@@ -105,6 +99,14 @@ def _annotate(settings: Any, key: str, items: list[tuple[str, str, str, dict[str
 )
 def analyses(context: dg.AssetExecutionContext, ol_store: StoreResource):
     """Egeria's run profile, data scope and quality summary services over the event store."""
+    # imported when the analyses run, not by every process that loads the code location
+    from ol_dagster.analysis import (
+        compute_dataset_scopes,
+        compute_quality_summaries,
+        compute_run_profiles,
+        prepare,
+    )
+
     settings = ol_store.settings()
     window = settings.analysisWindowDays
     now = datetime.now(UTC)

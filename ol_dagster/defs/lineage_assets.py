@@ -9,10 +9,16 @@ dataset's store; owners and descriptions from the facets; ``dagster/column_schem
 The specs are built from the lineage state in the store (refreshed after each sync), never from the
 catalog at load. ``OpenLineageTranslator`` maps a state node to a spec, in the dagster-sling style:
 subclass it to change keys, groups or metadata, and pass it to ``build_defs(translator=...)``.
+
+A job's page also says how it last ran (status, time, duration, runs and failures in the batch that
+last ran it): each sync keeps its jobs' last runs in a second store document beside the lineage
+state (``job_runs_key``), read with it at load. An event per job would cost ~20 ms each on a
+SQLite instance; the batch's runs are one table on ``catalog_upload`` instead.
 """
 
 import hashlib
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
@@ -115,6 +121,7 @@ class OpenLineageTranslator:
         }
         if job.get("owners"):
             metadata["openlineage/owners"] = ", ".join(job["owners"])
+        metadata.update(last_run_metadata(job.get("lastRun")))
         return dg.AssetSpec(
             key=key,
             deps=deps,
@@ -221,3 +228,110 @@ def build_all_lineage_specs(
 def job_asset_key(translator: OpenLineageTranslator, namespace: str, name: str) -> dg.AssetKey:
     """The key a job's observations are recorded on (collisions aside, as in the specs)."""
     return translator.get_job_key(namespace, name)
+
+
+# -- the synced jobs' last runs -------------------------------------------------------------------
+
+JOB_RUNS_VERSION = 1
+
+
+def job_runs_key(definition: str) -> str:
+    """The store document holding a definition's jobs' last runs. Definition names are Dagster
+    names (letters, digits, ``_``), so no definition's own lineage state can take this key."""
+    return f"{definition}/jobRuns"
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+
+
+def batch_job_runs(graph: Any, translator: OpenLineageTranslator) -> list[dict[str, Any]]:
+    """Each job the batch ran, with its run metrics of the batch (as the catalog got them): the
+    rows of ``catalog_upload``'s ``jobRuns`` table and of the jobs' last runs."""
+    rows = []
+    for job in graph.jobs.values():
+        m = job.metrics
+        if not m.runs:
+            continue
+        rows.append(
+            {
+                "namespace": job.namespace,
+                "name": job.name,
+                "asset": job_asset_key(translator, job.namespace, job.name).to_user_string(),
+                "lastRunStatus": m.last_status or "",
+                "lastRunTime": _iso(m.last_run),
+                "lastRunDurationSeconds": m.last_duration_seconds,
+                "runs": m.runs,
+                "failures": m.failures,
+                "rowsWritten": m.rows_written,
+                "bytesWritten": m.bytes_written,
+            }
+        )
+    return rows
+
+
+def merge_job_runs(
+    doc: dict[str, Any] | None, runs: list[dict[str, Any]], batch_id: int
+) -> dict[str, Any]:
+    """``doc`` (the job-runs document, or None) with the batch's runs: per job, the batch whose
+    last run is the latest wins (a batch retried after a newer one does not take a job back)."""
+    doc = doc if doc and doc.get("version") == JOB_RUNS_VERSION else None
+    doc = doc or {"version": JOB_RUNS_VERSION, "jobs": {}}
+    jobs: dict[str, dict[str, Any]] = doc["jobs"]
+    for run in runs:
+        by_name = jobs.setdefault(run["namespace"], {})
+        known = by_name.get(run["name"])
+        # ISO 8601 in UTC, one format: comparing the strings compares the times
+        if known and (known.get("lastRunTime") or "") > (run["lastRunTime"] or ""):
+            continue
+        by_name[run["name"]] = {
+            k: v for k, v in run.items() if k not in ("namespace", "name", "asset")
+        } | {"batchId": batch_id}
+    return doc
+
+
+def prune_job_runs(doc: dict[str, Any] | None, state: dict[str, Any]) -> dict[str, Any] | None:
+    """``doc`` without the jobs the lineage state no longer holds (removed by a cleanup), or None
+    when it holds none of those."""
+    if not doc or not doc.get("jobs"):
+        return None
+    held = {(j["namespace"], j["name"]) for j in state.get("jobs", [])}
+    jobs = doc["jobs"]
+    gone = [(ns, name) for ns, names in jobs.items() for name in names if (ns, name) not in held]
+    if not gone:
+        return None
+    for ns, name in gone:
+        del jobs[ns][name]
+        if not jobs[ns]:
+            del jobs[ns]
+    return doc
+
+
+def with_job_runs(state: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, Any]:
+    """The lineage state with each job's last run (``lastRun``), for ``get_job_spec``."""
+    jobs = (doc or {}).get("jobs") if (doc or {}).get("version") == JOB_RUNS_VERSION else None
+    if not jobs:
+        return state
+    for job in state.get("jobs", []):
+        run = jobs.get(job["namespace"], {}).get(job["name"])
+        if run is not None:
+            job["lastRun"] = run
+    return state
+
+
+def last_run_metadata(run: dict[str, Any] | None) -> dict[str, Any]:
+    """A job spec's metadata from its last run; the counts are those of the batch that ran it."""
+    if not run:
+        return {}
+    out: dict[str, Any] = {"openlineage/lastRunStatus": run.get("lastRunStatus") or ""}
+    if run.get("lastRunTime"):
+        when = datetime.fromisoformat(run["lastRunTime"])
+        out["openlineage/lastRunTime"] = dg.MetadataValue.timestamp(when)
+    if run.get("lastRunDurationSeconds") is not None:
+        out["openlineage/lastRunDurationSeconds"] = float(run["lastRunDurationSeconds"])
+    for name in ("runs", "failures", "rowsWritten", "bytesWritten"):
+        out[f"openlineage/{name}"] = int(run.get(name) or 0)
+    out["openlineage/lastBatchId"] = str(run.get("batchId", ""))
+    return out

@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ol_dagster.db import lock_schema
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; BigInteger elsewhere.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -111,6 +111,23 @@ events = Table(
     Index("ix_ol_events_time", "event_time"),
     # version 6: a run split over batches is judged whole, so its earlier events are found by run
     Index("ix_ol_events_run", "run_id"),
+    # version 7: SHA-256 of ``raw`` (128 bits), written with it: what a batch's graph was built
+    # from is told (and a re-sent event recognized) without reading the events back. NULL on
+    # rows stored before version 7: their digest is computed from ``raw`` when needed.
+    Column("digest", LargeBinary),
+)
+
+batch_graphs = Table(
+    "ol_batch_graphs",
+    metadata,
+    # version 7: the graph the ``lineage_graph`` step built for a batch, packed
+    # (``lineage.packed``), so the upload loads it instead of normalizing the events again.
+    # ``inputs`` names what it was built from (the events' digests, the dataset System rules,
+    # the normalizer's version): a graph is used only for the same inputs.
+    Column("batch_id", _Id, ForeignKey("ol_batches.id", ondelete="CASCADE"), primary_key=True),
+    Column("inputs", LargeBinary, nullable=False),
+    Column("graph", LargeBinary, nullable=False),
+    Column("built_at", DateTime, nullable=False),
 )
 
 
@@ -188,6 +205,17 @@ def _v5_to_v6(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_ol_events_run ON ol_events (run_id)")
 
 
+def _v6_to_v7(conn: Connection) -> None:
+    """Each event's digest (NULL for the events already stored: computed from ``raw`` when
+    read) and the batches' packed graphs. Either may exist already when a test turned a newer
+    store back, so each step checks first."""
+    columns = {c["name"] for c in inspect(conn).get_columns(events.name)}
+    if "digest" not in columns:
+        binary = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
+        conn.exec_driver_sql(f"ALTER TABLE ol_events ADD COLUMN digest {binary}")
+    batch_graphs.create(conn, checkfirst=True)
+
+
 # version -> function bringing a store at that version to version + 1
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
@@ -195,6 +223,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 
 

@@ -9,9 +9,11 @@ cleanup is told about a batch (``batch_facts``) and one place where the order of
    whose lease ran out no longer blocks;
 2. under it, a snapshot older than one already synced is SUPERSEDED (neither uploaded nor
    cleaned: it must not bring back what a newer snapshot removed);
-3. the graph is built from the batch's events and the events of its runs that arrived in earlier
-   batches (every run of a whole snapshot, every run that ends in the batch): a run split over
-   batches is judged whole, not by its last part;
+3. the graph of the batch's events and the events of its runs that arrived in earlier batches
+   (every run of a whole snapshot, every run that ends in the batch: a run split over batches is
+   judged whole, not by its last part) is the one the ``lineage_graph`` step built from exactly
+   those events, loaded from the store (``sync.graph``); normalized again only when there is
+   none for them;
 4. the cutoff is read from the catalog clock, then the upload; the upload and the facts the
    cleanup needs are recorded in the store;
 5. the cleanup (``sync.cleanup``) runs on those recorded facts, its report is recorded, the batch
@@ -20,16 +22,15 @@ cleanup is told about a batch (``batch_facts``) and one place where the order of
 
 from __future__ import annotations
 
-import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from ol_dagster.catalog.protocol import Catalog, DatasetRef, UploadResult
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.settings import Definition, SnapshotMode
+from ol_dagster.settings import Definition
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
 from ol_dagster.sync.cleanup import (
     RUN_FAILED,
@@ -40,7 +41,8 @@ from ol_dagster.sync.cleanup import (
     run_stale_cleanup,
     skipped_report,
 )
-from ol_dagster.sync.upload import UploadOutcome, build_graph, graph_facts, upload_graph
+from ol_dagster.sync.graph import batch_graph, graph_inputs
+from ol_dagster.sync.upload import UploadOutcome, graph_facts, upload_graph
 
 # A holder that stops renewing (a process killed mid-sync) gives the lock up after this long; a
 # live holder renews it at every stage, and a holder known dead is passed over at once.
@@ -98,43 +100,6 @@ def take_lock(
         time.sleep(LOCK_POLL_SECONDS)
 
 
-def _digest(raw: bytes) -> bytes:
-    return hashlib.blake2b(raw, digest_size=16).digest()
-
-
-def batch_events(
-    store: EventStore, definition: Definition, batch: BatchRecord
-) -> Callable[[], Iterator[bytes]]:
-    """The raw events the batch is judged by: its own and the earlier parts of its runs that the
-    store keeps in earlier batches. An ACCUMULATIVE run's events each hold part of it ("consumers
-    need to combine all events for a specific run"), so a run is judged whole, or a split run
-    would lose (in a batch that decides removals) or never get (an input in one batch, an output
-    in the next) what its parts describe together: every run of a whole snapshot, and every run
-    that ends in the batch. A run still going in a stream batch is combined when it ends, so a
-    long streaming run is not read again at every batch."""
-    if batch.whole_snapshot and definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT:
-        runs = store.runs_of(batch.id)
-    else:
-        runs = store.runs_of(batch.id, ended=True)
-    earlier: list[bytes] = []
-    if runs:
-        # an event sent again (a snapshot re-posted with its run ids) adds nothing: kept once,
-        # so re-sending the same runs does not grow what every later batch reads back
-        seen = {_digest(e.raw) for e in store.iter_events(batch.id)}
-        for raw in store.earlier_run_events(definition.name, runs, before_batch=batch.id):
-            digest = _digest(raw)
-            if digest not in seen:
-                seen.add(digest)
-                earlier.append(raw)
-
-    def events() -> Iterator[bytes]:
-        yield from earlier
-        for e in store.iter_events(batch.id):
-            yield e.raw
-
-    return events
-
-
 def upload_batch(
     store: EventStore,
     catalog: Catalog,
@@ -164,13 +129,22 @@ def _upload_locked(
         record = {"skippedReason": SUPERSEDED, "supersededBy": newer, "runId": run_id}
         store.record_upload(batch.id, cutoff=None, result=record)
         return UploadDone(record, None, None)
-    raw = batch_events(store, definition, batch)
-    graph = build_graph(raw(), definition)
-    outcome: UploadOutcome = upload_graph(catalog, graph, definition, raw)
+    inputs = graph_inputs(store, definition, batch)
+    # a catalog that takes the events reads them once: when the graph must be built here too,
+    # from the same list
+    events = list(inputs.events()) if _takes_events(catalog) else None
+    graph = batch_graph(store, definition, batch, inputs=inputs, events=events).graph
+    outcome: UploadOutcome = upload_graph(
+        catalog, graph, definition, (lambda: events) if events is not None else inputs.events
+    )
     record = {**outcome.result.as_dict(), "graph": graph_facts(graph), "runId": run_id}
     store.record_upload(batch.id, cutoff=outcome.cutoff, result=record)
     store.renew_sync_lock(definition.name, run_id, lease_seconds=LOCK_LEASE_SECONDS)
     return UploadDone(record, graph, outcome.cutoff, outcome.result)
+
+
+def _takes_events(catalog: Catalog) -> bool:
+    return bool(getattr(catalog, "takes_events", False))
 
 
 def batch_facts(store: EventStore, batch: BatchRecord, upload: dict[str, Any]) -> BatchFacts:

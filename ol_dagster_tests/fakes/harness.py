@@ -22,6 +22,7 @@ from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import Definition, SnapshotMode
 from ol_dagster.store import EventStore
 from ol_dagster.sync.batch import CleanupOverrides, cleanup_batch, upload_batch
+from ol_dagster.sync.graph import batch_graph
 from ol_dagster.sync.upload import UploadOutcome
 from ol_dagster_tests.fakes.faults import Clock
 
@@ -159,7 +160,9 @@ class Syncer:
             rejections=[],
             snapshot=d.snapshotMode is SnapshotMode.BATCH_SNAPSHOT,
         )
-        # what the assets run: the production code builds the cleanup's facts from the store
+        # what the assets run: the graph built and stored by ``lineage_graph``, loaded by the
+        # upload; the production code builds the cleanup's facts from the store
+        batch_graph(self.store, d, self.store.get_batch(batch_id))
         run_id = str(uuid.uuid4())
         done = upload_batch(self.store, catalog, d, batch_id, run_id=run_id)
         assert done.graph is not None and done.cutoff is not None and done.result is not None

@@ -1,0 +1,155 @@
+"""A batch's graph, normalized once per sync: built by ``lineage_graph``, loaded by the upload.
+
+What a batch is judged by (``graph_inputs``) is its own events and the earlier parts of its runs
+kept in earlier batches. The ``lineage_graph`` step normalizes exactly those events and stores the
+graph, packed, in the event store with the name of what it was built from (``GraphInputs.key``:
+the events' digests in order, the definition's dataset System rules, the normalizer's code); the
+upload step names its inputs again under the sync lock and loads the stored graph only when the
+names agree. Otherwise (a store synced by an older ol-dagster, an upgrade in between, an earlier
+batch purged meanwhile, a person re-materializing the upload alone) it normalizes, as before.
+Naming the inputs reads only the events' digests (``ol_events.digest``), never the events.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from ol_dagster.catalog.systems import dataset_system_rules
+from ol_dagster.lineage import LineageGraph
+from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack
+from ol_dagster.settings import Definition, SnapshotMode
+from ol_dagster.store import BatchRecord, EventStore
+from ol_dagster.sync.upload import build_graph
+
+log = logging.getLogger(__name__)
+
+# the code a graph depends on besides its events and rules: any change to it builds anew
+_NORMALIZER_PACKAGES = ("lineage", "openlineage")
+
+
+@functools.cache
+def normalizer_digest() -> bytes:
+    """A digest of normalization's source (``ol_dagster/lineage``, ``ol_dagster/openlineage``):
+    a graph stored by another version of it is never taken for this one's."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.blake2b(digest_size=16)
+    for package in _NORMALIZER_PACKAGES:
+        for path in sorted((root / package).glob("*.py")):
+            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.digest()
+
+
+@dataclass(frozen=True, slots=True)
+class GraphInputs:
+    """The events a batch is judged by, named without being read: the ids of the earlier parts
+    of its runs (in arrival order, each distinct event once) and the batch's own events."""
+
+    store: EventStore
+    batch_id: int
+    earlier: list[int]
+    count: int  # events in all, earlier ones included
+    key: bytes  # what a graph of these events, these rules and this normalizer is stored under
+
+    def events(self) -> Iterator[bytes]:
+        yield from self.store.events_by_id(self.earlier)
+        for e in self.store.iter_events(self.batch_id):
+            yield e.raw
+
+
+def graph_inputs(store: EventStore, definition: Definition, batch: BatchRecord) -> GraphInputs:
+    """What the batch is judged by: its own events and the earlier parts of its runs that the
+    store keeps in earlier batches. An ACCUMULATIVE run's events each hold part of it ("consumers
+    need to combine all events for a specific run"), so a run is judged whole, or a split run
+    would lose (in a batch that decides removals) or never get (an input in one batch, an output
+    in the next) what its parts describe together: every run of a whole snapshot, and every run
+    that ends in the batch. A run still going in a stream batch is combined when it ends, so a
+    long streaming run is not read again at every batch."""
+    if batch.whole_snapshot and definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT:
+        runs = store.runs_of(batch.id)
+    else:
+        runs = store.runs_of(batch.id, ended=True)
+    own = store.event_digests(batch.id)
+    earlier: list[int] = []
+    h = hashlib.blake2b(digest_size=32)
+    h.update(b"ol-dagster graph %d\0" % FORMAT)
+    h.update(normalizer_digest())
+    h.update(orjson.dumps(dataset_system_rules(definition)))
+    if runs:
+        # an event sent again (a snapshot re-posted with its run ids) adds nothing: kept once,
+        # so re-sending the same runs does not grow what every later batch reads back
+        seen = set(own)
+        for event_id, digest in store.earlier_run_digests(
+            definition.name, runs, before_batch=batch.id
+        ):
+            if digest not in seen:
+                seen.add(digest)
+                earlier.append(event_id)
+                h.update(b"e" + digest)
+    for digest in own:
+        h.update(b"b" + digest)
+    return GraphInputs(store, batch.id, earlier, len(earlier) + len(own), h.digest())
+
+
+def batch_events(
+    store: EventStore, definition: Definition, batch: BatchRecord
+) -> Callable[[], Iterator[bytes]]:
+    """The raw events the batch is judged by (``graph_inputs``), read when called."""
+    return graph_inputs(store, definition, batch).events
+
+
+# The graph this process's ``lineage_graph`` step built last, with what it was built from (store,
+# batch, inputs): when the upload step of the run runs in the same process (``execute_in_process``,
+# ``ol-dagster sync``), it takes it from here, once, instead of unpacking the stored copy.
+_built_here: tuple[str, int, bytes, LineageGraph] | None = None
+
+
+@dataclass(slots=True)
+class BatchGraph:
+    graph: LineageGraph
+    inputs: GraphInputs
+    built: bool  # normalized now (else loaded as the ``lineage_graph`` step stored it)
+
+
+def batch_graph(
+    store: EventStore,
+    definition: Definition,
+    batch: BatchRecord,
+    *,
+    inputs: GraphInputs | None = None,
+    events: list[bytes] | None = None,
+    hand_over: bool = False,
+) -> BatchGraph:
+    """The graph of the batch's inputs: the one stored for exactly these inputs, else normalized
+    now (from ``events`` when the caller already read them) and stored for the next step.
+    ``hand_over`` (the ``lineage_graph`` step): the next call for the same inputs in this process
+    takes this very graph instead of loading the stored copy."""
+    global _built_here
+    inputs = inputs or graph_inputs(store, definition, batch)
+    here, _built_here = _built_here, None
+    if here is not None and here[:3] == (store.url, batch.id, inputs.key):
+        return _handed(BatchGraph(here[3], inputs, built=False), hand_over)
+    packed = store.load_graph(batch.id, inputs.key)
+    if packed is not None:
+        try:
+            return _handed(BatchGraph(unpack(packed), inputs, built=False), hand_over)
+        except PackedGraphError as exc:  # damaged: the events are still there
+            log.warning(
+                "batch %s: the stored graph is not readable (%s): normalizing", batch.id, exc
+            )
+    graph = build_graph(events if events is not None else inputs.events(), definition)
+    store.save_graph(batch.id, inputs.key, pack(graph))
+    return _handed(BatchGraph(graph, inputs, built=True), hand_over)
+
+
+def _handed(built: BatchGraph, hand_over: bool) -> BatchGraph:
+    global _built_here
+    if hand_over:
+        _built_here = (built.inputs.store.url, built.inputs.batch_id, built.inputs.key, built.graph)
+    return built

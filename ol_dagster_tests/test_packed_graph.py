@@ -1,0 +1,302 @@
+"""A packed graph loads back as the graph normalization built: the upload uploads what was built.
+
+``catalog_upload`` loads the graph ``lineage_graph`` stored (``lineage.packed``) instead of
+normalizing again, so anything the packed form loses or changes would reach the catalog. Each
+graph here comes from ``normalize`` (the public corpus, the benchmark's dbt events, hand-written
+events for every rule with a field of its own) and must load back equal, field by field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import uuid
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ol_dagster.eventfiles import BrokenLine, read_events
+from ol_dagster.lineage import LineageGraph, normalize
+from ol_dagster.lineage import graph as g
+from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack
+from ol_dagster_tests.test_normalize import _assertions, _parent, event, schema
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+PG = "postgres://warehouse.internal:5432"
+
+
+def round_trip(graph: LineageGraph) -> LineageGraph:
+    loaded = unpack(pack(graph))
+    assert loaded == graph
+    # the dicts keep their order (a catalog writes in it)
+    assert list(loaded.jobs) == list(graph.jobs)
+    assert list(loaded.datasets) == list(graph.datasets)
+    for key, node in graph.datasets.items():
+        assert list(loaded.datasets[key].fields) == list(node.fields)
+    assert list(loaded.quality_checks) == list(graph.quality_checks)
+    return loaded
+
+
+def _corpus_events(corpus: Path) -> list[bytes]:
+    out = []
+    for path in sorted((corpus / "events").rglob("*.json")):
+        try:
+            events = read_events(path)
+        except ValueError:
+            continue  # the corpus's one file that is not JSON
+        out += [json.dumps(e).encode() for e in events if not isinstance(e, BrokenLine)]
+    return out
+
+
+def test_the_whole_corpus_as_one_batch_loads_back_equal(corpus: Path) -> None:
+    graph = normalize(_corpus_events(corpus), dataset_systems=[("s3://*", "lake")])
+    assert graph.jobs and graph.datasets and graph.skipped_events and graph.dangling
+    round_trip(graph)
+
+
+def test_each_corpus_event_alone_loads_back_equal(corpus: Path) -> None:
+    for raw in _corpus_events(corpus):
+        round_trip(normalize([raw]))
+
+
+def test_the_benchmark_snapshot_loads_back_equal_and_shares_its_strings() -> None:
+    from upload import model_event  # benchmarks/upload.py: the dbt-like snapshot generator
+
+    start = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
+    parent = str(uuid.uuid4())
+    graph = normalize(
+        [orjson.dumps(model_event(i, start, parent)) for i in range(300)],
+        dataset_systems=[(PG, "warehouse")],
+    )
+    assert graph.field_flows and graph.quality_checks and graph.orchestration_flows
+    loaded = round_trip(graph)
+    # one object per field path, as normalize builds it: a loaded graph costs no more memory
+    paths = {id(f.source[2]) for f in loaded.field_flows if f.source[2] == "col_00"}
+    assert len(paths) == 1
+
+
+def _every_rule() -> list[dict[str, Any]]:
+    """Events whose graph sets every field of every node and flow to something not default."""
+    run_id = str(uuid.uuid4())
+    kpi = event(
+        inputs=[(PG, "shop.public.orders"), ("s3://lake", "raw/orders")],
+        outputs=[(PG, "shop.kpi.daily")],
+        job_facets={
+            "jobType": {"processingType": "BATCH", "integration": "DBT", "jobType": "MODEL"},
+            "documentation": {"description": "Daily KPIs"},
+            "ownership": {"owners": [{"name": "team:analytics"}]},
+            "sourceCodeLocation": {"type": "git", "url": "https://git.example.com/kpi"},
+            "sql": {"query": "insert into kpi select * from orders", "dialect": "postgres"},
+        },
+        run_facets=_parent("airflow", "nightly", root=("airflow", "root_dag")),
+        input_facets={
+            0: {
+                **schema("id", ("customer", ["name", "email"])),
+                "documentation": {"description": "Orders"},
+                "ownership": {"owners": [{"name": "sales"}]},
+            },
+            1: {
+                "symlinks": {
+                    "identifiers": [{"namespace": PG, "name": "shop.raw.orders", "type": "TABLE"}]
+                }
+            },
+        },
+        output_facets={
+            0: {
+                **schema("day", "revenue"),
+                "columnLineage": {
+                    "fields": {
+                        "revenue": {
+                            "inputFields": [
+                                {
+                                    "namespace": PG,
+                                    "name": "shop.public.orders",
+                                    "field": "id",
+                                    "transformations": [
+                                        {"type": "DIRECT", "subtype": "AGGREGATION"}
+                                    ],
+                                },
+                                {"namespace": PG, "name": "shop.public.orders", "field": "gone"},
+                                {"namespace": PG, "name": "nowhere", "field": "x"},
+                            ]
+                        },
+                        "day": {
+                            "inputFields": [
+                                {"namespace": PG, "name": "shop.unknown_fields", "field": "d"}
+                            ]
+                        },
+                    },
+                    "dataset": [{"namespace": PG, "name": "shop.public.orders", "field": "id"}],
+                },
+            }
+        },
+        input_io={0: {**_assertions(("not_null", "id", True), ("unique", None, False))}},
+        output_io={0: {"outputStatistics": {"rowCount": 10, "size": 2048}}},
+        run_id=run_id,
+        event_type="COMPLETE",
+        event_time="2026-11-01T02:05:00.123456+02:00",
+    )
+    start = event(
+        run_id=run_id,
+        event_type="START",
+        event_time="2026-11-01T02:00:00+02:00",
+        inputs=[(PG, "shop.unknown_fields")],
+    )
+    renamed = event(
+        name="rename_job",
+        outputs=[(PG, "shop.kpi.new"), (PG, "shop.kpi.dropped")],
+        output_facets={
+            0: {
+                "lifecycleStateChange": {
+                    "lifecycleStateChange": "RENAME",
+                    "previousIdentifier": {"namespace": PG, "name": "shop.kpi.old"},
+                }
+            },
+            1: {"lifecycleStateChange": {"lifecycleStateChange": "DROP"}},
+        },
+        event_type="FAIL",
+    )
+    job_only = {
+        "eventTime": "2026-11-01T03:00:00Z",
+        "producer": "https://example.com/p",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent",
+        "job": {"namespace": "etl", "name": "described"},
+        "inputs": [],
+        "outputs": [],
+    }
+    return [start, kpi, renamed, job_only]
+
+
+def test_a_graph_that_uses_every_field_loads_back_equal() -> None:
+    raw = [json.dumps(e).encode() for e in _every_rule()] + [b'{"not": "an event"}']
+    graph = normalize(raw, dataset_systems=[("s3://*", "lake")])
+    # every kind of object is there, and the fields that default to nothing are set somewhere
+    job = graph.jobs[("etl", "build_daily_kpi")]
+    assert job.integration and job.description and job.owners and job.source_code_location
+    assert job.metrics.runs and job.metrics.first_run and job.metrics.last_duration_seconds
+    assert graph.jobs[("airflow", "nightly")].referenced_only
+    assert any(d.aliases for d in graph.datasets.values())
+    assert any(d.previous for d in graph.datasets.values())
+    assert any(d.dropped for d in graph.datasets.values())
+    assert any(d.owners and d.description for d in graph.datasets.values())
+    assert any(f.subtype for f in graph.field_flows)
+    assert any(o.root for o in graph.orchestration_flows)
+    assert graph.routines and graph.quality_checks and graph.dangling and graph.skipped_events
+    assert graph.described_jobs and graph.completed_jobs
+    loaded = round_trip(graph)
+    # a time keeps its offset, to the microsecond
+    assert loaded.jobs[job.key].metrics.last_run == job.metrics.last_run
+    assert loaded.jobs[job.key].metrics.last_run.utcoffset() == job.metrics.last_run.utcoffset()  # type: ignore[union-attr]
+
+
+def test_a_field_known_by_another_key_than_its_path_keeps_both() -> None:
+    graph = LineageGraph()
+    node = g.DatasetNode("pg", "t", fields={"alias": g.FieldNode("real.path", "int", None, 3)})
+    graph.datasets[node.key] = node
+    assert unpack(pack(graph)).datasets[node.key].fields == node.fields
+
+
+# Every field of the graph's classes is packed (``lineage/packed.py``): a field added to one of
+# them must be added there, and here, or loaded graphs would silently lose it.
+PACKED_FIELDS = {
+    g.LineageGraph: "jobs datasets data_flows field_flows orchestration_flows routines "
+    "quality_checks dangling skipped_events described_jobs completed_jobs",
+    g.JobNode: "namespace name integration job_type processing_type description owners "
+    "source_code_location metrics referenced_only",
+    g.RunMetrics: "runs failures first_run last_run last_duration_seconds last_status rows_read "
+    "rows_written bytes_read bytes_written",
+    g.DatasetNode: "namespace name system schema object_name type description owners fields "
+    "has_schema previous dropped aliases",
+    g.FieldNode: "path type description ordinal",
+    g.DataFlow: "source target job",
+    g.FieldFlow: "source target job transformation subtype",
+    g.OrchestrationFlow: "parent child root",
+    g.Routine: "job statement dialect",
+    g.QualityCheck: "job dataset name column success severity checked_at",
+    g.DanglingFlow: "reason job source target",
+}
+
+
+@pytest.mark.parametrize("cls", list(PACKED_FIELDS), ids=lambda c: c.__name__)
+def test_every_field_of_the_graph_is_one_the_packed_form_knows(cls: type) -> None:
+    assert [f.name for f in dataclasses.fields(cls)] == PACKED_FIELDS[cls].split()
+
+
+def _lines(*lines: Any) -> bytes:
+    return zlib.compress(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+
+
+def _small_graph() -> LineageGraph:
+    return normalize([json.dumps(e).encode() for e in _every_rule()])
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"not zlib at all",
+        zlib.compress(b"{not json"),
+        _lines(["format", FORMAT + 1], ["end"]),
+        _lines([1, 2]),
+        _lines(["format", FORMAT]),  # no end line
+        _lines(["format", FORMAT], ["jobs", [[7, "etl", "j"]]], ["end"]),  # no node 7
+        _lines(["format", FORMAT], ["nowhere", []], ["end"]),
+        _lines(["format", FORMAT], ["end"], ["jobs", []]),
+        pack(_small_graph())[:-8],  # cut short
+    ],
+    ids=[
+        "empty",
+        "not-zlib",
+        "not-json",
+        "other-format",
+        "no-format",
+        "no-end",
+        "unknown-node",
+        "unknown-section",
+        "after-the-end",
+        "cut-short",
+    ],
+)
+def test_bytes_that_are_not_a_whole_packed_graph_are_refused(data: bytes) -> None:
+    with pytest.raises(PackedGraphError):
+        unpack(data)
+
+
+def test_a_large_graph_is_packed_in_many_lines_and_loads_back_equal() -> None:
+    """More field flows, datasets and jobs than one line holds: each table entry is written
+    before the first line that refers to it."""
+    events = [
+        event(
+            name=f"job_{i}",
+            inputs=[(PG, f"in_{i}")],
+            outputs=[(PG, f"out_{i}")],
+            input_facets={0: schema(*(f"c{c}" for c in range(30)))},
+            output_facets={
+                0: {
+                    **schema(*(f"c{c}" for c in range(30))),
+                    "columnLineage": {
+                        "fields": {
+                            f"c{c}": {
+                                "inputFields": [
+                                    {"namespace": PG, "name": f"in_{i}", "field": f"c{c}"}
+                                ]
+                            }
+                            for c in range(30)
+                        }
+                    },
+                }
+            },
+        )
+        for i in range(1500)
+    ]
+    graph = normalize([json.dumps(e).encode() for e in events])
+    assert len(graph.field_flows) == 45_000 and len(graph.datasets) == 3000
+    data = pack(graph)
+    assert zlib.decompress(data).count(b"\n") > 10
+    round_trip(graph)

@@ -1,0 +1,344 @@
+# ruff: noqa: F811  (the fixtures are imported from other test modules)
+"""One normalization per sync (issue 14, item 4): ``lineage_graph`` builds, the upload loads.
+
+A sync used to normalize its events twice (the ``lineage_graph`` asset, then ``catalog_upload``
+again) and the event-taking catalogs read the events a third time; the graph the asset page
+showed was the batch's alone, not the one uploaded. Now the ``lineage_graph`` step normalizes
+the events the upload is judged by and stores the graph with the name of its inputs, and the
+upload loads it when its own inputs have the same name. These tests count normalizations and
+event reads over a real sync (the counters wrap the real functions and call through), and check
+that a graph built from other inputs (other rules, an earlier batch gone, damaged bytes) is never
+uploaded: the catalog then holds what normalizing the current events gives.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import yaml
+from sqlalchemy import inspect, select, text
+
+from ol_dagster.receiver.intake import sort_events
+from ol_dagster.settings import SnapshotMode
+from ol_dagster.store import BatchStatus, EventStore, NewEvent
+from ol_dagster.store import schema as store_schema
+from ol_dagster.store.event_store import event_digest, utcnow
+from ol_dagster.sync import graph as sync_graph
+from ol_dagster.sync.batch import cleanup_batch, upload_batch
+from ol_dagster.sync.graph import batch_graph, graph_inputs
+from ol_dagster_tests.test_catalog_marquez import Env as MarquezEnv
+from ol_dagster_tests.test_catalog_marquez import env  # noqa: F401 (fixture)
+from ol_dagster_tests.test_cleanup_rules import (  # noqa: F401 (fixtures)
+    WH,
+    Harness,
+    catalog,
+    catalog_url,
+    datasets,
+    definition,
+    flows,
+    h,
+    job,
+    pg,
+)
+from ol_dagster_tests.test_cleanup_seed_example import NS, Env, make_env  # noqa: F401
+
+NORMALIZE = sys.modules["ol_dagster.lineage.normalize"]
+
+
+@dataclass
+class Counts:
+    normalizations: int = 0
+    events_read: int = 0  # raw events read back from the event store
+    unpacked: int = 0  # stored graphs loaded
+
+    def reset(self) -> None:
+        self.normalizations = self.events_read = self.unpacked = 0
+
+
+@pytest.fixture
+def counts(monkeypatch: pytest.MonkeyPatch) -> Counts:
+    """Counters around the real normalization and the event store's raw reads (they call
+    through: what a sync does is unchanged)."""
+    seen = Counts()
+    real_normalize = NORMALIZE._normalize
+
+    def normalize(*args: Any, **kwargs: Any) -> Any:
+        seen.normalizations += 1
+        return real_normalize(*args, **kwargs)
+
+    monkeypatch.setattr(NORMALIZE, "_normalize", normalize)
+    real_unpack = sync_graph.unpack
+
+    def unpack(*args: Any, **kwargs: Any) -> Any:
+        seen.unpacked += 1
+        return real_unpack(*args, **kwargs)
+
+    monkeypatch.setattr(sync_graph, "unpack", unpack)
+    for name in ("iter_events", "events_by_id"):
+        real = getattr(EventStore, name)
+
+        def read(*args: Any, _real: Any = real, **kwargs: Any) -> Iterator[Any]:
+            for item in _real(*args, **kwargs):
+                seen.events_read += 1
+                yield item
+
+        monkeypatch.setattr(EventStore, name, read)
+    return seen
+
+
+def _metadata(instance: dg.DagsterInstance, asset: str) -> dict[str, Any]:
+    event = instance.get_latest_materialization_event(dg.AssetKey(["snap", asset]))
+    assert event is not None and event.asset_materialization is not None
+    return {k: getattr(v, "value", v) for k, v in event.asset_materialization.metadata.items()}
+
+
+def _run(run_id: str, event_type: str, inputs=(), outputs=(), namespace: str = NS):
+    event = job(namespace, "etl.load", list(inputs), list(outputs), event_type=event_type)
+    event["run"]["runId"] = run_id
+    return event
+
+
+# -- through Dagster: the sync job, as ``ol-dagster sync`` runs it --------------------------------
+
+
+def test_a_sync_normalizes_once_and_reads_each_event_once(make_env, counts: Counts):
+    env: Env = make_env()
+    events = [job(NS, f"etl.model_{i}", [pg(f"in_{i}")], [pg(f"out_{i}")]) for i in range(20)]
+    env.post({"events": events})
+
+    (line,) = env.sync()
+
+    assert line["status"] == "synced"
+    assert counts.normalizations == 1
+    assert counts.events_read == len(events)  # by lineage_graph; the embedded upload reads none
+    assert counts.unpacked == 0  # one process: the upload takes the graph lineage_graph built
+    assert len(env.jobs()) == 20
+    graph = _metadata(env.instance, "lineage_graph")
+    assert graph["jobs"] == 20 and graph["inputEvents"] == 20 and graph["earlierRunEvents"] == 0
+
+
+def test_the_graph_page_shows_the_graph_uploaded_for_a_run_split_over_batches(
+    make_env, counts: Counts
+):
+    """The run reads ``orders`` in its START (the first post) and writes ``kpi`` in its COMPLETE
+    (the second): the second batch's graph, on the asset page and in the catalog, is the whole
+    run's: the flow orders -> kpi. The batch's own events alone have no flow."""
+    env: Env = make_env(snapshotMode="ADDITIVE")
+    run_id = str(uuid.uuid4())
+    env.post({"events": [_run(run_id, "START", inputs=[pg("orders")])]})
+    env.sync()
+    counts.reset()
+    env.post({"events": [_run(run_id, "COMPLETE", outputs=[pg("kpi")])]})
+
+    (line,) = env.sync()
+
+    assert line["status"] == "synced"
+    graph = _metadata(env.instance, "lineage_graph")
+    assert (graph["dataFlows"], graph["inputEvents"], graph["earlierRunEvents"]) == (1, 2, 1)
+    assert (f"ol:{NS}|etl.load", "shop.public.orders", "shop.public.kpi") in env.read(flows)
+    assert counts.normalizations == 1
+
+
+def test_a_person_rematerializing_the_upload_alone_uploads_without_normalizing(
+    make_env, counts: Counts
+):
+    env: Env = make_env()
+    batch_id = env.post({"events": [job(NS, "etl.load", [pg("orders")], [pg("kpi")])]})
+    env.sync()
+    counts.reset()
+
+    result = env.materialize("catalog_upload", partition=batch_id)
+
+    assert result.success
+    assert counts.normalizations == 0 and counts.events_read == 0 and counts.unpacked == 1
+    assert env.jobs() == {f"{NS}.etl.load"}
+
+
+def test_the_upload_normalizes_when_the_rules_changed_since_the_graph_was_built(
+    make_env, counts: Counts
+):
+    """A datasetSystems rule added between ``lineage_graph`` and a re-materialized upload: the
+    stored graph placed ``kpi`` by the old rules; the upload places it by the new ones."""
+    env: Env = make_env()
+    batch_id = env.post({"events": [job(NS, "etl.load", [pg("orders")], [pg("kpi")])]})
+    env.sync()
+    assert ("kpi_system", "shop.public.kpi") not in env.read(datasets)
+    data = yaml.safe_load(Path(env.path).read_text())
+    (snap,) = [d for d in data["definitions"] if d["name"] == "snap"]
+    snap["datasetSystems"].insert(0, {"namespace": WH, "system": "kpi_system"})
+    Path(env.path).write_text(yaml.safe_dump(data))
+    counts.reset()
+
+    result = env.materialize("catalog_upload", partition=batch_id)
+
+    assert result.success
+    assert counts.normalizations == 1
+    assert ("kpi_system", "shop.public.kpi") in env.read(datasets)
+
+
+# -- the sync functions, on SQLite and PostgreSQL catalogs ----------------------------------------
+
+
+def _lineage_step(h: Harness, d, batch_id: int) -> None:
+    """What the ``lineage_graph`` asset runs."""
+    batch_graph(h.store, d, h.store.get_batch(batch_id))
+
+
+def _sync(h: Harness, d, batch_id: int) -> dict[str, Any]:
+    run_id = str(uuid.uuid4())
+    upload_batch(h.store, h.catalog, d, batch_id, run_id=run_id)
+    return cleanup_batch(h.store, h.catalog, d, batch_id, run_id=run_id)
+
+
+def test_a_graph_whose_earlier_events_are_gone_is_not_uploaded(h: Harness, counts: Counts):
+    """The first part of a run is purged (retention) between ``lineage_graph`` and the upload:
+    the stored graph still has its input; the upload uploads what the events left give."""
+    d = definition(snapshotMode="ADDITIVE")
+    run_id = str(uuid.uuid4())
+    first = h.receive(d, [_run(run_id, "START", inputs=[pg("orders")], namespace="etl")])
+    _sync(h, d, first)
+    second = h.receive(d, [_run(run_id, "COMPLETE", outputs=[pg("kpi")], namespace="etl")])
+    built = batch_graph(h.store, d, h.store.get_batch(second))  # the lineage_graph step
+    assert [(f.source[1], f.target[1]) for f in built.graph.data_flows] == [
+        ("shop.public.orders", "shop.public.kpi")
+    ]
+    assert h.store.purge_synced(d.name, before=utcnow()) == [first]
+    counts.reset()
+
+    _sync(h, d, second)
+
+    assert counts.normalizations == 1
+    assert ("ol:etl|etl.load", "shop.public.orders", "shop.public.kpi") not in flows(h.catalog)
+
+
+def test_a_damaged_stored_graph_is_normalized_again(h: Harness, counts: Counts):
+    d = definition()
+    batch_id = h.receive(d, [job("etl", "load", [pg("orders")], [pg("kpi")])])
+    inputs = graph_inputs(h.store, d, h.store.get_batch(batch_id))
+    h.store.save_graph(batch_id, inputs.key, b"\x78\x01 not a graph")
+    counts.reset()
+
+    report = _sync(h, d, batch_id)
+
+    assert report["skippedReason"] is None
+    assert counts.normalizations == 1
+    assert ("ol:etl|load", "shop.public.orders", "shop.public.kpi") in flows(h.catalog)
+
+
+def test_the_graph_of_another_batch_is_never_taken_for_this_one(h: Harness, counts: Counts):
+    """Two batches of the same definition: each upload loads its own graph, under its own
+    inputs' name; a graph stored for one batch is not found for the other."""
+    d = definition(snapshotMode="ADDITIVE")
+    one = h.receive(d, [job("etl", "one", [pg("a")], [pg("b")])])
+    two = h.receive(d, [job("etl", "two", [pg("c")], [pg("d")])])
+    _lineage_step(h, d, one)
+    _lineage_step(h, d, two)
+    key_one = graph_inputs(h.store, d, h.store.get_batch(one)).key
+    assert h.store.load_graph(two, key_one) is None
+    counts.reset()
+
+    _sync(h, d, one)
+    _sync(h, d, two)
+
+    assert (counts.normalizations, counts.unpacked) == (0, 2)
+    assert {s for s, _, _ in flows(h.catalog)} == {"ol:etl|one", "ol:etl|two"}
+
+
+# -- an event-taking catalog: the events read once per upload -------------------------------------
+
+
+@pytest.mark.parametrize("lineage_step", [True, False], ids=["graph-stored", "no-graph"])
+def test_marquez_gets_the_events_read_once(env: MarquezEnv, counts: Counts, lineage_step: bool):
+    d = definition()
+    store = env.syncer.store
+    events = [job("etl", f"m{i}", [pg(f"in{i}")], [pg(f"out{i}")]) for i in range(5)]
+    intake = sort_events(events, d.allowedJobNamespaces)
+    batch_id = store.add_posted_batch(
+        d.name,
+        intake.accepted,
+        received=len(events),
+        snapshot=d.snapshotMode is SnapshotMode.BATCH_SNAPSHOT,
+    )
+    if lineage_step:
+        batch_graph(store, d, store.get_batch(batch_id))
+    counts.reset()
+
+    done = upload_batch(store, env.catalog(), d, batch_id, run_id="r1")
+
+    assert done.result is not None and done.result.succeeded
+    assert counts.events_read == len(events)
+    assert counts.normalizations == (0 if lineage_step else 1)
+    assert len(env.fake.events) == len(events)
+
+
+# -- the store: version 7 ----------------------------------------------------------------------
+
+
+def test_a_version_6_store_gains_digests_and_graphs_and_syncs_its_old_events(
+    store_url: str, tmp_path: Path
+):
+    """The real v6 -> v7 migration: events stored before it have no digest (computed from their
+    bytes when needed); new events carry theirs; a batch of old events syncs as before."""
+    store = EventStore(store_url)
+    d = definition()
+    old = sort_events([job("etl", "load", [pg("orders")], [pg("kpi")])], ["etl"]).accepted
+    batch_id = store.add_posted_batch(d.name, old, received=1, snapshot=True)
+    with store.engine.begin() as conn:
+        conn.execute(text("ALTER TABLE ol_events DROP COLUMN digest"))
+        conn.execute(text("DROP TABLE ol_batch_graphs"))
+        conn.execute(
+            store_schema.meta.update()
+            .where(store_schema.meta.c.key == "schema_version")
+            .values(value="6")
+        )
+    store.dispose()
+
+    upgraded = EventStore(store_url)
+    try:
+        assert upgraded.schema_version == store_schema.SCHEMA_VERSION >= 7
+        with upgraded.engine.connect() as conn:
+            assert "ol_batch_graphs" in inspect(conn).get_table_names()
+            stored = conn.execute(select(store_schema.events.c.digest)).scalars().all()
+        assert stored == [None]
+        assert upgraded.event_digests(batch_id) == [event_digest(old[0].raw)]
+        new = NewEvent(
+            json.dumps({"i": 1}).encode(),
+            "run",
+            "COMPLETE",
+            old[0].event_time,
+            None,
+            "etl",
+            "x",
+            "r",
+        )
+        second = upgraded.add_posted_batch(d.name, [new], received=1)
+        assert upgraded.event_digests(second) == [event_digest(new.raw)]
+
+        built = batch_graph(upgraded, d, upgraded.get_batch(batch_id))
+        assert built.built and set(built.graph.jobs) == {("etl", "load")}
+        again = batch_graph(upgraded, d, upgraded.get_batch(batch_id))
+        assert not again.built and again.graph == built.graph
+    finally:
+        upgraded.dispose()
+
+
+def test_purging_a_batch_removes_its_graph(event_store: EventStore):
+    d = definition()
+    events = sort_events([job("etl", "load", [pg("orders")], [pg("kpi")])], ["etl"]).accepted
+    batch_id = event_store.add_posted_batch(d.name, events, received=1, snapshot=True)
+    built = batch_graph(event_store, d, event_store.get_batch(batch_id))
+    event_store.set_status(batch_id, BatchStatus.SYNCED)
+
+    assert event_store.purge_synced(d.name, before=utcnow().replace(year=3000)) == [batch_id]
+
+    assert event_store.load_graph(batch_id, built.inputs.key) is None
+    with event_store.engine.connect() as conn:
+        assert conn.execute(select(store_schema.batch_graphs)).first() is None
