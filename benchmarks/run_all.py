@@ -1,4 +1,10 @@
-"""The whole path under load: receive, normalize, upload, cleanup and end to end, in one command.
+"""The whole path under load: first the real path (``real_path.py``: POST → ``ol-dagster sync``
+done, the daemon path, the code location's load), then its breakdown into the stages (receive,
+normalize, upload, cleanup and end to end), in one command.
+
+The real-path rows come first because they are what a user waits for: the stages below time each
+stage in a bare process, without Python start-up, the Dagster instance, the code location or the
+run. See ``real_path.py`` for exactly what its rows time; ``--no-real-path`` leaves them out.
 
 For each snapshot size (default 1,000, 10,000 and 100,000 events) and each store/catalog backend
 (SQLite files, and with ``--postgres`` a throwaway PostgreSQL server, ``ol_dagster_tests.postgres``,
@@ -14,12 +20,14 @@ go through the stages a sync runs:
 2. **normalize**: ``build_graph`` of ``store.iter_events`` of those batches, in order (the
    snapshot); the graph is checked (every job, no skipped event, no dangling flow);
 3. **upload**: ``upload_graph`` of that graph into the embedded catalog (clock read + upload); the
-   first snapshot writes every row, the second writes none and touches every row it describes.
+   first snapshot writes every row; the second writes the edited jobs' new rows (at least their
+   new data and field flows) and touches every other row it describes.
    The graph is built in the same process first, as the ``catalog_upload`` asset does (not
    timed), and the peak RSS is reset after it (Linux ``clear_refs``): the figure is the upload's
    peak with its graph in memory;
 4. **cleanup**: ``run_cleanup`` of the snapshot (dry runs, cap, real calls). The second snapshot
-   drops 1% of the jobs: exactly those are removed, with their flows, routines and tables.
+   (a day later, new run ids) drops 1% of the jobs: exactly those are removed, with their flows,
+   routines and tables; and edits another 1% (new SQL, one more input), which removes nothing.
 
 Every stage runs in a fresh subprocess, so the peak RSS (``ru_maxrss``) is that stage's own: the
 receiver's is the server process's. The subprocesses are forked (a ``preexec_fn``): spawned with
@@ -35,8 +43,10 @@ receiver at least 5,000 events/s in 1,000-event batches on one worker.
 The Markdown table is printed and written to ``benchmarks/results/latest.md``.
 
 Usage: ``.venv/bin/python benchmarks/run_all.py [--sizes 1000,10000,100000] [--postgres] [--quick]
-[--profile STAGE]`` (``--profile normalize`` etc. writes a cProfile of that stage per size and
-prints its top functions).
+[--profile STAGE] [--real-sizes 10,1000,10000] [--daemon] [--load-jobs 10000,100000]
+[--no-real-path] [--no-stages]`` (``--profile normalize`` etc. writes a cProfile of that stage per
+size and prints its top functions; the real path runs at 10 events and the stage sizes unless
+``--real-sizes`` says otherwise).
 """
 
 from __future__ import annotations
@@ -80,6 +90,10 @@ DEFAULT_SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = (1_000, 10_000)
 RESULTS = ROOT / "benchmarks" / "results"
 STAGE_NAMES = ("receive", "normalize", "upload", "cleanup")
+COLUMNS = 10  # benchmarks/upload.py: columns per table
+# rows an edited model may rewrite: its ~32 catalog rows (job, datasets, fields, flows, routine,
+# statement) with room for the new flows; a second upload writing more rewrote unchanged jobs
+EDITED_ROWS_BOUND = 64
 
 
 # -- the workload --------------------------------------------------------------------------------
@@ -87,6 +101,36 @@ STAGE_NAMES = ("receive", "normalize", "upload", "cleanup")
 
 def dropped_jobs(n: int) -> set[int]:
     return {i for i in range(n) if i % DROP_EVERY == DROP_EVERY // 3}
+
+
+def edited_jobs(n: int) -> set[int]:
+    """The second snapshot's changed models: a job that only loses its neighbours would let a
+    sync that never looks at content pass, so 1% of the jobs also change what they say."""
+    return {i for i in range(n) if i % DROP_EVERY == 2 * DROP_EVERY // 3}
+
+
+def edit(event: dict[str, Any], i: int) -> dict[str, Any]:
+    """Model i edited: a new line in its SQL and one more input (a source table, with its
+    schema and a column-lineage edge from each of its columns), so the catalog gains a data flow
+    and field flows it cannot merely touch."""
+    from upload import SOURCES, WAREHOUSE, _schema
+
+    source = f"raw.src_{(i + 7) % SOURCES:04d}"
+    job = event["job"]["facets"]
+    job["sql"]["query"] += f"\nunion all select * from {source}"
+    event["inputs"].append(
+        {"namespace": WAREHOUSE, "name": f"wh.{source}", "facets": {"schema": _schema(source)}}
+    )
+    for column, lineage in event["outputs"][0]["facets"]["columnLineage"]["fields"].items():
+        lineage["inputFields"].append(
+            {
+                "namespace": WAREHOUSE,
+                "name": f"wh.{source}",
+                "field": column,
+                "transformations": [{"type": "DIRECT", "subtype": "TRANSFORMATION"}],
+            }
+        )
+    return event
 
 
 def job_label(i: int) -> str:
@@ -100,12 +144,14 @@ def generate(n: int, snapshot: int, path: Path) -> tuple[int, int]:
     start = datetime(2026, 11, 1, 2, 0, tzinfo=UTC) + timedelta(days=snapshot - 1)
     parent = str(uuid.uuid4())
     skip = dropped_jobs(n) if snapshot == 2 else set()
+    edited = edited_jobs(n) if snapshot == 2 else set()
     count = size = 0
     with path.open("wb") as f:
         for i in range(n):
             if i in skip:
                 continue
-            raw = orjson.dumps(model_event(i, start, parent))
+            event = model_event(i, start, parent)
+            raw = orjson.dumps(edit(event, i) if i in edited else event)
             f.write(raw + b"\n")
             count += 1
             size += len(raw)
@@ -426,8 +472,14 @@ def stage_upload(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any
         problems.append(f"wrote+touched {seen}, expected {want}")
     if args.snapshot == 1 and written != want:
         problems.append(f"first upload wrote {written}, expected {want}")
-    if args.snapshot == 2 and any(written.values()):
-        problems.append(f"second upload wrote {written}")
+    if args.snapshot == 2:
+        # the edited models' new input is a data flow and a field flow per column that did not
+        # exist: written, never touched; everything else the snapshot describes is unchanged
+        edited = len(edited_jobs(args.jobs_total))
+        if written.get("dataFlows", 0) < edited * (1 + COLUMNS):
+            problems.append(f"second upload wrote {written}: the {edited} edited jobs' new flows")
+        if sum(written.values()) > edited * EDITED_ROWS_BOUND:
+            problems.append(f"second upload wrote {written}: more than the {edited} edited jobs")
     if problems:
         raise SystemExit("upload: " + "; ".join(problems))
     Path(args.outcome).write_text(
@@ -443,7 +495,8 @@ def stage_upload(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any
         "seconds": seconds,
         "cpu": cpu,
         "peak_rss_mb": rss,
-        "rows": sum(result.written.values()) + sum(result.touched.values()),
+        "written": sum(result.written.values()),
+        "touched": sum(result.touched.values()),
     }
 
 
@@ -736,9 +789,10 @@ def run_snapshot(
         batches=batches,
         outcome=outcome,
         snapshot=snapshot,
+        jobs_total=n,
         profile_to=prof("upload"),
     )
-    row("upload", r, f"{r['rows']:,} rows {'written' if snapshot == 1 else 'touched'}")
+    row("upload", r, f"{r['written']:,} rows written, {r['touched']:,} touched")
     r = run_stage(
         "cleanup",
         config,
@@ -787,19 +841,32 @@ def machine() -> str:
     )
 
 
-def render(rows: list[Row], datasets: dict[int, dict[str, Any]], elapsed: float) -> str:
+def load_note() -> str:
+    """The machine's load: on a shared machine wall times stretch with it, CPU times less."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average at the end {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min)"
+
+
+def render(
+    rows: list[Row], datasets: dict[int, dict[str, Any]], elapsed: float, real_path: str = ""
+) -> str:
     lines = [
         "# ol-dagster benchmarks (`benchmarks/run_all.py`)",
         "",
         f"machine: {machine()}",
-        f"run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {elapsed / 60:.1f} min",
+        f"run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {elapsed / 60:.1f} min; {load_note()}",
         "",
         "Workload: two snapshots per size of dbt-like RunEvents (one model each: 10-column schema "
         "on inputs and output, column lineage, SQL, parent run, a quality assertion on every "
-        "10th model); the second snapshot drops 1% of the jobs. Parse-only = `orjson.loads` of "
-        "the same event bytes, one event at a time, in the same run.",
+        "10th model); the second snapshot, a day later with new run ids, drops 1% of the jobs and "
+        "edits another 1% (new SQL, one more input). Parse-only = `orjson.loads` of the same event "
+        "bytes, one event at a time, in the same run.",
         "",
     ]
+    if real_path:
+        lines += [real_path, "## The stages (the breakdown)", ""]
+    if not rows:
+        return "\n".join(lines) + "\n"
     for n, meta in sorted(datasets.items()):
         lines.append(
             f"- {n:,} events: {meta['bytes'] / 2**20:,.1f} MiB ({meta['bytes'] / n:,.0f} B/event);"
@@ -866,6 +933,8 @@ def render(rows: list[Row], datasets: dict[int, dict[str, Any]], elapsed: float)
 
 
 def main() -> None:
+    import real_path  # benchmarks/real_path.py (it imports this module: not at the top)
+
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--sizes", help="comma-separated snapshot sizes (default 1000,10000,100000)")
     ap.add_argument("--quick", action="store_true", help="1,000 and 10,000 events only")
@@ -880,6 +949,10 @@ def main() -> None:
     )
     ap.add_argument("--workdir", help="keep the working files here (default: a temp dir)")
     ap.add_argument("--output", default=str(RESULTS / "latest.md"))
+    ap.add_argument("--no-real-path", action="store_true", help="the stage table only")
+    ap.add_argument("--no-stages", action="store_true", help="the real path only")
+    ap.add_argument("--real-sizes", help="real-path sizes (default: 10 and the stage sizes)")
+    real_path.add_options(ap)
     # internal: one stage in a subprocess
     ap.add_argument("--stage", choices=list(STAGES), help=argparse.SUPPRESS)
     for opt in ("config", "events", "batches", "outcome", "url", "profile-to", "shard"):
@@ -931,7 +1004,25 @@ def main() -> None:
                 f"generated {n:,} events ({datasets[n]['bytes'] / 2**20:,.0f} MiB); parse-only "
                 f"{datasets[n]['parse_rate']:,.0f} events/s"
             )
-        for make in backends:
+        real = ""
+        if not args.no_real_path:
+            real_sizes = (
+                tuple(int(s) for s in args.real_sizes.split(","))
+                if args.real_sizes
+                else (real_path.FIXED_SIZE, *sizes)
+            )
+            real = real_path.measure(
+                real_sizes,
+                tuple(int(j) for j in args.load_jobs.split(",") if j),
+                work,
+                log,
+                postgres=args.postgres,
+                sqlite=not args.no_sqlite,
+                daemon=args.daemon,
+                profile=args.profile_sync,
+                json_out=Path(args.output).with_name("real_path.json"),
+            )
+        for make in backends if not args.no_stages else []:
             backend = make()
             try:
                 for n in sizes:
@@ -940,7 +1031,7 @@ def main() -> None:
                     )
             finally:
                 backend.close()
-        report = render(rows, datasets, time.perf_counter() - started)
+        report = render(rows, datasets, time.perf_counter() - started, real)
         print(report)
         out = Path(args.output)
         out.parent.mkdir(parents=True, exist_ok=True)
