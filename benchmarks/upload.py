@@ -9,18 +9,27 @@ into one ``LineageGraph`` (timed apart), then uploads the graph into a fresh emb
 - PostgreSQL with ``--postgres``: a throwaway local server (``ol_dagster_tests.postgres``, which
   runs with fsync=off, so the figures are an upper bound for a durable server).
 
-Per backend: the first upload (everything written), then a second identical upload (nothing new,
-everything touched, as every snapshot run re-sends), their rows/s (rows written, resp. touched)
-and events/s, the SQL statements sent, and peak RSS. Every result is checked (counts equal the
-graph's, the second upload writes nothing), so a fast failure cannot pass as speed.
+Per backend, three snapshots of the same ``--jobs`` models, each a fresh set of runs a day after
+the last: the first (everything written), the second (every job unchanged: the embedded catalog
+stamps its rows instead of re-sending them, see ``catalog/embedded/changes.py``), the third (every
+100th model's SQL changed: those jobs are sent again, the others stamped). Unless
+``--no-compare``, the same three go into a second catalog with ``detect_changes=False``, which
+re-sends every row as every upload did before change detection: the before/after of one run. For
+each upload: wall and CPU seconds, rows written and touched, events/s, the ratio to parse-only
+(``orjson.loads`` of the same events, one at a time, best of three), SQL statements and peak RSS.
+Every result is checked (the first upload writes exactly the graph's rows, the later ones none and
+touch all of them), so a fast failure cannot pass as speed. Each graph is built (not timed) just
+before its upload.
 
-Usage: ``.venv/bin/python benchmarks/upload.py [--jobs 10000] [--postgres] [--profile]``
+Usage: ``.venv/bin/python benchmarks/upload.py [--jobs 10000] [--postgres] [--profile]
+[--no-compare]``
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import io
 import os
 import platform
@@ -38,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import event
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -52,6 +61,7 @@ PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.40.0/integration/d
 WAREHOUSE = "postgres://warehouse.internal:5432"
 COLUMNS = 10
 SOURCES = 200
+CHANGED_EVERY = 100  # the third snapshot changes every 100th model's SQL: 1%
 TYPES = ["bigint", "varchar", "numeric(18,2)", "timestamp", "date", "bool"]
 
 
@@ -150,6 +160,7 @@ def peak_rss_mb() -> float:
 @dataclass
 class Upload:
     seconds: float
+    cpu_seconds: float
     statements: int
     result: UploadResult
     peak_rss_mb: float
@@ -174,20 +185,20 @@ def timed_upload(
 
     event.listen(catalog.engine, "before_cursor_execute", count)
     profiler = cProfile.Profile() if profile else None
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if profiler:
         profiler.enable()
     result = catalog.upload(graph, definition)
     if profiler:
         profiler.disable()
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     event.remove(catalog.engine, "before_cursor_execute", count)
     report = ""
     if profiler:
         buf = io.StringIO()
         pstats.Stats(profiler, stream=buf).sort_stats("tottime").print_stats(14)
         report = buf.getvalue()
-    return Upload(seconds, statements, result, peak_rss_mb()), report
+    return Upload(seconds, cpu, statements, result, peak_rss_mb()), report
 
 
 def expected_rows(graph: LineageGraph) -> dict[str, int]:
@@ -202,45 +213,102 @@ def expected_rows(graph: LineageGraph) -> dict[str, int]:
     }
 
 
-def check(first: Upload, second: Upload, graph: LineageGraph, backend: str) -> None:
-    want = expected_rows(graph)
-    got = {k: v for k, v in first.result.written.items() if k in want}
+def check(uploads: list[tuple[str, Upload]], want: dict[str, int], backend: str) -> None:
+    """The first upload wrote exactly the graph's rows (``want``); every later one (the same
+    jobs, new runs, 1% of them changed in place) wrote none and touched them all."""
     problems = []
-    if not (first.result.succeeded and second.result.succeeded):
-        problems.append(f"failed rows: {first.result.failed or second.result.failed}")
-    if got != want:
-        problems.append(f"first upload wrote {got}, expected {want}")
-    if second.rows_written:
-        problems.append(f"second upload wrote {second.result.written}")
-    if {k: v for k, v in second.result.touched.items() if k in want} != want:
-        problems.append(f"second upload touched {second.result.touched}, expected {want}")
+    for label, u in uploads:
+        if not u.result.succeeded:
+            problems.append(f"{label}: failed rows: {u.result.failed}")
+        written = {k: v for k, v in u.result.written.items() if k in want and v}
+        touched = {k: v for k, v in u.result.touched.items() if k in want and v}
+        if label.startswith("1"):
+            if written != want:
+                problems.append(f"{label} wrote {written}, expected {want}")
+        elif written or touched != want:
+            problems.append(f"{label} wrote {written}, touched {touched}, expected {want}")
     if problems:
         raise SystemExit(f"{backend}: " + "; ".join(problems))
 
 
+SNAPSHOTS = (
+    "1 first (all new)",
+    "2 unchanged (new runs)",
+    "3 1% changed (new runs)",
+)
+
+
+def snapshot_events(n: int, snapshot: int) -> list[bytes]:
+    """Snapshot 1, 2 (the same jobs, new runs a day later), 3 (another day; every 100th model's
+    SQL changed)."""
+    start = datetime(2026, 11, 1, 2, 0, tzinfo=UTC) + timedelta(days=snapshot - 1)
+    parent = str(uuid.uuid4())
+    out = []
+    for i in range(n):
+        e = model_event(i, start, parent)
+        if snapshot == 3 and i % CHANGED_EVERY == CHANGED_EVERY // 2:
+            e["job"]["facets"]["sql"]["query"] += "\nwhere a.col_00 is not null"
+        out.append(orjson.dumps(e))
+    return out
+
+
+def parse_seconds(raw: list[bytes]) -> float:
+    """``orjson.loads`` of the events one at a time, best of three: the parse-only yardstick."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for r in raw:
+            orjson.loads(r)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+@dataclass
+class Run:
+    backend: str
+    mode: str
+    label: str
+    upload: Upload
+
+
 def run_backend(
-    name: str, url: str, graph: LineageGraph, definition: Definition, profile: bool
-) -> tuple[Upload, Upload, str]:
-    catalog = EmbeddedCatalog(url)
-    try:
-        first, report = timed_upload(catalog, graph, definition, profile)
-        second, _ = timed_upload(catalog, graph, definition, False)
-    finally:
-        catalog.close()
-    check(first, second, graph, name)
-    return first, second, report
+    name: str,
+    url: Callable[[], str],
+    snapshots: list[Callable[[], LineageGraph]],
+    definition: Definition,
+    want: dict[str, int],
+    profile: bool,
+    compare: bool,
+) -> tuple[list[Run], str]:
+    """The three snapshots into a fresh catalog with change detection, and (``compare``) into
+    another that re-sends every row, as every upload did before."""
+    runs: list[Run] = []
+    report = ""
+    modes = [("change detection", True)] + ([("re-send all", False)] if compare else [])
+    for mode, detect in modes:
+        catalog = EmbeddedCatalog(url(), detect_changes=detect)
+        uploads: list[tuple[str, Upload]] = []
+        try:
+            for label, build in zip(SNAPSHOTS, snapshots, strict=True):
+                graph = build()
+                u, prof = timed_upload(catalog, graph, definition, profile and detect)
+                if label.startswith("2") and prof:
+                    report = prof
+                uploads.append((label, u))
+                runs.append(Run(name, mode, label, u))
+                del graph
+        finally:
+            catalog.close()
+        check(uploads, want, f"{name}, {mode}")
+    return runs, report
 
 
-def with_postgres(fn: Callable[[str], Any]) -> Any:
+def with_postgres(fn: Callable[[Callable[[], str]], Any]) -> Any:
     from ol_dagster_tests.postgres import PostgresServer
 
     server = PostgresServer().start()
     try:
-        engine = create_engine(server.url, isolation_level="AUTOCOMMIT")
-        with engine.connect() as conn:
-            conn.execute(text('CREATE DATABASE "bench"'))
-        engine.dispose()
-        return fn(server.database_url("bench"))
+        return fn(server.fresh_database)
     finally:
         server.stop()
 
@@ -249,7 +317,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--postgres", action="store_true", help="also upload into PostgreSQL")
-    ap.add_argument("--profile", action="store_true", help="cProfile the first uploads")
+    ap.add_argument(
+        "--profile", action="store_true", help="cProfile the unchanged snapshot's upload"
+    )
+    ap.add_argument(
+        "--no-compare", action="store_true", help="skip the catalog that re-sends every row"
+    )
     args = ap.parse_args()
 
     definition = parse_settings(
@@ -268,62 +341,89 @@ def main() -> None:
         }
     ).definition("bench")
 
-    start = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
-    parent = str(uuid.uuid4())
+    n = args.jobs
     t0 = time.perf_counter()
-    raw = [orjson.dumps(model_event(i, start, parent)) for i in range(args.jobs)]
+    raws = [snapshot_events(n, s) for s in (1, 2, 3)]
     gen_seconds = time.perf_counter() - t0
+    parse = [parse_seconds(raw) for raw in raws]
     t0 = time.perf_counter()
-    graph = build_graph(raw, definition)
+    graph = build_graph(raws[0], definition)
     normalize_seconds = time.perf_counter() - t0
     normalize_rss = peak_rss_mb()
     if graph.skipped_events or graph.dangling:
         raise SystemExit(f"generated events did not normalize cleanly: {graph.counts()}")
-
-    runs: list[tuple[str, Upload, Upload, str]] = []
-    with tempfile.TemporaryDirectory(prefix="ol_bench_upload_") as tmp:
-        url = f"sqlite:///{Path(tmp) / 'catalog.db'}"
-        runs.append(("SQLite", *run_backend("SQLite", url, graph, definition, args.profile)))
-    if args.postgres:
-        first, second, report = with_postgres(
-            lambda pg: run_backend("PostgreSQL", pg, graph, definition, args.profile)
-        )
-        runs.append(("PostgreSQL (fsync=off)", first, second, report))
-
-    n = args.jobs
     counts = graph.counts()
+    want = expected_rows(graph)
+    del graph
+    # each snapshot's graph is built when uploaded (not timed): one graph in memory at a time
+    snapshots = [functools.partial(build_graph, raw, definition) for raw in raws]
+
+    runs: list[Run] = []
+    reports: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="ol_bench_upload_") as tmp:
+        urls = (f"sqlite:///{Path(tmp) / f'catalog{i}.db'}" for i in range(10))
+        done, report = run_backend(
+            "SQLite",
+            lambda: next(urls),
+            snapshots,
+            definition,
+            want,
+            args.profile,
+            not args.no_compare,
+        )
+        runs += done
+        reports.append(("SQLite", report))
+    if args.postgres:
+        done, report = with_postgres(
+            lambda url: run_backend(
+                "PostgreSQL (fsync=off)",
+                url,
+                snapshots,
+                definition,
+                want,
+                args.profile,
+                not args.no_compare,
+            )
+        )
+        runs += done
+        reports.append(("PostgreSQL", report))
+
     print(
         f"# Catalog upload benchmark\n\n"
         f"machine: {platform.machine()}, nproc={os.cpu_count()}, "
         f"Python {platform.python_version()}, {platform.system()} {platform.release()}\n"
-        f"snapshot: {n:,} dbt-like events, ~{sum(map(len, raw)) // n:,} bytes each "
+        f"snapshot: {n:,} dbt-like events, ~{sum(map(len, raws[0])) // n:,} bytes each "
         f"(generated in {gen_seconds:.1f} s, not timed); graph: "
         + ", ".join(f"{k} {v:,}" for k, v in counts.items() if v)
         + f"\nnormalize (parse + graph): {normalize_seconds:.1f} s = "
         f"{n / normalize_seconds:,.0f} events/s, peak RSS {normalize_rss:,.0f} MB\n"
+        f"parse-only (orjson.loads, one event at a time): "
+        + ", ".join(f"snapshot {i + 1} {n / p:,.0f} events/s" for i, p in enumerate(parse))
+        + "\n"
     )
     print(
-        "| catalog | upload | seconds | rows written | rows touched | rows/s | events/s | "
-        "events/s incl. normalize | SQL statements | peak RSS MB |"
+        "| catalog | mode | snapshot | seconds | CPU s | rows written | rows touched | "
+        "events/s | ratio to parse-only | SQL statements | peak RSS MB |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, first, second, _ in runs:
-        for label, u in (("first (all new)", first), ("second (identical)", second)):
-            rows = u.rows_written or u.rows_touched
-            print(
-                f"| {name} | {label} | {u.seconds:.2f} | {u.rows_written:,} | "
-                f"{u.rows_touched:,} | {rows / u.seconds:,.0f} | {n / u.seconds:,.0f} | "
-                f"{n / (u.seconds + normalize_seconds):,.0f} | {u.statements:,} | "
-                f"{u.peak_rss_mb:,.0f} |"
-            )
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in runs:
+        u = r.upload
+        index = int(r.label[0]) - 1
+        print(
+            f"| {r.backend} | {r.mode} | {r.label[2:]} | {u.seconds:.2f} | {u.cpu_seconds:.2f} | "
+            f"{u.rows_written:,} | {u.rows_touched:,} | {n / u.seconds:,.0f} | "
+            f"{parse[index] / u.seconds:.3f} | {u.statements:,} | {u.peak_rss_mb:,.0f} |"
+        )
     print(
-        "\nverified: the first upload wrote exactly the graph's rows per object type, the second "
-        "wrote nothing and touched all of them. rows/s counts rows written (first) or touched "
-        "(second). Peak RSS is the whole process, cumulative over the run."
+        "\nverified: the first upload wrote exactly the graph's rows per object type; the later "
+        "ones wrote none and touched all of them (rows written are new rows; an existing row, "
+        "re-sent or stamped, counts as touched). The ratio is parse-only seconds over upload "
+        "seconds for the same events. Peak RSS is the whole process, cumulative over the run."
     )
-    for name, _, _, report in runs:
+    for name, report in reports:
         if report:
-            print(f"\n## Profile of the first upload, {name} (by own time)\n\n```\n{report}```")
+            print(f"\n## Profile of the unchanged snapshot's upload, {name} (by own time)")
+            print(f"\n```\n{report}```")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,12 @@ transaction per object type, so a failure leaves no half-written flow set, and t
 writes nothing new but touches everything. ``created_by`` (the upload's id, kept on conflict) tells
 rows this upload wrote from rows it only touched, without a read before each write.
 
+Unchanged objects are not sent again (``changes``): a job or dataset whose digest is the one the
+catalog stored has its rows stamped with the upload's time, set-based (``UPDATE ... SET last_update
+WHERE scope IN (...) AND last_update = <its last upload's time>``, chunked), so every object the
+graph describes gets the new last-update exactly as a re-send gives it. Each upload takes a time
+no earlier upload had (``_claim_stamp``), so the rows of one time are those one upload sent.
+
 On PostgreSQL a chunk is one ``INSERT ... SELECT FROM unnest(<one array per column>) ON CONFLICT
 ... RETURNING``: a short statement whatever the chunk's size, so psycopg does not rewrite a
 statement of thousands of placeholders for every chunk (which took most of the upload's time).
@@ -16,9 +22,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from itertools import chain, islice
 from operator import itemgetter
@@ -43,14 +50,15 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
+from ol_dagster.catalog.embedded import changes, export, reads
 from ol_dagster.catalog.embedded import cleanup as cleanup_ops
-from ol_dagster.catalog.embedded import export, reads
 from ol_dagster.catalog.embedded.tables import (
     DATA,
     JOB,
     JOB_REFERENCE,
     ORCHESTRATION,
     SYSTEMS_ADMIN,
+    clock,
     data_flows,
     entities,
     field_flows,
@@ -78,6 +86,7 @@ from ol_dagster.catalog.systems import (
     wanted_systems,
 )
 from ol_dagster.db import lock_schema, open_engine
+from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import (
     DataFlow,
@@ -93,8 +102,21 @@ from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import Definition
 
 CHUNK = 500
+STAMP_CHUNK = 5_000  # values of an IN list, well within SQLite's 32,766 variables
 PG_CHUNK = 10_000  # rows per unnest upsert: the statement's size does not grow with it
 DEFAULT_USER = "ol-dagster"
+# PostgreSQL tables whose rows every upload updates, and the share of each page filled by inserts
+STAMPED_TABLES = (
+    entities,
+    fields,
+    routines,
+    statements,
+    data_flows,
+    field_flows,
+    quality_checks,
+    run_metrics,
+)
+PG_FILLFACTOR = 50
 # Indexes earlier versions created that no query needs: each costs every upload a btree insert
 # per row (the scope ones repeat the leading column of the flows' unique keys).
 RETIRED_INDEXES = ("ix_cat_flows_scope", "ix_cat_field_flows_scope")
@@ -114,6 +136,7 @@ _PG_ARRAY_TYPES: tuple[tuple[type, str], ...] = (
 )
 
 EntityKey = tuple[int, str, str]  # (system id, schema, name)
+Stamp = Any  # a last-update as the driver gives it: SQLite's text, PostgreSQL's datetime
 
 
 def naive(dt: datetime) -> datetime:
@@ -133,9 +156,12 @@ def batched(items: Iterable[Any], size: int = CHUNK) -> Iterator[list[Any]]:
 class EmbeddedCatalog:
     """The ``Catalog`` protocol over a SQLAlchemy database (SQLite file or PostgreSQL)."""
 
-    def __init__(self, url: str, *, user: str = DEFAULT_USER) -> None:
+    def __init__(self, url: str, *, user: str = DEFAULT_USER, detect_changes: bool = True) -> None:
+        """``detect_changes=False``: every upload re-sends every row, the digests unused (and
+        cleared), as before change detection; the tests compare the two."""
         self.url = url
         self.user = user
+        self.detect_changes = detect_changes
         self.engine = open_engine(url)
         self._pg = self.engine.dialect.name == "postgresql"
         self._insert = postgresql.insert if self._pg else sqlite.insert
@@ -148,19 +174,44 @@ class EmbeddedCatalog:
             metadata.create_all(conn)
             # a catalog created by an earlier version gains the columns and indexes added since
             present = {c["name"] for c in inspect(conn).get_columns(entities.name)}
-            if "analysis" not in present:
-                conn.exec_driver_sql(f"ALTER TABLE {entities.name} ADD COLUMN analysis JSON")
+            for column, ddl in (("analysis", "JSON"), ("content_hash", "VARCHAR(32)")):
+                if column not in present:
+                    conn.exec_driver_sql(f"ALTER TABLE {entities.name} ADD COLUMN {column} {ddl}")
             for table in metadata.sorted_tables:
                 for index in table.indexes:
                     index.create(conn, checkfirst=True)
             for name in RETIRED_INDEXES:
                 conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
+            if self._pg:
+                self._set_fillfactor(conn)
+            self._ensure_clock_row(conn)
             if conn.execute(select(func.count()).select_from(users)).scalar_one() == 0:
                 # a new catalog: its own sync user administers Systems, as Blindata's must
                 conn.execute(users.insert().values(name=user, permissions=[SYSTEMS_ADMIN]))
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def _set_fillfactor(self, conn: Connection) -> None:
+        """Leave half of each new page of the stamped tables free (PostgreSQL).
+
+        Every upload updates every row it describes (a stamp, or an upsert of run results). On a
+        full page the new row version goes to another page and every index of the table gets an
+        entry for it: at 10,000 jobs an unchanged snapshot took ~6 s, then ~10 s as the indexes
+        grew, the catalog 285 then 450 MB after seven snapshots. With room on the page the
+        update is heap-only (no index entry; the previous version is pruned when the page is
+        next updated): ~1.7 s every time, 155 MB (``benchmarks/upload.py``). A catalog created
+        before gets it for the pages written from now on (``VACUUM FULL`` rewrites the others)."""
+        names = [t.name for t in STAMPED_TABLES]
+        found = conn.exec_driver_sql(
+            "SELECT relname, reloptions FROM pg_class "
+            "WHERE oid = ANY(ARRAY[" + ", ".join(["%s::regclass"] * len(names)) + "])",
+            tuple(names),
+        ).all()
+        wanted = f"fillfactor={PG_FILLFACTOR}"
+        for name, options in found:
+            if wanted not in (options or []):
+                conn.exec_driver_sql(f"ALTER TABLE {name} SET (fillfactor = {PG_FILLFACTOR})")
 
     # -- users ---------------------------------------------------------------------------------
 
@@ -193,6 +244,28 @@ class EmbeddedCatalog:
                 value = datetime.fromisoformat(str(text))
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC)
+
+    def _ensure_clock_row(self, conn: Connection) -> None:
+        conn.execute(
+            self._insert(clock)
+            .values(id=1, last_stamp=datetime(1970, 1, 1))
+            .on_conflict_do_nothing(index_elements=["id"])
+        )
+
+    def _claim_stamp(self) -> datetime:
+        """The upload's time: the catalog clock, or just after the last upload's time if the
+        clock has not passed it (two uploads in one SQLite millisecond, a clock set back). Never
+        before the clock, so never before a cutoff read earlier; never an earlier upload's, so
+        the rows of a time are those one upload sent, which change detection relies on."""
+        now = naive(self.clock())  # first: on SQLite, the claim below holds the write lock
+        with self.engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE, one claim at a time
+            self._ensure_clock_row(conn)
+            last = select(clock.c.last_stamp).where(clock.c.id == 1)
+            last_stamp = conn.execute(last.with_for_update() if self._pg else last).scalar_one()
+            if now <= last_stamp:
+                now = last_stamp + timedelta(microseconds=1)
+            conn.execute(update(clock).where(clock.c.id == 1).values(last_stamp=now))
+        return now
 
     # -- upload --------------------------------------------------------------------------------
 
@@ -409,8 +482,19 @@ class EmbeddedCatalog:
         """``raw_events`` is for catalogs that take OpenLineage events; this one takes the graph."""
         if self._rehearsal is not None:
             raise RuntimeError("no upload during a rehearsal: it would wait for its transaction")
+        # hundreds of thousands of rows and keys, no cycles among them; with a large graph alive,
+        # each collection the allocations trigger walks it all (a fifth of an unchanged upload)
+        with gc_paused():
+            return self._upload(graph, definition)
+
+    def _upload(self, graph: LineageGraph, definition: Definition) -> UploadResult:
         result = UploadResult()
-        now = naive(self.clock())
+        try:
+            now = self._claim_stamp()
+        except SQLAlchemyError as exc:
+            reason = f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}"
+            result.failed.append(FailedRow("clock", "*", reason))
+            return result
         upload_id = str(uuid.uuid4())
         # a job known only as a parent, in a namespace this definition does not own, is another
         # definition's job: never created in, touched in or removed from its job Systems; the
@@ -438,6 +522,13 @@ class EmbeddedCatalog:
             result.touched[object_type] = result.touched.get(object_type, 0) + touched
             return True
 
+        # digests of what this upload writes per job and dataset: those the catalog already
+        # holds with the same digest are only stamped (``changes``); the others are upserted
+        contents = changes.contents(graph, job_sys) if self.detect_changes else None
+        # the clean objects, each with the last-update its rows carry since the upload that
+        # stamped them last; a job leaves ``clean_jobs`` as soon as one of its rows is missing
+        clean_jobs: dict[NodeKey, Stamp] = {}
+        clean_ds: dict[NodeKey, Stamp] = {}
         state: dict[str, Any] = {}
 
         def do_systems(conn: Connection) -> tuple[int, int]:
@@ -447,10 +538,51 @@ class EmbeddedCatalog:
         def do_entities(conn: Connection) -> tuple[int, int]:
             sys_ids = state["sys"]
             state["renamed"] = self._apply_renames(conn, graph, definition, sys_ids)
+            job_digest = {k: c.digest for k, c in contents.jobs.items()} if contents else {}
+            ds_digest = contents.datasets if contents else {}
+            job_ids: dict[NodeKey, int] = {}
+            ds_ids: dict[NodeKey, int] = {}
+            stamped = 0
+            if contents is not None and not state["renamed"]:
+                # a rename moved an entity under the digests' feet: this upload re-sends all
+                job_ident = {k: (sys_ids[job_sys[k]], k[0], k[1]) for k in job_digest}
+                ds_ident = {
+                    k: (sys_ids[d.system], d.schema, d.object_name)
+                    for k, d in graph.datasets.items()
+                    if k in ds_digest
+                }
+                stored = self._stored_entities(conn, [*job_ident.values(), *ds_ident.values()])
+                # by (last-update, carries a field list): one stamp per group
+                groups: defaultdict[tuple[Stamp, bool], list[tuple[int, NodeKey, bool]]]
+                groups = defaultdict(list)
+                for is_job, idents, digests in (
+                    (True, job_ident, job_digest),
+                    (False, ds_ident, ds_digest),
+                ):
+                    for key, ident in idents.items():
+                        found = stored.get(ident)
+                        if found is not None and found[1] == digests[key]:
+                            schema = not is_job and graph.datasets[key].has_schema
+                            groups[(found[2], schema)].append((found[0], key, is_job))
+                for (prev, schema), members in groups.items():
+                    lost = self._stamp(
+                        conn,
+                        entities,
+                        now,
+                        prev,
+                        "id",
+                        dict.fromkeys((m[0] for m in members), 1),
+                        also={"fields_update": now if schema else None},
+                    )
+                    for eid, key, is_job in members:
+                        if eid not in lost:
+                            (job_ids if is_job else ds_ids)[key] = eid
+                            (clean_jobs if is_job else clean_ds)[key] = prev
+                            stamped += 1
             rows: list[dict[str, Any]] = []
             job_keys: list[NodeKey] = []
             for key, j in graph.jobs.items():
-                if key in foreign:
+                if key in foreign or key in clean_jobs:
                     continue
                 job_keys.append(key)
                 rows.append(
@@ -471,10 +603,13 @@ class EmbeddedCatalog:
                         },
                         "last_update": now,
                         "fields_update": None,
+                        "content_hash": job_digest.get(key),
                     }
                 )
             ds_keys: list[NodeKey] = []
             for key, d in graph.datasets.items():
+                if key in clean_ds:
+                    continue
                 ds_keys.append(key)
                 rows.append(
                     {
@@ -488,6 +623,7 @@ class EmbeddedCatalog:
                         "properties": {"owners": d.owners},
                         "last_update": now,
                         "fields_update": now if d.has_schema else None,
+                        "content_hash": ds_digest.get(key),
                     }
                 )
             ids, written = self._upsert(
@@ -503,22 +639,41 @@ class EmbeddedCatalog:
                     "properties",
                     "last_update",
                     "fields_update",
+                    "content_hash",
                 ],
                 upload_id,
             )
-            state["job_ids"] = dict(zip(job_keys, ids[: len(job_keys)], strict=True))
-            state["ds_ids"] = dict(zip(ds_keys, ids[len(job_keys) :], strict=True))
-            touched = len(set(ids)) - written
+            job_ids.update(zip(job_keys, ids[: len(job_keys)], strict=True))
+            ds_ids.update(zip(ds_keys, ids[len(job_keys) :], strict=True))
+            state["job_ids"], state["ds_ids"] = job_ids, ds_ids
+            touched = stamped + len(set(ids)) - written
             foreign_ids, stubs = self._link_foreign_jobs(conn, linked, taken, now, upload_id)
             state["job_ids"].update(foreign_ids)
             return written + stubs, touched
 
         def do_fields(conn: Connection) -> tuple[int, int]:
+            ds_ids = state["ds_ids"]
+            stamped = 0
+            resend: set[NodeKey] = set()  # clean datasets whose field list is not whole
+            by_prev: defaultdict[Stamp, dict[int, int]] = defaultdict(dict)
+            of_entity: dict[int, NodeKey] = {}
+            for key, prev in clean_ds.items():
+                n = len(graph.datasets[key].fields)
+                if n:
+                    by_prev[prev][ds_ids[key]] = n
+                    of_entity[ds_ids[key]] = key
+                    stamped += n
+            for prev, expected in by_prev.items():
+                for eid in self._stamp(conn, fields, now, prev, "entity_id", expected):
+                    resend.add(of_entity[eid])
+                    stamped -= expected[eid]
             # a million fields in a large snapshot: rows are built a chunk at a time
             unique: dict[tuple[int, str], FieldNode] = {}  # the last field of a key, first place
             count = 0
             for key, d in graph.datasets.items():
-                eid = state["ds_ids"][key]
+                if key in clean_ds and key not in resend:
+                    continue
+                eid = ds_ids[key]
                 for f in d.fields.values():
                     unique[(eid, f.path)] = f
                     count += 1
@@ -545,12 +700,34 @@ class EmbeddedCatalog:
                 upload_id,
                 keyed=True,
             )
-            state["field_ids"] = ids  # by (entity id, field path)
-            return written, count - written
+            state["field_ids"] = ids  # by (entity id, field path); clean ones read when needed
+            return written, stamped + count - written
 
         def do_routines(conn: Connection) -> tuple[int, int]:
             sys_ids = state["sys"]
             items = [(key, r) for key, r in graph.routines.items() if key in job_sys]
+            statement_ids: dict[NodeKey, int] = {}
+            stamped = 0
+            groups: defaultdict[tuple[Stamp, int, str], list[str]] = defaultdict(list)
+            for key, _ in items:
+                if key in clean_jobs:
+                    groups[(clean_jobs[key], sys_ids[job_sys[key]], key[0])].append(key[1])
+            for (prev, sid, schema), names in groups.items():
+                lost = self._stamp(
+                    conn,
+                    routines,
+                    now,
+                    prev,
+                    "name",
+                    dict.fromkeys(names, 1),
+                    match={"system_id": sid, "schema": schema},
+                )
+                kept = [n for n in names if n not in lost]
+                lost |= self._stamp_statements(conn, now, prev, sid, schema, kept)
+                stamped += len(names) - len(lost)
+                for name in lost:  # removed since: the job's rows are all sent again
+                    del clean_jobs[(schema, name)]
+            items = [(key, r) for key, r in items if key not in clean_jobs]
             rows = [
                 {
                     "system_id": sys_ids[job_sys[key]],
@@ -575,10 +752,11 @@ class EmbeddedCatalog:
                 ["text", "dialect", "last_update"],
                 upload_id,
             )
-            state["statement_ids"] = {key: sid for (key, _), sid in zip(items, sids, strict=True)}
+            statement_ids.update((key, sid) for (key, _), sid in zip(items, sids, strict=True))
+            state["statement_ids"] = statement_ids
             result.written[ObjectType.STATEMENTS] = s_written
-            result.touched[ObjectType.STATEMENTS] = len(stmt_rows) - s_written
-            return written, len(rows) - written
+            result.touched[ObjectType.STATEMENTS] = stamped + len(stmt_rows) - s_written
+            return written, stamped + len(rows) - written
 
         def do_flows(conn: Connection) -> tuple[int, int]:
             ds, jobs, stm = state["ds_ids"], state["job_ids"], state.get("statement_ids", {})
@@ -586,15 +764,27 @@ class EmbeddedCatalog:
             scope = cache(lambda job: flow_scope(*job))
             o_scope = cache(lambda job: orchestration_scope(*job))
 
+            stamped = 0
+            if contents is not None and clean_jobs:
+                short = self._stamp_flows(conn, now, contents.jobs, clean_jobs, scope, o_scope)
+                # their routines were only stamped: their flows need the statements' ids
+                with_sql = [k for k in short if k in graph.routines]
+                stm = {**stm, **self._statement_ids(conn, state["sys"], job_sys, with_sql)}
+                stamped = sum(contents.jobs[key].flow_objects for key in clean_jobs)
+
             # rows are built a chunk at a time: keys first (the last flow of a key), then the rows
             # in key order, so the flow indexes grow at their end instead of at random places
             # (the graph's sets have no order): half the time of a 30,000-job upload on SQLite
             flows: dict[tuple, DataFlow | OrchestrationFlow] = {}
+            count = 0
             for f in graph.data_flows:
-                flows[(scope(f.job), ds[f.source], ds[f.target])] = f
+                if f.job not in clean_jobs:
+                    flows[(scope(f.job), ds[f.source], ds[f.target])] = f
+                    count += 1
             for o in graph.orchestration_flows:
-                flows[(o_scope(o.child), jobs[o.parent], jobs[o.child])] = o
-            count = len(graph.data_flows) + len(graph.orchestration_flows)
+                if o.child not in clean_jobs:
+                    flows[(o_scope(o.child), jobs[o.parent], jobs[o.child])] = o
+                    count += 1
             rows = (
                 (
                     k,
@@ -620,13 +810,24 @@ class EmbeddedCatalog:
                 want_ids=False,
             )
             del flows
-            fids = state["field_ids"]
+            if contents is None:
+                resent = list(graph.field_flows)
+            else:
+                resent = [
+                    ff
+                    for job, job_flows in contents.field_flows.items()
+                    if job not in clean_jobs
+                    for ff in job_flows
+                ]
+            fids = self._field_ids(conn, state["field_ids"], ds, resent)
             field_rows: dict[tuple, FieldFlow] = {}
-            for ff in graph.field_flows:
+            for ff in resent:
                 source = fids[(ds[ff.source[:2]], ff.source[2])]
                 target = fids[(ds[ff.target[:2]], ff.target[2])]
-                field_rows[(scope(ff.job), source, target)] = ff
-            count += len(graph.field_flows)
+                kept = field_rows.setdefault((scope(ff.job), source, target), ff)
+                if kept is not ff:  # one row for both: the same one whatever the sets' order
+                    field_rows[(scope(ff.job), source, target)] = changes.pick_field_flow(kept, ff)
+            count += len(resent)
             frows = (
                 (
                     k,
@@ -652,7 +853,7 @@ class EmbeddedCatalog:
                 keyed=True,
                 want_ids=False,
             )
-            return written + f_written, count - written - f_written
+            return written + f_written, stamped + count - written - f_written
 
         def do_quality(conn: Connection) -> tuple[int, int]:
             suites = sorted({f"{q.job[0]}.{q.job[1]}" for q in graph.quality_checks.values()})
@@ -736,6 +937,234 @@ class EmbeddedCatalog:
             result.renamed = state.get("renamed", [])
         # a DROP removes nothing here: the cleanup calls drop_datasets after its guards
         return result
+
+    # -- change detection: stamping what an upload does not re-send -----------------------------
+    # Raw SQL on the driver: tens of thousands of keys per statement, which SQLAlchemy would
+    # coerce and name one by one. A stored time is bound back as it was read (``Stamp``: SQLite's
+    # text, PostgreSQL's timestamp), so it equals itself whatever its resolution.
+
+    def _in(self, column: str, values: Sequence[Any], sql_type: str) -> tuple[str, list[Any]]:
+        """``column IN (values)``: one array parameter on PostgreSQL (cast, so that an index on
+        a bigint column serves it), a placeholder per value on SQLite."""
+        if self._pg:
+            return f"{column} = ANY(%s::{sql_type}[])", [list(values)]
+        return f"{column} IN ({', '.join('?' * len(values))})", list(values)
+
+    def _db_time(self, value: datetime) -> Stamp:
+        process = DateTime()._cached_bind_processor(self.engine.dialect)  # noqa: SLF001
+        return process(value) if process else value
+
+    def _stored_entities(
+        self, conn: Connection, idents: Iterable[EntityKey]
+    ) -> dict[EntityKey, tuple[int, str | None, Stamp]]:
+        """The id, digest and last-update of the entities of ``idents`` the catalog holds.
+
+        Looked up through the identity index, by (System, schema) and a chunk of names: SQLite
+        scans the table for a row-value ``IN``, so each term names its System and schema, and
+        terms are OR-ed a few at a time (each an index search)."""
+        groups: defaultdict[tuple[int, str], list[str]] = defaultdict(list)
+        for sid, schema, name in idents:
+            groups[(sid, schema)].append(name)
+        terms = [
+            (sid, schema, chunk)
+            for (sid, schema), names in groups.items()
+            for chunk in batched(names, STAMP_CHUNK)
+        ]
+        q = self.engine.dialect.identifier_preparer.quote
+        ph = "%s" if self._pg else "?"
+        head = (
+            f"SELECT id, system_id, {q('schema')}, name, content_hash, last_update "
+            f"FROM {q(entities.name)} WHERE "
+        )
+        out: dict[EntityKey, tuple[int, str | None, Stamp]] = {}
+        start = 0
+        while start < len(terms):
+            end, names = start, 0
+            while end < len(terms) and end - start < 100 and names < STAMP_CHUNK:
+                names += len(terms[end][2])
+                end += 1
+            clauses: list[str] = []
+            params: list[Any] = []
+            for sid, schema, chunk in terms[start:end]:
+                in_sql, in_params = self._in("name", chunk, "text")
+                clauses.append(f"(system_id = {ph} AND {q('schema')} = {ph} AND {in_sql})")
+                params += [sid, schema, *in_params]
+            for eid, sid, schema, name, digest, prev in conn.exec_driver_sql(
+                head + " OR ".join(clauses), tuple(params)
+            ):
+                out[(sid, schema, name)] = (eid, digest, prev)
+            start = end
+        return out
+
+    def _stamp(
+        self,
+        conn: Connection,
+        table: Table,
+        now: datetime,
+        prev: Stamp,
+        column: str,
+        expected: dict[Any, int],
+        *,
+        match: dict[str, Any] | None = None,
+        also: dict[str, Any] | None = None,
+    ) -> set[Any]:
+        """``UPDATE table SET last_update = now WHERE column IN (expected) AND last_update =
+        prev`` (and each column of ``match`` equal to its value; ``also`` set too), a chunk at a
+        time. Returns the values of ``column`` with fewer rows stamped than ``expected`` says
+        (the catalog lost some since).
+
+        Only the rows stamped at ``prev`` are taken: those the upload of that time sent for the
+        objects, not the older ones of the same scope that the cleanup is to judge. As no two
+        uploads share a time (``_claim_stamp``), rows of that time are never more than expected,
+        so a chunk whose count is right is right for each value; only a short chunk is counted
+        value by value."""
+        q = self.engine.dialect.identifier_preparer.quote
+        ph = "%s" if self._pg else "?"
+        sql_type = "bigint" if isinstance(table.c[column].type, Integer) else "text"
+        sets = {"last_update": now, **(also or {})}
+        set_values = [self._db_time(v) if isinstance(v, datetime) else v for v in sets.values()]
+        match = match or {}
+        where = f"last_update = {ph}" + "".join(f" AND {q(c)} = {ph}" for c in match)
+        stamp = f"UPDATE {q(table.name)} SET {', '.join(f'{q(c)} = {ph}' for c in sets)} WHERE "
+        count = f"SELECT {q(column)}, count(*) FROM {q(table.name)} WHERE "
+        short: set[Any] = set()
+        for chunk in batched(sorted(expected), STAMP_CHUNK):
+            in_sql, in_params = self._in(q(column), chunk, sql_type)
+            params = (*set_values, prev, *match.values(), *in_params)
+            stamped = conn.exec_driver_sql(f"{stamp}{where} AND {in_sql}", params).rowcount
+            if stamped == sum(map(expected.__getitem__, chunk)):
+                continue
+            got = {
+                value: n
+                for value, n in conn.exec_driver_sql(
+                    f"{count}{where} AND {in_sql} GROUP BY {q(column)}",
+                    (set_values[0], *match.values(), *in_params),
+                )
+            }
+            short.update(k for k in chunk if got.get(k, 0) != expected[k])
+        return short
+
+    def _stamp_statements(
+        self,
+        conn: Connection,
+        now: datetime,
+        prev: Stamp,
+        system_id: int,
+        schema: str,
+        names: list[str],
+    ) -> set[str]:
+        """Stamp the statements of the routines ``names`` (one each); returns the names whose
+        statement was not there with ``prev``."""
+        q = self.engine.dialect.identifier_preparer.quote
+        ph = "%s" if self._pg else "?"
+        db_now = self._db_time(now)
+        short: set[str] = set()
+        for chunk in batched(sorted(names), STAMP_CHUNK):
+            in_sql, in_params = self._in("r.name", chunk, "text")
+            of_chunk = f"r.system_id = {ph} AND r.{q('schema')} = {ph} AND {in_sql}"
+            routine_ids = f"SELECT r.id FROM {q(routines.name)} r WHERE {of_chunk}"
+            stamped = conn.exec_driver_sql(
+                f"UPDATE {q(statements.name)} SET last_update = {ph} "
+                f"WHERE last_update = {ph} AND routine_id IN ({routine_ids})",
+                (db_now, prev, system_id, schema, *in_params),
+            ).rowcount
+            if stamped == len(chunk):
+                continue
+            found = {
+                name
+                for (name,) in conn.exec_driver_sql(
+                    f"SELECT r.name FROM {q(routines.name)} r JOIN {q(statements.name)} s "
+                    f"ON s.routine_id = r.id WHERE {of_chunk} AND s.last_update = {ph}",
+                    (system_id, schema, *in_params, db_now),
+                )
+            }
+            short.update(set(chunk) - found)
+        return short
+
+    def _statement_ids(
+        self,
+        conn: Connection,
+        sys_ids: dict[str, int],
+        job_sys: dict[NodeKey, str],
+        jobs: list[NodeKey],
+    ) -> dict[NodeKey, int]:
+        """The ids of the statements of ``jobs``' routines, read from the catalog."""
+        r, s = routines.c, statements.c
+        groups: defaultdict[tuple[int, str], list[str]] = defaultdict(list)
+        for key in jobs:
+            groups[(sys_ids[job_sys[key]], key[0])].append(key[1])
+        out: dict[NodeKey, int] = {}
+        for (sid, schema), names in groups.items():
+            for chunk in batched(names, STAMP_CHUNK):
+                for name, stmt_id in conn.execute(
+                    select(r.name, s.id)
+                    .join(statements, s.routine_id == r.id)
+                    .where(r.system_id == sid, r.schema == schema, r.name.in_(chunk))
+                ):
+                    out[(schema, name)] = stmt_id
+        return out
+
+    def _stamp_flows(
+        self,
+        conn: Connection,
+        now: datetime,
+        contents: dict[NodeKey, changes.JobContent],
+        clean_jobs: dict[NodeKey, Stamp],
+        scope: Callable[[NodeKey], str],
+        o_scope: Callable[[NodeKey], str],
+    ) -> set[NodeKey]:
+        """Stamp the flows of the clean jobs' scopes. A job whose scopes hold fewer rows of its
+        time than its content has (a flow removed since, or the cascade of a removed entity,
+        field or statement) leaves ``clean_jobs``, its flows then upserted as a changed job's;
+        returns those jobs."""
+        by_prev: defaultdict[Stamp, list[NodeKey]] = defaultdict(list)
+        for key, prev in clean_jobs.items():
+            by_prev[prev].append(key)
+        short: set[NodeKey] = set()
+        for prev, keys in by_prev.items():
+            data: dict[str, int] = {}
+            field: dict[str, int] = {}
+            owner: dict[str, NodeKey] = {}
+            for key in keys:
+                c = contents[key]
+                if c.data_flows:
+                    data[scope(key)] = c.data_flows
+                    owner[scope(key)] = key
+                if c.orchestration_flows:
+                    data[o_scope(key)] = c.orchestration_flows
+                    owner[o_scope(key)] = key
+                if c.field_flows:
+                    field[scope(key)] = c.field_flows
+                    owner[scope(key)] = key
+            for table, expected in ((data_flows, data), (field_flows, field)):
+                lost = self._stamp(conn, table, now, prev, "scope", expected)
+                short.update(owner[s] for s in lost)
+        for key in short:
+            del clean_jobs[key]
+        return short
+
+    def _field_ids(
+        self,
+        conn: Connection,
+        ids: dict[tuple, int],
+        ds_ids: dict[NodeKey, int],
+        field_flows: Iterable[FieldFlow],
+    ) -> dict[tuple, int]:
+        """``ids`` (fields by (entity id, path)), with those of the fields ``field_flows`` link
+        that this upload only stamped, read from the catalog."""
+        missing: set[int] = set()
+        for ff in field_flows:
+            for end in (ff.source, ff.target):
+                eid = ds_ids[end[:2]]  # type: ignore[index]
+                if (eid, end[2]) not in ids:
+                    missing.add(eid)
+        f = fields.c
+        for chunk in batched(sorted(missing), STAMP_CHUNK):
+            for fid, eid, name in conn.execute(
+                select(f.id, f.entity_id, f.name).where(f.entity_id.in_(chunk))
+            ):
+                ids.setdefault((eid, name), fid)
+        return ids
 
     def _link_foreign_jobs(
         self,

@@ -78,6 +78,9 @@ entities = Table(
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
     Column("fields_update", DateTime),  # last upload that carried the whole field list
     Column("analysis", JSON),  # results of the daily analyses, kept apart from what uploads write
+    # digest of what the upload that last stamped the row wrote for the object (``changes``): the
+    # next upload with the same digest only stamps the object's rows of that time
+    Column("content_hash", String(32)),
     UniqueConstraint("system_id", "schema", "name", name="ux_cat_entity_identity"),
     Index("ix_cat_entities_system_type", "system_id", "type", "schema"),
     Index("ix_cat_entities_ol", "ol_namespace", "ol_name"),
@@ -178,6 +181,16 @@ quality_checks = Table(
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
     UniqueConstraint("suite_id", "code", name="ux_cat_quality_check_identity"),
+)
+
+# one row: the time of the last upload. Each upload takes a later one (``_claim_stamp``), so the
+# rows of one time are those of one upload, whatever the database clock's resolution (SQLite's
+# counts milliseconds) and even if it goes back
+clock = Table(
+    "cat_clock",
+    metadata,
+    Column("id", Integer, primary_key=True),  # always 1
+    Column("last_stamp", DateTime, nullable=False),
 )
 
 run_metrics = Table(

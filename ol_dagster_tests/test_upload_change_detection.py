@@ -1,0 +1,678 @@
+"""Change detection of the embedded catalog's uploads (issue 14, item 5): an unchanged job is
+stamped, not re-sent, and the catalog ends exactly as a full re-send leaves it.
+
+What a user sees is read straight from the catalog's tables, and what an upload sends from
+database triggers: every row an upload sends is an INSERT (an upsert is one), which fires a
+BEFORE INSERT trigger on SQLite and PostgreSQL alike, even when the row exists; a stamp is an
+UPDATE of the last-update alone, which fires none. The reference is the same catalog with
+``detect_changes=False``, which re-sends every row as every upload did before; the seed's rules
+themselves are proven by the reference-model tests (``test_lineage_safety_model.py``), which run
+with change detection on.
+
+The random sequences mix unchanged snapshots, changed, added and removed jobs, a catalog that
+loses rows between uploads (a cleanup's cascade, an operator's delete), cutoff cleanups, uploads
+that fail half-way, renames, and field flows that share their ends. After every step, every row
+of the two catalogs, by natural key, with the upload that last stamped it, must be the same, and
+so must the uploads' counts.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, note
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+from sqlalchemy import delete, select
+
+from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.embedded.catalog import PG_FILLFACTOR, STAMPED_TABLES
+from ol_dagster.catalog.protocol import UploadResult
+from ol_dagster.lineage import LineageGraph
+from ol_dagster.lineage.graph import flow_scope, scope_prefix
+from ol_dagster.settings import Definition, parse_settings
+from ol_dagster.sync.upload import UploadOutcome, build_graph, upload_graph
+from ol_dagster_tests.conftest import settings_data
+from ol_dagster_tests.test_embedded_catalog import (
+    LAKE,
+    WH,
+    build_kpi,
+    export_anomalies,
+    graph_of,
+    load_orders,
+)
+
+CONTENT = [t.entities, t.fields, t.routines, t.statements, t.data_flows, t.field_flows]
+CONTENT_NAMES = ["entities", "fields", "routines", "statements", "dataFlows", "fieldFlows"]
+URL = Callable[[], str]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def new_url(request: pytest.FixtureRequest) -> Iterator[URL]:
+    """``new_url()``: the URL of a new, empty catalog database."""
+    if request.param == "postgresql":
+        yield request.getfixturevalue("pg_server").fresh_database
+        return
+    with tempfile.TemporaryDirectory(prefix="ol_changes_") as tmp:
+        yield lambda: f"sqlite:///{Path(tmp) / f'{uuid.uuid4().hex}.db'}"
+
+
+def definition(tmp: Path) -> Definition:
+    return parse_settings(
+        settings_data(
+            tmp, datasetSystems=[{"namespace": LAKE, "system": "lake", "cleanupMode": "CUTOFF"}]
+        )
+    ).definition("snap")
+
+
+class Tracked:
+    """A catalog and the time of each upload it took (the catalog's own record of it)."""
+
+    def __init__(self, url: str, *, detect_changes: bool = True) -> None:
+        self.catalog = EmbeddedCatalog(url, detect_changes=detect_changes)
+        self.stamps: list[datetime] = []
+        self.cutoff: datetime | None = None
+
+    def upload(self, graph: LineageGraph, d: Definition) -> UploadOutcome:
+        outcome = upload_graph(self.catalog, graph, d)
+        with self.catalog.engine.connect() as conn:
+            self.stamps.append(conn.execute(select(t.clock.c.last_stamp)).scalar_one())
+        self.cutoff = outcome.cutoff
+        return outcome
+
+    def dump(self) -> dict[str, dict[Any, Any]]:
+        return dump(self.catalog, self.stamps)[0]
+
+    def close(self) -> None:
+        self.catalog.close()
+
+
+def dump(
+    catalog: EmbeddedCatalog, stamps: list[datetime]
+) -> tuple[dict[str, dict[Any, Any]], dict[str, dict[Any, int]]]:
+    """Every row of the catalog by natural key, ids resolved, each time as the index of the
+    upload whose time it carries; and the ids of the content tables' rows by natural key."""
+    upload_of = {stamp: i for i, stamp in enumerate(stamps)}
+
+    def when(value: datetime | None) -> int | None:
+        return None if value is None else upload_of[value]  # KeyError: no upload's time
+
+    with catalog.engine.connect() as conn:
+
+        def read(table: Any) -> list[dict[str, Any]]:
+            return [dict(r._mapping) for r in conn.execute(select(table))]
+
+        system = {r["id"]: r["name"] for r in read(t.systems)}
+        ent = {r["id"]: (system[r["system_id"]], r["schema"], r["name"]) for r in read(t.entities)}
+        fld = {r["id"]: (ent[r["entity_id"]], r["name"]) for r in read(t.fields)}
+        rtn = {r["id"]: (system[r["system_id"]], r["schema"], r["name"]) for r in read(t.routines)}
+        stm = {r["id"]: rtn[r["routine_id"]] for r in read(t.statements)}
+        suite = {r["id"]: r["code"] for r in read(t.quality_suites)}
+        flows = read(t.data_flows)
+        field_flows = read(t.field_flows)
+        rows: dict[str, dict[Any, Any]] = {
+            "systems": {r["name"]: r["properties"] for r in read(t.systems)},
+            "entities": {
+                ent[r["id"]]: (
+                    r["type"],
+                    r["ol_namespace"],
+                    r["ol_name"],
+                    r["description"],
+                    json.dumps(r["properties"], sort_keys=True),
+                    when(r["fields_update"]),
+                    when(r["last_update"]),
+                )
+                for r in read(t.entities)
+            },
+            "fields": {
+                fld[r["id"]]: (
+                    r["type"],
+                    r["description"],
+                    r["ordinal_position"],
+                    when(r["last_update"]),
+                )
+                for r in read(t.fields)
+            },
+            "routines": {rtn[r["id"]]: (when(r["last_update"]),) for r in read(t.routines)},
+            "statements": {
+                rtn[r["routine_id"]]: (r["text"], r["dialect"], when(r["last_update"]))
+                for r in read(t.statements)
+            },
+            "dataFlows": {
+                (r["scope"], ent[r["from_entity"]], ent[r["to_entity"]]): (
+                    r["kind"],
+                    stm.get(r["statement_id"]),
+                    when(r["last_update"]),
+                )
+                for r in flows
+            },
+            "fieldFlows": {
+                (r["scope"], fld[r["from_field"]], fld[r["to_field"]]): (
+                    r["transformation"],
+                    r["subtype"],
+                    stm.get(r["statement_id"]),
+                    when(r["last_update"]),
+                )
+                for r in field_flows
+            },
+            "qualityChecks": {
+                (suite[r["suite_id"]], r["code"]): (
+                    r["enabled"],
+                    r["last_success"],
+                    r["last_checked"],
+                    when(r["last_update"]),
+                )
+                for r in read(t.quality_checks)
+            },
+            "runMetrics": {
+                ent[r["entity_id"]]: tuple(v for k, v in sorted(r.items()) if k != "entity_id")
+                for r in read(t.run_metrics)
+            },
+        }
+    ids = {
+        "entities": {v: k for k, v in ent.items()},
+        "fields": {v: k for k, v in fld.items()},
+        "routines": {v: k for k, v in rtn.items()},
+        "statements": {v: k for k, v in stm.items()},
+        "dataFlows": {
+            (r["scope"], ent[r["from_entity"]], ent[r["to_entity"]]): r["id"] for r in flows
+        },
+        "fieldFlows": {
+            (r["scope"], fld[r["from_field"]], fld[r["to_field"]]): r["id"] for r in field_flows
+        },
+    }
+    return rows, ids
+
+
+def counts(result: UploadResult) -> tuple[dict[str, int], dict[str, int], list[str]]:
+    return (
+        {k: v for k, v in result.written.items() if v},
+        {k: v for k, v in result.touched.items() if v},
+        sorted(f.object_type for f in result.failed),
+    )
+
+
+def install_sent_log(catalog: EmbeddedCatalog) -> None:
+    """Triggers logging every row sent to a content table, as JSON of its columns."""
+    with catalog.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS test_sent (tbl TEXT, row TEXT)")
+        if catalog.engine.dialect.name == "sqlite":
+            for table in CONTENT:
+                columns = ", ".join(f"'{c.name}', NEW.\"{c.name}\"" for c in table.columns)
+                conn.exec_driver_sql(
+                    f"CREATE TRIGGER test_sent_{table.name} BEFORE INSERT ON {table.name} "
+                    f"BEGIN INSERT INTO test_sent VALUES ('{table.name}', json_object({columns})); "
+                    "END"
+                )
+            return
+        conn.exec_driver_sql(
+            "CREATE OR REPLACE FUNCTION test_sent() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            "BEGIN INSERT INTO test_sent VALUES (TG_TABLE_NAME, to_jsonb(NEW)::text); "
+            "RETURN NEW; END $$"
+        )
+        for table in CONTENT:
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER test_sent_{table.name} BEFORE INSERT ON {table.name} "
+                "FOR EACH ROW EXECUTE FUNCTION test_sent()"
+            )
+
+
+def take_sent(catalog: EmbeddedCatalog) -> list[tuple[str, dict[str, Any]]]:
+    with catalog.engine.begin() as conn:
+        out = [
+            (tbl, json.loads(row))
+            for tbl, row in conn.exec_driver_sql("SELECT tbl, row FROM test_sent").all()
+        ]
+        conn.exec_driver_sql("DELETE FROM test_sent")
+    return out
+
+
+# -- the two requirements, on a small known graph ------------------------------------------------
+
+
+def shop(hour: int, kpi_sql: str = "select sum(amount) as total from shop.public.orders"):
+    """load_orders (child of etl.daily), build_kpi, export_anomalies: new runs at each call."""
+    kpi = build_kpi()
+    kpi["job"]["facets"]["sql"]["query"] = kpi_sql
+    events = [load_orders(parent=("etl", "daily")), kpi, export_anomalies()]
+    for e in events:
+        e["eventTime"] = e["eventTime"].replace("T02:", f"T{hour:02d}:")
+    return events
+
+
+def test_an_unchanged_snapshot_sends_no_row_and_stamps_every_row(new_url: URL, tmp_path) -> None:
+    d = definition(tmp_path)
+    fast, full = Tracked(new_url()), Tracked(new_url(), detect_changes=False)
+    try:
+        first = [c.upload(graph_of(shop(hour=2), d), d) for c in (fast, full)]
+        install_sent_log(fast.catalog)
+        rows_before, ids_before = dump(fast.catalog, fast.stamps)
+
+        graph = graph_of(shop(hour=3), d)  # the same jobs, new runs
+        second = [c.upload(graph, d) for c in (fast, full)]
+
+        assert take_sent(fast.catalog) == []
+        rows, ids = dump(fast.catalog, fast.stamps)
+        written, touched, failed = counts(second[0].result)
+        assert failed == [] and written == {}
+        # every row counted as touched, as a re-send counts it
+        assert touched == counts(first[0].result)[0]
+        assert counts(second[0].result) == counts(second[1].result)
+        for table in CONTENT_NAMES:
+            assert ids[table] == ids_before[table], f"{table}: rows replaced"
+            assert rows[table].keys() == rows_before[table].keys(), table
+            for key, value in rows[table].items():
+                assert value[-1] == 1, f"{table} {key}: not stamped by the second upload"
+                # all else as it was; an entity's fields_update (5th), when the run carried the
+                # schema, is the second upload's too
+                expected = list(rows_before[table][key][:-1])
+                if table == "entities" and expected[5] is not None:
+                    expected[5] = 1
+                assert value[:-1] == tuple(expected), f"{table} {key}: changed"
+        # the rows and their times are those a full re-send leaves
+        assert fast.dump() == full.dump()
+    finally:
+        fast.close()
+        full.close()
+
+
+def test_a_changed_job_alone_is_sent_again(new_url: URL, tmp_path) -> None:
+    d = definition(tmp_path)
+    fast, full = Tracked(new_url()), Tracked(new_url(), detect_changes=False)
+    try:
+        for c in (fast, full):
+            c.upload(graph_of(shop(hour=2), d), d)
+        install_sent_log(fast.catalog)
+
+        graph = graph_of(shop(hour=3, kpi_sql="select sum(amount) as total from orders"), d)
+        second = [c.upload(graph, d) for c in (fast, full)]
+
+        sent = take_sent(fast.catalog)
+        _, ids = dump(fast.catalog, fast.stamps)
+        kpi = ("snap_jobs", "etl", "build_kpi")
+        scope = flow_scope("etl", "build_kpi")
+        mine = {
+            # (a row is logged before it is written: a new row has no id yet)
+            t.entities.name: lambda r: (r["schema"], r["name"]) == ("etl", "build_kpi"),
+            t.routines.name: lambda r: (r["schema"], r["name"]) == ("etl", "build_kpi"),
+            t.statements.name: lambda r: r["routine_id"] == ids["routines"][kpi],
+            t.data_flows.name: lambda r: r["scope"] == scope,
+            t.field_flows.name: lambda r: r["scope"] == scope,
+        }
+        assert sent and all(mine[tbl](row) for tbl, row in sent), sent
+        by_table = {tbl: sum(1 for s, _ in sent if s == tbl) for tbl in mine}
+        # all of the job: its entity, routine, statement, data flows (orders -> kpi) and field
+        # flows (orders.amount -> kpi.total)
+        assert by_table == {
+            t.entities.name: 1,
+            t.routines.name: 1,
+            t.statements.name: 1,
+            t.data_flows.name: 1,
+            t.field_flows.name: 1,
+        }
+        assert counts(second[0].result) == counts(second[1].result)
+        rows = fast.dump()
+        assert rows == full.dump()
+        assert rows["statements"][kpi][0] == "select sum(amount) as total from orders"
+        stamped_by_second = [
+            (table, key)
+            for table in CONTENT_NAMES
+            for key, value in rows[table].items()
+            if value[-1] != 1
+        ]
+        assert stamped_by_second == []
+    finally:
+        fast.close()
+        full.close()
+
+
+# -- random sequences against a full re-send ------------------------------------------------------
+
+DATASETS = [
+    (WH, "shop.public.a"),
+    (WH, "shop.public.b"),
+    (WH, "shop.public.c"),
+    (LAKE, "kpi/x.parquet"),
+    (LAKE, "kpi/y.csv"),
+]
+FIELDS = ["id", "amount", "ts"]
+JOBS = [("etl", "j1"), ("etl", "j2"), ("etl", "j3"), ("features", "f1")]
+TRANSFORMATIONS = [None, ("DIRECT", "IDENTITY"), ("INDIRECT", "FILTER")]
+
+
+@st.composite
+def job_specs(draw: st.DrawFn) -> dict[str, Any]:
+    """What one job's run says: its datasets, schemas, column lineage, SQL, parent, a check."""
+    inputs = draw(st.lists(st.sampled_from(DATASETS), max_size=2, unique=True))
+    outputs = draw(
+        st.lists(st.sampled_from([x for x in DATASETS if x not in inputs]), max_size=2, unique=True)
+    )
+    schemas = {
+        x: draw(st.none() | st.lists(st.sampled_from(FIELDS), min_size=1, max_size=3, unique=True))
+        for x in inputs + outputs
+    }
+    sources = [(x, f) for x in inputs for f in schemas[x] or ()]
+    lineage: dict[tuple, dict[str, list]] = {}
+    for out in outputs:
+        for f in schemas[out] or ():
+            # the same input field twice, with two transformations, is one row in the catalog
+            picked = draw(
+                st.lists(st.tuples(st.sampled_from(sources), st.sampled_from(TRANSFORMATIONS)))
+                if sources
+                else st.just([])
+            )
+            if picked:
+                lineage.setdefault(out, {})[f] = picked
+    rename = draw(st.sampled_from([None, None, None, (LAKE, "kpi/y.csv")]))
+    return {
+        "inputs": inputs,
+        "outputs": outputs,
+        "schemas": schemas,
+        "lineage": lineage,
+        "rename": rename,
+        "sql": draw(st.sampled_from([None, "select 1", "select 2"])),
+        "parent": draw(st.sampled_from([None, ("etl", "dag")])),
+        "check": draw(st.booleans()),
+        "description": draw(st.sampled_from([None, "docs"])),
+    }
+
+
+def job_event(namespace: str, name: str, spec: dict[str, Any], hour: int) -> dict[str, Any]:
+    def dataset(x: tuple[str, str], output: bool) -> dict[str, Any]:
+        facets: dict[str, Any] = {}
+        if spec["schemas"][x] is not None:
+            facets["schema"] = {"fields": [{"name": f, "type": "int"} for f in spec["schemas"][x]]}
+        if output and x in spec["lineage"]:
+            facets["columnLineage"] = {
+                "fields": {
+                    f: {
+                        "inputFields": [
+                            {
+                                "namespace": src[0][0],
+                                "name": src[0][1],
+                                "field": src[1],
+                                **(
+                                    {"transformations": [{"type": tr[0], "subtype": tr[1]}]}
+                                    if tr
+                                    else {}
+                                ),
+                            }
+                            for src, tr in inputs
+                        ]
+                    }
+                    for f, inputs in spec["lineage"][x].items()
+                }
+            }
+        if output and spec["rename"] and x == (LAKE, "kpi/x.parquet"):
+            facets["lifecycleStateChange"] = {
+                "lifecycleStateChange": "RENAME",
+                "previousIdentifier": {"namespace": spec["rename"][0], "name": spec["rename"][1]},
+            }
+        out: dict[str, Any] = {"namespace": x[0], "name": x[1], "facets": facets}
+        if not output and spec["check"]:
+            out["inputFacets"] = {
+                "dataQualityAssertions": {
+                    "assertions": [{"assertion": "not_null", "column": "id", "success": True}]
+                }
+            }
+        return out
+
+    job_facets: dict[str, Any] = {}
+    if spec["sql"]:
+        job_facets["sql"] = {"query": spec["sql"], "dialect": "postgres"}
+    if spec["description"]:
+        job_facets["documentation"] = {"description": spec["description"]}
+    event: dict[str, Any] = {
+        "eventType": "COMPLETE",
+        "eventTime": f"2026-11-01T{hour % 24:02d}:00:00.000Z",
+        "producer": "https://example.com/ol-dagster-tests",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": str(uuid.uuid4())},
+        "job": {"namespace": namespace, "name": name, "facets": job_facets},
+        "inputs": [dataset(x, False) for x in spec["inputs"]],
+        "outputs": [dataset(x, True) for x in spec["outputs"]],
+    }
+    if spec["parent"]:
+        event["run"]["facets"] = {
+            "parent": {
+                "run": {"runId": str(uuid.uuid4())},
+                "job": {"namespace": spec["parent"][0], "name": spec["parent"][1]},
+            }
+        }
+    return event
+
+
+STEPS = ["again", "again", "again", "change", "lose", "cleanup", "fault"]
+FAULT_SQLITE = (
+    "CREATE TRIGGER {name} BEFORE {op} ON {table} BEGIN SELECT RAISE(ABORT, 'refused'); END"
+)
+FAULT_PG = [
+    "CREATE OR REPLACE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    "BEGIN RAISE EXCEPTION 'refused'; END $$",
+    "CREATE TRIGGER {name} BEFORE INSERT OR UPDATE ON {table} "
+    "FOR EACH ROW EXECUTE FUNCTION test_refuse()",
+]
+
+
+def set_fault(catalog: EmbeddedCatalog, table: str | None) -> None:
+    """The database refuses every write to ``table`` (None: lift every fault)."""
+    sqlite = catalog.engine.dialect.name == "sqlite"
+    with catalog.engine.begin() as conn:
+        for name in CONTENT:
+            for op in ("insert", "update"):
+                trigger = f"test_fault_{name.name}_{op}"
+                if sqlite:
+                    conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {trigger}")
+                else:
+                    conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {trigger} ON {name.name}")
+        if table is None:
+            return
+        if sqlite:
+            for op in ("insert", "update"):
+                conn.exec_driver_sql(
+                    FAULT_SQLITE.format(name=f"test_fault_{table}_{op}", op=op, table=table)
+                )
+        else:
+            for sql in FAULT_PG:
+                conn.exec_driver_sql(sql.format(name=f"test_fault_{table}_insert", table=table))
+
+
+def lose(catalogs: list[Tracked], table: str, key: Any) -> None:
+    """Both catalogs lose the row of ``key`` (and what cascades with it)."""
+    target = dict(zip(CONTENT_NAMES, CONTENT, strict=True))[table]
+    for c in catalogs:
+        row_id = dump(c.catalog, c.stamps)[1][table][key]
+        column = target.c.id
+        with c.catalog.engine.begin() as conn:
+            conn.execute(delete(target).where(column == row_id))
+
+
+def cleanup(c: Tracked, d: Definition) -> None:
+    """The cutoff cleanup of a snapshot of the definition's namespaces, with the last cutoff."""
+    assert c.cutoff is not None
+    catalog, before = c.catalog, c.cutoff
+    namespaces = ["etl", "features"]
+    catalog.cleanup_flows(
+        scope_prefixes=[scope_prefix(ns) for ns in namespaces], before=before, dry_run=False
+    )
+    catalog.cleanup_job_system("snap_jobs", schemas=namespaces, before=before, dry_run=False)
+    for system in (WH, "lake"):
+        catalog.cleanup_dataset_system(system, before=before, dry_run=False)
+
+
+def _examples(divisor: int) -> int:
+    return max(5, (hypothesis_settings.default.max_examples or 100) // divisor)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(
+    "backend, examples",
+    [
+        ("sqlite", _examples(5)),
+        pytest.param("postgresql", _examples(20), marks=pytest.mark.postgres),
+    ],
+)
+def test_random_sequences_end_as_a_full_resend_leaves_them(
+    backend: str, examples: int, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    d = definition(tmp_path)
+    server = request.getfixturevalue("pg_server") if backend == "postgresql" else None
+
+    def url() -> str:
+        if server is not None:
+            return server.fresh_database()
+        return f"sqlite:///{tmp_path / f'{uuid.uuid4().hex}.db'}"
+
+    @hypothesis_settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(data=st.data())
+    def sequence(data: st.DataObject) -> None:
+        fast, full = Tracked(url()), Tracked(url(), detect_changes=False)
+        both = [fast, full]
+        for c in both:
+            install_sent_log(c.catalog)
+        try:
+            world: dict[tuple[str, str], dict[str, Any]] = {
+                j: data.draw(job_specs(), label=f"{j}")
+                for j in data.draw(st.lists(st.sampled_from(JOBS), min_size=1, unique=True))
+            }
+            hour = 0
+            fault: str | None = None
+            last_ok = False
+            for step in ["again"] + data.draw(st.lists(st.sampled_from(STEPS), max_size=10)):
+                if step == "change":
+                    j = data.draw(st.sampled_from(JOBS), label="job")
+                    if j in world and data.draw(st.booleans(), label="remove"):
+                        del world[j]
+                    else:
+                        world[j] = data.draw(job_specs(), label=f"{j}")
+                    step = "again"
+                if step == "lose":
+                    rows = fast.dump()
+                    table = data.draw(st.sampled_from(CONTENT_NAMES), label="table")
+                    if rows[table]:
+                        key = data.draw(st.sampled_from(sorted(rows[table], key=repr)), label="row")
+                        note(f"both catalogs lose {table} {key}")
+                        lose(both, table, key)
+                    continue
+                if step == "cleanup":
+                    if last_ok:
+                        note("cleanup")
+                        for c in both:
+                            cleanup(c, d)
+                    continue
+                if step == "fault":
+                    fault = data.draw(st.sampled_from([x.name for x in CONTENT]), label="fault")
+                    note(f"the catalogs refuse writes to {fault}")
+                    for c in both:
+                        set_fault(c.catalog, fault)
+                hour += 1
+                events = [job_event(ns, name, spec, hour) for (ns, name), spec in world.items()]
+                graph = build_graph([json.dumps(e).encode() for e in events], d)
+                note(f"upload {len(fast.stamps)}: {sorted(world)}")
+                outcomes = [c.upload(graph, d) for c in both]
+                if fault is not None:
+                    for c in both:
+                        set_fault(c.catalog, None)
+                    fault = None
+                assert counts(outcomes[0].result) == counts(outcomes[1].result)
+                sent = [len(take_sent(c.catalog)) for c in both]
+                event("rows re-sent: " + ("fewer" if sent[0] < sent[1] else "all"))
+                last_ok = outcomes[0].result.succeeded
+                assert fast.dump() == full.dump()
+            assert fast.dump() == full.dump()
+        finally:
+            fast.close()
+            full.close()
+
+    sequence()
+
+
+# -- an earlier catalog -----------------------------------------------------------------------
+
+
+def test_a_catalog_without_digests_is_sent_once_then_stamped(new_url: URL, tmp_path) -> None:
+    """A catalog written by an earlier version has no digest column and no clock row: opened,
+    it gains them; its first upload re-sends every row (no digest to compare), the next one
+    only stamps."""
+    d = definition(tmp_path)
+    url = new_url()
+    old = EmbeddedCatalog(url, detect_changes=False)
+    old.upload(graph_of(shop(hour=2), d), d)
+    with old.engine.begin() as conn:
+        conn.exec_driver_sql(f"ALTER TABLE {t.entities.name} DROP COLUMN content_hash")
+        conn.exec_driver_sql(f"DROP TABLE {t.clock.name}")
+    old.close()
+
+    catalog = EmbeddedCatalog(url)
+    try:
+        install_sent_log(catalog)
+        first = catalog.upload(graph_of(shop(hour=3), d), d)
+        assert first.succeeded and take_sent(catalog), "the first upload re-sends everything"
+        second = catalog.upload(graph_of(shop(hour=4), d), d)
+        assert second.succeeded and take_sent(catalog) == []
+        # neither writes a new row; both touch every row
+        assert counts(first)[0] == counts(second)[0] == {}
+        assert counts(second)[1] == counts(first)[1]
+    finally:
+        catalog.close()
+
+
+def test_the_upload_time_is_never_an_earlier_uploads(new_url: URL, tmp_path, monkeypatch) -> None:
+    """Two uploads in one tick of the database clock (SQLite counts milliseconds), or with the
+    clock set back, still get distinct times: the later one just after the earlier one's, never
+    before the clock, so never before a cutoff read from it."""
+    d = definition(tmp_path)
+    catalog = Tracked(new_url())
+    try:
+        catalog.upload(graph_of(shop(hour=2), d), d)
+        first = catalog.stamps[-1]
+        real_clock = EmbeddedCatalog.clock
+        monkeypatch.setattr(
+            EmbeddedCatalog, "clock", lambda self: real_clock(self) - timedelta(hours=1)
+        )
+        outcome = catalog.upload(graph_of(shop(hour=3), d), d)
+        assert outcome.result.succeeded
+        assert catalog.stamps[-1] == first + timedelta(microseconds=1)
+        assert catalog.stamps[-1] >= outcome.cutoff.replace(tzinfo=None)
+        rows = catalog.dump()
+        assert all(v[-1] == 1 for table in CONTENT_NAMES for v in rows[table].values())
+    finally:
+        catalog.close()
+
+
+@pytest.mark.postgres
+def test_postgresql_pages_keep_room_for_the_stamps(pg_url: str) -> None:
+    """Every upload updates every row it describes; on PostgreSQL the tables leave half of each
+    page free, so that the new version stays on its page (no new index entry per stamp). A
+    catalog created before gets the setting when opened."""
+    earlier = EmbeddedCatalog(pg_url)
+    with earlier.engine.begin() as conn:
+        for table in STAMPED_TABLES:
+            conn.exec_driver_sql(f"ALTER TABLE {table.name} RESET (fillfactor)")
+    earlier.close()
+
+    reopened = EmbeddedCatalog(pg_url)
+    try:
+        with reopened.engine.connect() as conn:
+            options = {
+                name: opts
+                for name, opts in conn.exec_driver_sql(
+                    "SELECT relname, reloptions FROM pg_class WHERE relkind = 'r'"
+                )
+            }
+        for table in STAMPED_TABLES:
+            assert options[table.name] == [f"fillfactor={PG_FILLFACTOR}"], table.name
+    finally:
+        reopened.close()
