@@ -27,7 +27,8 @@ What is compared, per catalog, and what is not (and why):
   sync, so an edge's presence is not the model's to say. The universe leaves out what Marquez
   cannot hold: parent facets (no orchestration flows; Marquez stores the child as ``<parent>.<job>``
   and makes the parent job itself, which the model does not know: ``test_catalog_marquez.py``
-  covers them) and RENAME facets (Marquez does not move a dataset: the renamed one is sent as a plain dataset).
+  covers them) and RENAME facets (Marquez does not move a dataset: the renamed one is sent as a
+  plain dataset).
   Mood: a server refusing every event (503 on ``POST /api/v1/lineage``). No 403 mood: removing
   an edge makes no call, so a cleanup of edges only has nothing a server could refuse, where the
   model says CLEANUP_PERMISSION_DENIED. The report's real ``physicalEntities`` must equal the jobs
