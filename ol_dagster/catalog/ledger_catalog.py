@@ -32,6 +32,7 @@ from ol_dagster.catalog.http import (
     CatalogUnavailable,
     HttpCatalogClient,
     RetryPolicy,
+    server_time,
 )
 from ol_dagster.catalog.ledger import DATASET, EDGE, JOB, Entry, Ledger, LedgerItem
 from ol_dagster.catalog.protocol import (
@@ -117,8 +118,21 @@ class LedgerCatalog(ABC):
         """Auth headers; the secret is read from the environment here, when the catalog opens."""
         return {"Authorization": f"Bearer {cfg.token.resolve()}"} if cfg.token else {}
 
-    @abstractmethod
-    def clock(self) -> datetime: ...
+    # the request whose ``Date`` is the catalog's clock: (path, query parameters)
+    clock_call: tuple[str, dict[str, Any]] = ("", {})
+    _last_clock: datetime | None = None
+
+    def clock(self) -> datetime:
+        """The ``Date`` of ``clock_call``; never earlier than a time this catalog already read,
+        so what an upload touches is never older than the cutoff read before it."""
+        path, params = self.clock_call
+        when = server_time(self.http.request("GET", path, params=params or None))
+        if when is None:
+            raise CatalogUnavailable(f"GET {path}: the answer has no Date header")
+        if self._last_clock is not None and when < self._last_clock:
+            when = self._last_clock
+        self._last_clock = when
+        return when
 
     @abstractmethod
     def send(self, events: Sequence[bytes]) -> SendOutcome: ...

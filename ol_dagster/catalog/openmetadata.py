@@ -64,12 +64,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 import httpx
 
-from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable, server_time
+from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable
 from ol_dagster.catalog.ledger import EDGE, LedgerItem
 from ol_dagster.catalog.ledger_catalog import LedgerCatalog, SendOutcome
 from ol_dagster.catalog.openmetadata_events import conform
@@ -195,19 +194,7 @@ def _edge_payload(source: NodeKey, target: NodeKey, src: Table, dst: Table) -> d
 class OpenMetadataCatalog(LedgerCatalog):
     kind = "openmetadata"
 
-    _last_clock: datetime | None = None
-
-    def clock(self) -> datetime:
-        """The ``Date`` of an authenticated read; never earlier than a time this catalog already
-        read, so what an upload touches is never older than the cutoff read before it."""
-        response = self.http.request("GET", CLOCK)
-        when = server_time(response)
-        if when is None:
-            raise CatalogUnavailable(f"GET {CLOCK}: the answer has no Date header")
-        if self._last_clock is not None and when < self._last_clock:
-            when = self._last_clock
-        self._last_clock = when
-        return when
+    clock_call = (CLOCK, {})  # an authenticated read; its ``Date`` is the clock
 
     # -- upload ------------------------------------------------------------------------------
 
