@@ -568,13 +568,14 @@ def _om_namespaces(
 def check_marquez(
     name: str, cfg: CatalogSettings, settings: Settings, definition: Definition | None
 ) -> list[Finding]:
-    from ol_dagster.catalog.marquez import CLOCK, LINEAGE, MarquezCatalog, segment
+    from ol_dagster.catalog.marquez import LINEAGE, MarquezCatalog, segment
 
     with _client(MarquezCatalog, name, cfg, settings, definition) as client:
         if isinstance(client, Finding):
             return [client]
         prober = client.prober
-        found, listed = _reachable(prober, "GET", CLOCK, params={"limit": 1})
+        clock_path, clock_params = MarquezCatalog.clock_call  # the client's own clock call
+        found, listed = _reachable(prober, "GET", clock_path, params=clock_params)
         findings = [found]
         if listed is None:
             return findings
@@ -582,7 +583,7 @@ def check_marquez(
         ok = listed.status == 200 and isinstance(body, dict) and "namespaces" in body
         findings.append(
             Finding(
-                f"GET {CLOCK}",
+                f"GET {clock_path}",
                 ok,
                 f"{len(body['namespaces'])} namespace(s) on the first page"
                 if ok and isinstance(body, dict)
@@ -594,7 +595,7 @@ def check_marquez(
                 ),
             )
         )
-        findings.append(_clock(listed, f"GET {CLOCK}"))
+        findings.append(_clock(listed, f"GET {clock_path}"))
 
         probe = f"probe-{uuid.uuid4().hex}"
 
