@@ -124,7 +124,8 @@ def _log_events(store: EventStore, batch: BatchRecord, definition: Definition) -
     written = 0
     with gc_paused():
         for e in store.iter_events(batch.id):
-            write_event(definition.logStore.folder, e.raw, parse_event(e.raw))
+            # the file name needs the envelope only: no custom facets to keep
+            write_event(definition.logStore.folder, e.raw, parse_event(e.raw, custom_facets=False))
             written += 1
     return written
 
