@@ -466,8 +466,17 @@ class Driver:
         self, name: str, batch_id: int, run_id: str, overrides: Overrides, *, rerun: bool = False
     ) -> None:
         """``cleanup_batch`` (by the run that uploaded, or a person re-running it)."""
-        cap, share = overrides or (None, None)
         before = self.env.catalog.counts()
+        done = self._cleanup_as_the_model(name, batch_id, run_id, overrides, rerun=rerun)
+        if done is not None:
+            check_report(*done, before, self.env.catalog.counts())
+
+    def _cleanup_as_the_model(
+        self, name: str, batch_id: int, run_id: str, overrides: Overrides, *, rerun: bool
+    ) -> tuple[Expectation, dict[str, Any]] | None:
+        """The model's cleanup and ``cleanup_batch``, both busy or both run (None: busy); the
+        report is checked against the model's events, the caller checks the counts."""
+        cap, share = overrides or (None, None)
         try:
             exp: Expectation | None = self.model.cleanup(
                 name, batch_id, run_id, max_removals=cap, max_share=share
@@ -487,7 +496,7 @@ class Driver:
             )
         except SyncBusy:
             assert exp is None, "cleanup refused as busy, the model: it runs"
-            return
+            return None
         finally:
             self.live.discard(run_id)
         assert exp is not None, "the model: busy (a live sync holds the lock); the cleanup ran"
@@ -497,7 +506,7 @@ class Driver:
             f"{exp.removed.total} objects)"
         )
         _events(exp, report, self.model.batches[batch_id])
-        check_report(exp, report, before, self.env.catalog.counts())
+        return exp, report
 
     def sync(self, name: str, batch_ids: list[int] | None = None, overrides: Overrides = None):
         """Upload then cleanup of each batch (all pending ones, in order, by default)."""

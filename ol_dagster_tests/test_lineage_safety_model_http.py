@@ -82,7 +82,6 @@ from ol_dagster.catalog.openmetadata import OpenMetadataCatalog
 from ol_dagster.receiver.server import serve_in_background
 from ol_dagster.settings import CatalogSettings
 from ol_dagster.store import BatchStatus, EventStore
-from ol_dagster.sync.batch import CleanupOverrides, SyncBusy, cleanup_batch
 from ol_dagster_tests.fakes.blindata_fake import BlindataFake, FakeClock
 from ol_dagster_tests.fakes.faults import Clock
 from ol_dagster_tests.fakes.marquez_fake import MarquezFake
@@ -91,11 +90,9 @@ from ol_dagster_tests.model.generate import WAREHOUSE, definition_spec
 from ol_dagster_tests.model.reference import (
     CUTOFF,
     DAYS,
-    Busy,
     Dataset,
     DefinitionSpec,
     Event,
-    Expectation,
 )
 from ol_dagster_tests.test_lineage_safety_model import (
     AVOID,
@@ -103,8 +100,6 @@ from ol_dagster_tests.test_lineage_safety_model import (
     Driver,
     Overrides,
     _diff,
-    _events,
-    _note,
     check_report,
     expected,
 )
@@ -568,37 +563,11 @@ class HttpDriver(Driver):
         """``Driver.cleanup`` with the definition's catalog, and the change observed on the
         server where it shows one."""
         self.env.current = name
-        cap, share = overrides or (None, None)
         before = self._exposed()
-        try:
-            exp: Expectation | None = self.model.cleanup(
-                name, batch_id, run_id, max_removals=cap, max_share=share
-            )
-        except Busy:
-            exp = None
-        try:
-            report = cleanup_batch(
-                self.env.store,  # type: ignore[arg-type]
-                self.env.catalog,
-                self.defs[name],
-                batch_id,
-                run_id=run_id,
-                uploaded_in_this_run=not rerun,
-                overrides=CleanupOverrides(cap, share) if overrides else None,
-                is_alive=self.live.__contains__,
-            )
-        except SyncBusy:
-            assert exp is None, "cleanup refused as busy, the model: it runs"
+        done = self._cleanup_as_the_model(name, batch_id, run_id, overrides, rerun=rerun)
+        if done is None:
             return
-        finally:
-            self.live.discard(run_id)
-        assert exp is not None, "the model: busy (a live sync holds the lock); the cleanup ran"
-        _note(
-            f"  cleanup of batch {batch_id}: {report.get('skippedReason')} "
-            f"removed {report.get('removedJobs')} (model: {set(exp.reasons) or 'runs'}, "
-            f"{exp.removed.total} objects)"
-        )
-        _events(exp, report, self.model.batches[batch_id])
+        exp, report = done
         check_report(exp, report)
         self._check_change(report, before, self._exposed())
 
