@@ -145,6 +145,15 @@ class ReceiverSettings(_Model):
     token: EnvSecret
 
 
+class AssetGraphSettings(_Model):
+    """How much of the synced lineage Dagster's asset graph shows. Every process that loads the code
+    location (the code server at each reload, the webserver, the daemon) builds one asset per
+    shown job and dataset, about 0.5 ms and 18 KB each: the newest ``maxJobs`` jobs by their last
+    run are shown, with the datasets they read and write; ``ol-dagster lineage`` reads them all."""
+
+    maxJobs: Annotated[int, Field(ge=0)] = 10_000
+
+
 class Definition(_Model):
     """One sync definition: a producer (or repository of producers) and the catalog it feeds."""
 
@@ -164,6 +173,7 @@ class Definition(_Model):
     outputOptions: OutputOptions = OutputOptions()
     receiver: ReceiverSettings
     logStore: LogStoreSettings | None = None
+    assetGraph: AssetGraphSettings = AssetGraphSettings()
 
     @field_validator("name")
     @classmethod

@@ -318,3 +318,108 @@ def test_a_dataset_two_definitions_touch_is_one_asset():
     assert table.parent_keys == {dg.AssetKey(["w", "write"])}
     assert [c.name for c in table.metadata["dagster/column_schema"].columns] == ["id"]
     assert graph.get(dg.AssetKey(["r", "read"])).parent_keys == {dg.AssetKey(["pg", "t"])}
+
+
+def test_a_capped_definition_shows_its_newest_jobs_and_says_how_many_it_leaves_out(
+    write_settings, tokens, tmp_path: Path
+):
+    """``assetGraph.maxJobs``: the newest jobs by last run, the datasets they touch, and one asset
+    that says how many older jobs the graph leaves out; the sync itself still syncs them all."""
+    path = write_settings(allowedJobNamespaces=["etl"], assetGraph={"maxJobs": 1})
+    settings = load_settings(path)
+    store = EventStore(settings.store.url)
+    client = TestClient(create_app(settings, store))
+    old = run_event(
+        "etl", "old_job", inputs=[(PG, "a")], outputs=[(PG, "b")], event_time="2026-11-01T01:00:00Z"
+    )
+    new = run_event(
+        "etl", "new_job", inputs=[(PG, "c")], outputs=[(PG, "d")], event_time="2026-11-01T03:00:00Z"
+    )
+    r = client.post(
+        "/api/v1/lineage/batch",
+        json={"events": [new, old]},
+        headers={"Authorization": f"Bearer {tokens['snap']}"},
+    )
+    assert r.status_code == 200, r.text
+    home = tmp_path / "home"
+    home.mkdir()
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
+        (line,) = sync_batches(str(path), definition="snap", instance=instance)
+    store.dispose()
+    assert line["status"] == "synced", line
+    graph = _graph(path)
+    keys = graph.get_all_asset_keys()
+    assert dg.AssetKey(["etl", "new_job"]) in keys
+    assert dg.AssetKey(["postgres_db_5432", "c"]) in keys
+    assert dg.AssetKey(["etl", "old_job"]) not in keys
+    assert dg.AssetKey(["postgres_db_5432", "a"]) not in keys
+    marker = graph.get(dg.AssetKey(["snap", "lineage_jobs_not_shown"]))
+    assert marker.group_name == "snap_lineage"
+    assert marker.metadata["openlineage/jobsNotShown"] == 1
+    assert "ol-dagster lineage --definition snap" in (marker.description or "")
+
+
+def test_the_newest_jobs_keep_only_the_field_flows_between_what_is_shown():
+    from ol_dagster.defs.lineage_assets import newest_jobs
+
+    def job(name: str, when: str | None, inputs: list, outputs: list) -> dict:
+        run = {"lastRunTime": when} if when else None
+        return {
+            "namespace": "n",
+            "name": name,
+            "inputs": inputs,
+            "outputs": outputs,
+            "lastRun": run,
+        }
+
+    state = {
+        "jobs": [
+            job("never_ran", None, [], [["pg", "z"]]),
+            job("oldest", "2026-01-01T00:00:00+00:00", [["pg", "a"]], [["pg", "b"]]),
+            job("newest", "2026-03-01T00:00:00+00:00", [["pg", "b"]], [["pg", "c"]]),
+            job("middle", "2026-02-01T00:00:00+00:00", [["pg", "c"]], [["pg", "d"]]),
+        ],
+        "datasets": [{"namespace": "pg", "name": n, "fields": []} for n in "abcdz"],
+        "columnLineage": [
+            {"dataset": ["pg", "c"], "field": "x", "inputs": [["pg", "b", "x"], ["pg", "a", "x"]]},
+            {"dataset": ["pg", "b"], "field": "x", "inputs": [["pg", "a", "x"]]},
+        ],
+    }
+    shown = newest_jobs(state, 2)
+    assert [j["name"] for j in shown["jobs"]] == ["newest", "middle"]
+    assert sorted(d["name"] for d in shown["datasets"]) == ["b", "c", "d"]
+    assert shown["columnLineage"] == [
+        {"dataset": ["pg", "c"], "field": "x", "inputs": [["pg", "b", "x"]]},
+        {"dataset": ["pg", "b"], "field": "x", "inputs": []},
+    ]
+    assert shown["jobsNotShown"] == 2
+    assert newest_jobs(state, 4) is state
+    specs = build_lineage_specs("d", shown, OpenLineageTranslator())
+    dg.Definitions.validate_loadable(dg.Definitions(assets=specs))
+
+
+def test_run_workers_reconstruct_the_sync_job_without_the_synced_lineage(synced, monkeypatch):
+    """A run worker loads the definitions in RECONSTRUCTION: no lineage assets, and the sync job
+    it rebuilds is the one the code server showed (same snapshot), run in one process."""
+    from dagster._core.definitions.definitions_load_context import (
+        DefinitionsLoadContext,
+        DefinitionsLoadType,
+    )
+
+    from ol_dagster import definitions
+
+    path, post_and_sync, _ = synced
+    post_and_sync(_snapshot())
+    monkeypatch.setenv("OL_DAGSTER_SETTINGS", str(path))
+    loaded = {}
+    for load_type in DefinitionsLoadType:
+        with DefinitionsLoadContext.scoped(DefinitionsLoadContext(load_type=load_type)):
+            loaded[load_type] = definitions.defs()
+    served = loaded[DefinitionsLoadType.INITIALIZATION]
+    rebuilt = loaded[DefinitionsLoadType.RECONSTRUCTION]
+    job_key = dg.AssetKey(["etl", "build_daily_kpi"])
+    assert job_key in served.resolve_asset_graph().get_all_asset_keys()
+    assert job_key not in rebuilt.resolve_asset_graph().get_all_asset_keys()
+    served_job, rebuilt_job = (d.resolve_job_def("snap__sync") for d in (served, rebuilt))
+    assert served_job.get_job_snapshot_id() == rebuilt_job.get_job_snapshot_id()
+    assert rebuilt_job.executor_def is dg.in_process_executor

@@ -198,7 +198,11 @@ def build_all_lineage_specs(
             dataset_group.setdefault(
                 (ds["namespace"], ds["name"]), translator.get_group_name(definition)
             )
-    specs: list[dg.AssetSpec] = []
+    specs: list[dg.AssetSpec] = [
+        spec
+        for definition, state in states.items()
+        if (spec := not_shown_spec(definition, state, translator.get_group_name(definition)))
+    ]
     for node, (group, job) in jobs.items():
         specs.append(
             translator.get_job_spec(
@@ -319,6 +323,54 @@ def with_job_runs(state: dict[str, Any], doc: dict[str, Any] | None) -> dict[str
         if run is not None:
             job["lastRun"] = run
     return state
+
+
+def newest_jobs(state: dict[str, Any], max_jobs: int) -> dict[str, Any]:
+    """The lineage state with at most ``max_jobs`` jobs, newest first by their last run (jobs that
+    never reported one last, then by namespace and name), the datasets those jobs read and write,
+    and the field flows between them. The count left out is ``jobsNotShown``."""
+    jobs = state.get("jobs", [])
+    if len(jobs) <= max_jobs:
+        return state
+
+    def last_run(job: dict[str, Any]) -> str:
+        return (job.get("lastRun") or {}).get("lastRunTime") or ""
+
+    by_name = sorted(jobs, key=lambda j: (j["namespace"], j["name"]))
+    kept = sorted(by_name, key=last_run, reverse=True)[:max_jobs]  # stable: ties by name
+    touched = {tuple(d) for j in kept for d in (*j.get("inputs", []), *j.get("outputs", []))}
+    return {
+        **state,
+        "jobs": kept,
+        "datasets": [
+            d for d in state.get("datasets", []) if (d["namespace"], d["name"]) in touched
+        ],
+        "columnLineage": [
+            {**cl, "inputs": [i for i in cl["inputs"] if (i[0], i[1]) in touched]}
+            for cl in state.get("columnLineage", [])
+            if tuple(cl["dataset"]) in touched
+        ],
+        "jobsNotShown": len(jobs) - len(kept),
+    }
+
+
+def not_shown_spec(definition: str, state: dict[str, Any], group: str) -> dg.AssetSpec | None:
+    """One asset in a capped definition's lineage group that says so where engineers look."""
+    hidden = int(state.get("jobsNotShown") or 0)
+    if not hidden:
+        return None
+    shown = len(state.get("jobs", []))
+    return dg.AssetSpec(
+        key=dg.AssetKey([definition, "lineage_jobs_not_shown"]),
+        description=(
+            f"{hidden:,} older jobs of {definition} are not shown in this asset graph "
+            f"(assetGraph.maxJobs is {shown:,}; the newest by last run are shown). They are in "
+            f"the catalog: `ol-dagster lineage --definition {definition}` lists every job."
+        ),
+        group_name=group,
+        kinds={"openlineage"},
+        metadata={"openlineage/jobsShown": shown, "openlineage/jobsNotShown": hidden},
+    )
 
 
 def last_run_metadata(run: dict[str, Any] | None) -> dict[str, Any]:
