@@ -16,12 +16,24 @@ import threading
 import time
 from pathlib import Path
 
+import orjson
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 log = logging.getLogger(__name__)
+
+
+def _json_dumps(value: object) -> str:
+    """JSON columns (catalog properties, the lineage state, reports) written by orjson: the
+    standard library's encoder took 1.8 s of a 10,000-job sync. Non-string keys become strings,
+    as ``json.dumps`` makes them."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+# every engine this project opens reads and writes its JSON columns this way
+_JSON = {"json_serializer": _json_dumps, "json_deserializer": orjson.loads}
 
 
 def _set_wal(cur: sqlite3.Cursor) -> None:
@@ -50,13 +62,13 @@ def open_engine(url: str, *, wal_autocheckpoint: bool = True) -> Engine:
     the WAL themselves (a ``WalCheckpointer`` does it off the request path)."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True, future=True)
+        return create_engine(url, pool_pre_ping=True, future=True, **_JSON)
 
     in_file = is_sqlite_file(url)
     if in_file:
         Path(str(parsed.database)).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(
-        url, future=True, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+        url, future=True, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, **_JSON
     )
 
     @event.listens_for(engine, "connect")

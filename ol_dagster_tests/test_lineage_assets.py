@@ -423,3 +423,65 @@ def test_run_workers_reconstruct_the_sync_job_without_the_synced_lineage(synced,
     served_job, rebuilt_job = (d.resolve_job_def("snap__sync") for d in (served, rebuilt))
     assert served_job.get_job_snapshot_id() == rebuilt_job.get_job_snapshot_id()
     assert rebuilt_job.executor_def is dg.in_process_executor
+
+
+def test_a_capped_definition_exports_only_its_newest_jobs_after_each_sync(
+    write_settings, tokens, tmp_path: Path
+):
+    """The sync exports no more than ``assetGraph.maxJobs`` jobs (the catalog's most recently
+    updated, ties by name) with only their datasets and field flows, so a large definition's
+    sync does not read and store every job it holds; the jobs left out stay in the catalog."""
+    path = write_settings(
+        allowedJobNamespaces=["etl"], snapshotMode="ADDITIVE", assetGraph={"maxJobs": 2}
+    )
+    settings = load_settings(path)
+    store = EventStore(settings.store.url)
+    client = TestClient(create_app(settings, store))
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def job(name: str, when: str) -> dict:
+        event = run_event(
+            "etl", name, inputs=[(PG, f"{name}_in")], outputs=[(PG, f"{name}_out")], event_time=when
+        )
+        return _with_columns(
+            event, f"{name}_out", ["x"], {"x": (f"{name}_in", "x")} if name else None
+        )
+
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
+        for events in (
+            [job("b", "2026-11-01T01:00:00Z"), job("a", "2026-11-01T01:00:00Z")],
+            [job("c", "2026-11-01T02:00:00Z")],
+        ):
+            r = client.post(
+                "/api/v1/lineage/batch",
+                json={"events": events},
+                headers={"Authorization": f"Bearer {tokens['snap']}"},
+            )
+            assert r.status_code == 200, r.text
+            (line,) = sync_batches(str(path), definition="snap", instance=instance)
+            assert line["status"] == "synced", line
+    state = store.lineage_state("snap")
+    store.dispose()
+    assert state is not None
+    assert [(j["name"], j["outputs"]) for j in state["jobs"]] == [
+        ("a", [[PG, "a_out"]]),
+        ("c", [[PG, "c_out"]]),
+    ]
+    assert {d["name"] for d in state["datasets"]} == {"a_in", "a_out", "c_in", "c_out"}
+    assert {cl["dataset"][1] for cl in state["columnLineage"]} == {"a_out", "c_out"}
+    assert state["jobsNotShown"] == 1
+    marker = _graph(path).get(dg.AssetKey(["snap", "lineage_jobs_not_shown"]))
+    assert marker.metadata["openlineage/jobsNotShown"] == 1
+    from sqlalchemy import select
+
+    from ol_dagster.catalog.embedded import EmbeddedCatalog
+    from ol_dagster.catalog.embedded import tables as t
+
+    catalog = EmbeddedCatalog(settings.catalogs["main"].url)
+    try:
+        with catalog.engine.connect() as conn:
+            held = set(conn.scalars(select(t.entities.c.ol_name).where(t.entities.c.type == t.JOB)))
+    finally:
+        catalog.close()
+    assert held == {"a", "b", "c"}

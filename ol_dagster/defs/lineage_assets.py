@@ -298,8 +298,10 @@ def merge_job_runs(
 
 def prune_job_runs(doc: dict[str, Any] | None, state: dict[str, Any]) -> dict[str, Any] | None:
     """``doc`` without the jobs the lineage state no longer holds (removed by a cleanup), or None
-    when it holds none of those."""
-    if not doc or not doc.get("jobs"):
+    when it holds none of those. A state that leaves jobs out (``assetGraph.maxJobs``) cannot
+    tell a removed job from one not shown: the document is kept whole (it holds no more jobs
+    than the definition ever synced)."""
+    if not doc or not doc.get("jobs") or state.get("jobsNotShown"):
         return None
     held = {(j["namespace"], j["name"]) for j in state.get("jobs", [])}
     jobs = doc["jobs"]
@@ -350,7 +352,7 @@ def newest_jobs(state: dict[str, Any], max_jobs: int) -> dict[str, Any]:
             for cl in state.get("columnLineage", [])
             if tuple(cl["dataset"]) in touched
         ],
-        "jobsNotShown": len(jobs) - len(kept),
+        "jobsNotShown": int(state.get("jobsNotShown") or 0) + len(jobs) - len(kept),
     }
 
 

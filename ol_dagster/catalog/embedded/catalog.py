@@ -1420,6 +1420,7 @@ class EmbeddedCatalog:
                 conn,
                 str(definition.uuid),
                 lambda ns: namespace_allowed(ns, definition.allowedJobNamespaces),
+                definition.assetGraph.maxJobs,
             )
 
     def annotate(self, key: str, items: list[tuple[str, str, str, dict[str, Any]]]) -> int:

@@ -10,16 +10,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Select, select
 from sqlalchemy.orm import aliased
 
 from ol_dagster.catalog.embedded import tables as t
-from ol_dagster.lineage.graph import job_of_scope
+from ol_dagster.lineage.graph import flow_scope, job_of_scope
 from ol_dagster.lineage_state import STATE_VERSION
 
+# scopes per ``IN`` list when only some jobs are exported (SQLite allows 32,766 parameters)
+_CHUNK = 500
 
-def export_state(conn: Connection, uuid: str, allowed: Any) -> dict[str, Any]:
-    """``allowed(namespace) -> bool`` filters the job namespaces of the definition."""
+
+def export_state(
+    conn: Connection, uuid: str, allowed: Any, max_jobs: int | None = None
+) -> dict[str, Any]:
+    """``allowed(namespace) -> bool`` filters the job namespaces of the definition. With
+    ``max_jobs``, only that many jobs are exported, the most recently updated first (ties by
+    namespace and name), with only their flows and datasets: the asset graph shows no more
+    (``assetGraph.maxJobs``), and a sync of a 100,000-job definition should not read and store
+    them all each time. ``jobsNotShown`` counts the others."""
     e = t.entities.c
     job_systems = [
         sid
@@ -28,13 +37,15 @@ def export_state(conn: Connection, uuid: str, allowed: Any) -> dict[str, Any]:
     ]
     jobs: dict[tuple[str, str], dict[str, Any]] = {}
     job_ids: dict[int, tuple[str, str]] = {}
-    for eid, ns, name, desc, props in conn.execute(
-        select(e.id, e.ol_namespace, e.ol_name, e.description, e.properties).where(
+    updated: dict[tuple[str, str], Any] = {}
+    for eid, ns, name, desc, props, last_update in conn.execute(
+        select(e.id, e.ol_namespace, e.ol_name, e.description, e.properties, e.last_update).where(
             e.type == t.JOB, e.system_id.in_(job_systems)
         )
     ):
         if not allowed(ns):
             continue
+        updated[(ns, name)] = last_update
         props = props or {}
         jobs[(ns, name)] = {
             "namespace": ns,
@@ -47,12 +58,30 @@ def export_state(conn: Connection, uuid: str, allowed: Any) -> dict[str, Any]:
             "outputs": [],
         }
         job_ids[eid] = (ns, name)
+    not_shown = 0
+    if max_jobs is not None and len(jobs) > max_jobs:
+        by_name = sorted(jobs)
+        kept = set(sorted(by_name, key=updated.__getitem__, reverse=True)[:max_jobs])
+        not_shown = len(jobs) - len(kept)
+        jobs = {k: v for k, v in jobs.items() if k in kept}
+        job_ids = {i: k for i, k in job_ids.items() if k in kept}
+
+    def of_jobs(statement: Select, scope_column: Any) -> list[Select]:
+        """``statement`` over every flow, or, when jobs were left out, chunks of the kept jobs'
+        data scopes (their unique indexes start with the scope)."""
+        if not not_shown:
+            return [statement]
+        scopes = sorted(flow_scope(*k) for k in jobs)
+        return [
+            statement.where(scope_column.in_(scopes[i : i + _CHUNK]))
+            for i in range(0, len(scopes), _CHUNK)
+        ]
 
     src, dst = aliased(t.entities), aliased(t.entities)
     f = t.data_flows.c
     dataset_ids: set[int] = set()
     io: dict[tuple[str, str], tuple[set, set]] = {}
-    for scope, s_id, s_ns, s_name, d_id, d_ns, d_name in conn.execute(
+    data_flows = (
         select(
             f.scope,
             src.c.id,
@@ -65,6 +94,9 @@ def export_state(conn: Connection, uuid: str, allowed: Any) -> dict[str, Any]:
         .join(src, src.c.id == f.from_entity)
         .join(dst, dst.c.id == f.to_entity)
         .where(f.kind == t.DATA)
+    )
+    for scope, s_id, s_ns, s_name, d_id, d_ns, d_name in (
+        row for statement in of_jobs(data_flows, f.scope) for row in conn.execute(statement)
     ):
         job = job_of_scope(scope)
         if job not in jobs:
@@ -122,10 +154,13 @@ def export_state(conn: Connection, uuid: str, allowed: Any) -> dict[str, Any]:
     ff = t.field_flows.c
     sf, df = aliased(t.fields), aliased(t.fields)
     column_lineage: dict[tuple[int, str], set[tuple[str, str, str]]] = {}
-    for scope, s_entity, s_field, d_entity, d_field in conn.execute(
+    field_flows = (
         select(ff.scope, sf.c.entity_id, sf.c.name, df.c.entity_id, df.c.name)
         .join(sf, sf.c.id == ff.from_field)
         .join(df, df.c.id == ff.to_field)
+    )
+    for scope, s_entity, s_field, d_entity, d_field in (
+        row for statement in of_jobs(field_flows, ff.scope) for row in conn.execute(statement)
     ):
         if job_of_scope(scope) not in jobs or s_entity not in datasets or d_entity not in datasets:
             continue
@@ -136,6 +171,7 @@ def export_state(conn: Connection, uuid: str, allowed: Any) -> dict[str, Any]:
 
     return {
         "version": STATE_VERSION,
+        **({"jobsNotShown": not_shown} if not_shown else {}),
         "jobs": sorted(jobs.values(), key=lambda j: (j["namespace"], j["name"])),
         "datasets": sorted(datasets.values(), key=lambda d: (d["namespace"], d["name"])),
         "parents": sorted(parents),
