@@ -3,7 +3,9 @@
 One YAML file (``ol_dagster.yaml`` at the project root, or the path in ``OL_DAGSTER_SETTINGS``)
 describes the whole code location. User-facing keys use the names of the product seeds
 (``snapshotMode``, ``allowedJobNamespaces``, ``maxRemovalsPerRun``...). Every model forbids unknown
-keys, so a typo fails at load with the key's path instead of silently falling back to a default.
+keys, so a typo fails at load with the key's path instead of silently falling back to a default;
+a key written twice fails too (YAML would keep the last one), with its lines. Every error is one
+line: ``ol-dagster`` prints it as its only line and exits 2.
 
 Secrets are never literal: a token is ``{env: NAME}`` and is only resolved when something needs it
 (the receiver at start, a catalog client when it connects), so loading the definitions in the
@@ -35,6 +37,17 @@ class SettingsError(ValueError):
     """The settings file is unreadable or invalid; the message names the offending key."""
 
 
+def _secret_problem(value: str) -> str | None:
+    """Why a secret's value can never work, without showing it. A bearer token or an API key is
+    one header word: a blank or a control character (the trailing newline of ``$(cat file)`` or
+    of a Kubernetes secret made with ``echo``) makes every request fail, or match nothing."""
+    if value != value.strip():
+        return "has blanks or a line break around its value (a header cannot carry them)"
+    if any(c.isspace() or not c.isprintable() for c in value):
+        return "holds a blank or a control character (a header cannot carry them)"
+    return None
+
+
 class SnapshotMode(StrEnum):
     BATCH_SNAPSHOT = "BATCH_SNAPSHOT"
     ADDITIVE = "ADDITIVE"
@@ -64,6 +77,8 @@ class EnvSecret(_Model):
         value = os.environ.get(self.env)
         if not value:
             raise SettingsError(f"environment variable {self.env} is not set (it holds a secret)")
+        if problem := _secret_problem(value):
+            raise SettingsError(f"environment variable {self.env} {problem}")
         return value
 
     def __repr__(self) -> str:  # never show a value, only where it comes from
@@ -209,6 +224,23 @@ class RetentionSettings(_Model):
     keepDays: Annotated[int, Field(ge=1)] | None = None  # None: kept forever
 
 
+class ReceiverLimits(_Model):
+    """The receiver process's limits, applied before any token is read (issue 15): what one
+    client, authenticated or not, can hold of its memory, connections and time."""
+
+    maxHeaderBytes: Annotated[int, Field(ge=1024)] = 16 * 1024  # request line + headers: 431
+    maxHeaderCount: Annotated[int, Field(ge=8)] = 100  # header fields: 431 beyond
+    headerTimeoutSeconds: Annotated[float, Field(gt=0)] = 10  # connect (or last answer) to headers
+    bodyTimeoutSeconds: Annotated[float, Field(gt=0)] = 120  # headers to the body's last byte
+    keepAliveSeconds: Annotated[int, Field(ge=1)] = 5  # an idle keep-alive connection is closed
+    maxConnections: Annotated[int, Field(ge=1)] = 500  # open at once: 503 and closed beyond
+    maxConcurrentRequests: Annotated[int, Field(ge=1)] = 100  # in progress: 503 beyond
+    largePostBytes: Annotated[int, Field(ge=1024)] = 1024 * 1024  # a body this big is "large"
+    maxConcurrentLargePosts: Annotated[int, Field(ge=1)] = 1  # parsed at once: 503 beyond
+    retryAfterSeconds: Annotated[int, Field(ge=1)] = 5  # the Retry-After of every 503 above
+    backlog: Annotated[int, Field(ge=1)] = 2048  # connections the kernel queues before accept
+
+
 class Settings(_Model):
     # One switch for PostgreSQL: the event store and every embedded catalog that names no URL of
     # its own go to this database (their tables do not clash).
@@ -218,6 +250,7 @@ class Settings(_Model):
     definitions: list[Definition] = []
     analysisWindowDays: Annotated[int, Field(ge=1)] = 30
     retention: RetentionSettings = RetentionSettings()
+    receiver: ReceiverLimits = ReceiverLimits()
 
     @model_validator(mode="after")
     def _one_database(self) -> Settings:
@@ -266,15 +299,44 @@ class Settings(_Model):
         raise SettingsError(f"no definition named {name!r} (known: {known})")
 
 
+def receiver_tokens(settings: Settings) -> dict[str, str]:
+    """Every definition's receiver token (definition name -> token), as the receiver needs them
+    at start. Everything wrong is said at once: each missing or malformed variable, and each pair
+    of definitions whose tokens are equal (posts would all go to one of them), by the
+    definitions' names and variables, never by the value."""
+    tokens: dict[str, str] = {}
+    problems: list[str] = []
+    for d in settings.definitions:
+        try:
+            tokens[d.name] = d.receiver.token.resolve()
+        except SettingsError as exc:
+            problems.append(f"definition {d.name}: {exc}")
+    by_value: dict[str, str] = {}
+    for name, token in tokens.items():
+        if token in by_value:
+            first = settings.definition(by_value[token])
+            problems.append(
+                f"definitions {first.name} and {name} have the same receiver token "
+                f"({first.receiver.token.env} and {settings.definition(name).receiver.token.env} "
+                "hold equal values): each definition needs its own"
+            )
+        else:
+            by_value[token] = name
+    if problems:
+        raise SettingsError("; ".join(problems))
+    return tokens
+
+
 def _format_errors(exc: ValidationError, source: str) -> str:
-    lines = [f"invalid settings in {source}:"]
+    """One line (``ol-dagster`` prints it as its only line), every error in it."""
+    parts = []
     for err in exc.errors():
         path = ".".join(str(p) for p in err["loc"]) or "(top level)"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
-        lines.append(f"  {path}: {msg}")
-    return "\n".join(lines)
+        parts.append(f"{path}: {msg}")
+    return f"invalid settings in {source}: " + "; ".join(parts)
 
 
 def _anchor_sqlite(url: str, base: Path) -> str:
@@ -341,8 +403,49 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
         raise SettingsError(
             f"settings file {p} not found (set {SETTINGS_ENV} or pass --settings)"
         ) from None
+    except IsADirectoryError:
+        raise SettingsError(f"settings file {p} is a directory, not a file") from None
+    except OSError as exc:
+        raise SettingsError(f"settings file {p} cannot be read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        line = exc.object.count(b"\n", 0, exc.start) + 1
+        raise SettingsError(
+            f"settings file {p} is not UTF-8: byte 0x{exc.object[exc.start]:02X} on line {line}"
+        ) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+    except _DuplicateKey as exc:
+        raise SettingsError(f"invalid settings in {p}: {exc}") from None
     except yaml.YAMLError as exc:
-        raise SettingsError(f"invalid settings in {p}: not valid YAML: {exc}") from None
+        reason = " ".join(str(exc).split())
+        raise SettingsError(f"invalid settings in {p}: not valid YAML: {reason}") from None
     return parse_settings(data, str(p), base=p.resolve().parent)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key written twice in one mapping. Plain YAML keeps the last
+    one silently: ``maxRemovalsPerRun: 5`` and, further down, ``maxRemovalsPerRun: 50000`` would
+    give 50,000. Keys brought in by a merge (``<<: *defaults``) may still be overridden."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # type: ignore[override]
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the constructor says why below
+                continue
+            seen.setdefault(key, line)
+            if first is not None:
+                raise _DuplicateKey(
+                    f"duplicate key {key!r} on line {line} (first on line {first}): YAML "
+                    "would silently keep the last one"
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+class _DuplicateKey(yaml.YAMLError):
+    """A key written twice in one mapping (its message says which, on which lines)."""

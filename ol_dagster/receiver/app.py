@@ -9,25 +9,40 @@ events; the store then holds exactly the accepted events. ``wholeSnapshot`` says
 is stored as a whole snapshot (a BATCH_SNAPSHOT definition, every event accepted), which the next
 sync cleans against; the message says it in words. A store that cannot be reached is a 503
 (retriable), never a silent drop.
+
+Under load (issue 15): everything after a post's body is read (decoding, validation, storage) runs
+in a worker thread, so the event loop keeps answering other requests. A body of
+``receiver.largePostBytes`` or more is a large post: at most ``receiver.maxConcurrentLargePosts``
+are read and processed at once (others get 503 with ``Retry-After`` as soon as their body grows
+that large), their events are decoded one at a time (``receiver.decode``) with the collector
+paused, and small posts are processed with the collector running as usual. ``/healthz`` answers
+503 while the store refuses writes though it answers reads (a full disk): a write refused while
+a ping succeeds makes it say so until a write succeeds again, or for ``_WRITE_REFUSAL_MEMORY``
+seconds without one (then it lets a post try again); an unreachable store fails its ping.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
-import pydantic_core
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.receiver.body import BodyError, read_body
+from ol_dagster.receiver.decode import NotABatch, NotJson, decode_event, decoded, split_batch
+from ol_dagster.receiver.guard import Guard
 from ol_dagster.receiver.intake import Intake, sort_events
-from ol_dagster.settings import Definition, Settings, SnapshotMode
+from ol_dagster.settings import Definition, ReceiverLimits, Settings, SnapshotMode
 from ol_dagster.store import EventStore, StoreUnavailable
 
 log = logging.getLogger("ol_dagster.receiver")
@@ -45,8 +60,14 @@ def _answer(status_code: int, status: str, message: str, **extra: object) -> JSO
     return JSONResponse({"status": status, "message": message, **extra}, status_code=status_code)
 
 
-def _error(status_code: int, message: str, *, retriable: bool = False) -> JSONResponse:
-    return _answer(
+# how long a refused write keeps /healthz at 503 when no write follows to say otherwise
+_WRITE_REFUSAL_MEMORY = 30.0
+
+
+def _error(
+    status_code: int, message: str, *, retriable: bool = False, retry_after: int | None = None
+) -> JSONResponse:
+    response = _answer(
         status_code,
         "failure",
         message,
@@ -56,6 +77,67 @@ def _error(status_code: int, message: str, *, retriable: bool = False) -> JSONRe
         wholeSnapshot=False,
         retriable=retriable,
     )
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
+
+
+@dataclass
+class _Writes:
+    """Whether the store refuses writes while it answers reads, for /healthz (one attribute,
+    set by the worker threads: assignments are atomic)."""
+
+    refused_at: float | None = None
+
+    def refused(self, store: EventStore) -> None:
+        try:
+            store.ping()
+        except StoreUnavailable:
+            return  # unreachable: /healthz's own ping says so, and says when it is back
+        self.refused_at = time.monotonic()
+
+    def succeeded(self) -> None:
+        self.refused_at = None
+
+    def refusing(self) -> bool:
+        at = self.refused_at
+        return at is not None and time.monotonic() - at < _WRITE_REFUSAL_MEMORY
+
+
+class _LargePosts:
+    """The large posts being read or processed (one event loop: no lock)."""
+
+    def __init__(self, limits: ReceiverLimits) -> None:
+        self.limits = limits
+        self.in_progress = 0
+
+
+class _LargeSlot:
+    """``read_body``'s ``on_size`` for one post: takes a slot when the body becomes large, or
+    refuses the post with 503 (``Retry-After``) when every slot is taken. ``release`` frees it."""
+
+    def __init__(self, posts: _LargePosts) -> None:
+        self.posts = posts
+        self.taken = False
+
+    def __call__(self, size: int) -> None:
+        limits = self.posts.limits
+        if self.taken or size < limits.largePostBytes:
+            return
+        if self.posts.in_progress >= limits.maxConcurrentLargePosts:
+            raise BodyError(
+                503,
+                f"receiver.maxConcurrentLargePosts ({limits.maxConcurrentLargePosts}) posts of "
+                f"receiver.largePostBytes ({limits.largePostBytes}) bytes or more are in "
+                "progress; retry later",
+            )
+        self.posts.in_progress += 1
+        self.taken = True
+
+    def release(self) -> None:
+        if self.taken:
+            self.taken = False
+            self.posts.in_progress -= 1
 
 
 def _summary_answer(
@@ -112,8 +194,14 @@ def _snapshot_note(definition: Definition, intake: Intake) -> tuple[bool, str]:
 
 
 def create_app(settings: Settings, store: EventStore) -> Starlette:
-    """Build the app; resolves every definition's token now, so a missing secret stops the start."""
+    """Build the app; resolves every definition's token now, so a missing secret stops the start.
+
+    The app carries ``settings.receiver`` (``app.state.receiver_limits``) for the server that
+    runs it (``receiver.server``): the connection, header and time limits are the server's."""
     tenants = [_Tenant(d.receiver.token.resolve().encode(), d) for d in settings.definitions]
+    limits = settings.receiver
+    large = _LargePosts(limits)
+    writes = _Writes()
 
     def authenticate(request: Request) -> Definition | None:
         header = request.headers.get("authorization", "")
@@ -127,92 +215,110 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
                 found = tenant.definition
         return found
 
-    async def parse(request: Request, definition: Definition) -> object | JSONResponse:
+    async def receive(
+        request: Request, process: Callable[[Definition, bytes], JSONResponse]
+    ) -> JSONResponse:
+        """Authenticate, read the body within the limits, then ``process`` it in a worker
+        thread: the event loop only reads bytes."""
+        definition = authenticate(request)
+        if definition is None:
+            return _error(401, "missing or unknown bearer token")
         ctype = request.headers.get("content-type", "application/json").split(";")[0].strip()
         if ctype and ctype.lower() not in _JSON_TYPES:
             return _error(415, f"Content-Type {ctype!r} is not supported: send application/json")
+        slot = _LargeSlot(large)
         try:
-            body = await read_body(
-                request.stream(),
-                request.headers.get("content-encoding", ""),
-                definition.limits.maxBodyBytes,
-            )
-        except BodyError as exc:
-            return _error(exc.status, exc.message)
-        if not body.strip():
-            return _error(400, "request body is empty: send a JSON object")
-        try:
-            with gc_paused():
-                # NaN and Infinity are not JSON (RFC 8259): stored, they would break every reader
-                return pydantic_core.from_json(body, allow_inf_nan=False)
-        except ValueError as exc:
-            return _error(400, f"request body is not valid JSON: {exc}")
+            try:
+                body = await read_body(
+                    request.stream(),
+                    request.headers.get("content-encoding", ""),
+                    definition.limits.maxBodyBytes,
+                    on_size=slot,
+                )
+            except BodyError as exc:
+                retry = limits.retryAfterSeconds if exc.status == 503 else None
+                return _error(
+                    exc.status, exc.message, retriable=retry is not None, retry_after=retry
+                )
+            except ClientDisconnect:
+                return _error(400, "the client went away before its body was read")
+            if not body.strip():
+                return _error(400, "request body is empty: send a JSON object")
+            return await run_in_threadpool(process, definition, body)
+        finally:
+            slot.release()
 
-    async def lineage(request: Request) -> JSONResponse:
-        definition = authenticate(request)
-        if definition is None:
-            return _error(401, "missing or unknown bearer token")
-        parsed = await parse(request, definition)
-        if isinstance(parsed, JSONResponse):
-            return parsed
-        if isinstance(parsed, dict) and isinstance(parsed.get("events"), list):
-            return _error(400, "this endpoint takes one event; post {'events': [...]} to /batch")
-        intake = sort_events(
-            [parsed],
-            definition.allowedJobNamespaces,
-            max_name_length=definition.limits.maxNameLength,
-        )
+    def paused_if_large(body: bytes):  # noqa: ANN202
+        # a large post's events are decoded with the collector paused (``gcpause``); a small
+        # one's with the collector running as usual, so its cycles are collected as they come
+        return gc_paused() if len(body) >= limits.largePostBytes else nullcontext()
+
+    def process_event(definition: Definition, body: bytes) -> JSONResponse:
+        with paused_if_large(body):
+            try:
+                parsed = decode_event(body)
+            except NotJson as exc:
+                return _error(400, f"request body is not valid JSON: {exc}")
+            if isinstance(parsed, dict) and isinstance(parsed.get("events"), list):
+                return _error(
+                    400, "this endpoint takes one event; post {'events': [...]} to /batch"
+                )
+            intake = sort_events(
+                [parsed],
+                definition.allowedJobNamespaces,
+                max_name_length=definition.limits.maxNameLength,
+            )
         if not intake.accepted:
             return _summary_answer(intake, None)
         try:
-            batch_id = await run_in_threadpool(
-                store.add_stream_events,
-                definition.name,
-                intake.accepted,
-                received=intake.received,
+            batch_id = store.add_stream_events(
+                definition.name, intake.accepted, received=intake.received
             )
         except StoreUnavailable:
             log.exception("store unavailable; event refused with 503")
-            return _error(503, "the event store is unavailable; retry later", retriable=True)
+            return _unavailable()
+        writes.succeeded()
         return _summary_answer(intake, batch_id)
 
-    async def lineage_batch(request: Request) -> JSONResponse:
-        definition = authenticate(request)
-        if definition is None:
-            return _error(401, "missing or unknown bearer token")
-        parsed = await parse(request, definition)
-        if isinstance(parsed, JSONResponse):
-            return parsed
-        if not isinstance(parsed, dict) or not isinstance(parsed.get("events"), list):
-            return _error(400, "body must be a JSON object with an 'events' array")
-        events = parsed["events"]
-        limit = definition.limits.maxEventsPerBatch
-        if len(events) > limit:
-            return _error(
-                413,
-                f"{len(events)} events exceed limits.maxEventsPerBatch ({limit}); split the batch",
-            )
-        intake = sort_events(
-            events,
-            definition.allowedJobNamespaces,
-            max_name_length=definition.limits.maxNameLength,
-        )
-        if events and not intake.accepted:
+    def process_batch(definition: Definition, body: bytes) -> JSONResponse:
+        with paused_if_large(body):
+            try:
+                raw_events = split_batch(body, precise_below=limits.largePostBytes)
+            except NotJson as exc:
+                return _error(400, f"request body is not valid JSON: {exc}")
+            except NotABatch as exc:
+                return _error(400, str(exc))
+            limit = definition.limits.maxEventsPerBatch
+            if len(raw_events) > limit:
+                return _error(
+                    413,
+                    f"{len(raw_events)} events exceed limits.maxEventsPerBatch ({limit}); "
+                    "split the batch",
+                )
+            try:
+                intake = sort_events(
+                    decoded(raw_events),
+                    definition.allowedJobNamespaces,
+                    max_name_length=definition.limits.maxNameLength,
+                )
+            except NotJson as exc:
+                return _error(400, f"request body is not valid JSON: {exc}")
+            del raw_events
+        if intake.received and not intake.accepted:
             return _summary_answer(intake, None)
         snapshot = definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT
         try:
-            batch_id = await run_in_threadpool(
-                lambda: store.add_posted_batch(
-                    definition.name,
-                    intake.accepted,
-                    received=intake.received,
-                    rejections=[r.as_dict() for r in intake.rejected],
-                    snapshot=snapshot,
-                )
+            batch_id = store.add_posted_batch(
+                definition.name,
+                intake.accepted,
+                received=intake.received,
+                rejections=[r.as_dict() for r in intake.rejected],
+                snapshot=snapshot,
             )
         except StoreUnavailable:
             log.exception("store unavailable; batch refused with 503")
-            return _error(503, "the event store is unavailable; retry later", retriable=True)
+            return _unavailable()
+        writes.succeeded()
         whole, note = _snapshot_note(definition, intake)
         log.info(
             "batch %s for %s: %d received, %d accepted",
@@ -223,17 +329,39 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
         )
         return _summary_answer(intake, batch_id, note, whole_snapshot=whole)
 
+    def _unavailable() -> JSONResponse:
+        writes.refused(store)
+        return _error(
+            503,
+            "the event store is unavailable; retry later",
+            retriable=True,
+            retry_after=limits.retryAfterSeconds,
+        )
+
+    async def lineage(request: Request) -> JSONResponse:
+        return await receive(request, process_event)
+
+    async def lineage_batch(request: Request) -> JSONResponse:
+        return await receive(request, process_batch)
+
     async def healthz(_request: Request) -> JSONResponse:
         try:
             await run_in_threadpool(store.ping)
         except StoreUnavailable:
             return JSONResponse({"status": "unavailable", "store": "unreachable"}, status_code=503)
+        if writes.refusing():
+            return JSONResponse(
+                {"status": "unavailable", "store": "refuses writes"}, status_code=503
+            )
         return JSONResponse({"status": "ok", "definitions": len(tenants)})
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/api/v1/lineage", lineage, methods=["POST"]),
             Route("/api/v1/lineage/batch", lineage_batch, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
-        ]
+        ],
+        middleware=[Middleware(Guard, limits=limits)],
     )
+    app.state.receiver_limits = limits
+    return app

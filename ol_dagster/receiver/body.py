@@ -7,7 +7,7 @@ gigabytes (a gzip bomb) is refused while it inflates, not after it has filled th
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 _ENCODINGS = {"", "identity", "gzip", "x-gzip"}
 
@@ -19,7 +19,14 @@ class BodyError(Exception):
         self.message = message
 
 
-async def read_body(chunks: AsyncIterator[bytes], encoding: str, max_bytes: int) -> bytes:
+async def read_body(
+    chunks: AsyncIterator[bytes],
+    encoding: str,
+    max_bytes: int,
+    on_size: Callable[[int], None] | None = None,
+) -> bytes:
+    """``on_size`` is told the body's size so far (after decompression) as it grows; it may raise
+    ``BodyError`` to stop reading (the receiver's bound on large posts in progress)."""
     encoding = encoding.strip().lower()
     if encoding not in _ENCODINGS:
         raise BodyError(415, f"Content-Encoding {encoding!r} is not supported (use gzip or none)")
@@ -36,6 +43,8 @@ async def read_body(chunks: AsyncIterator[bytes], encoding: str, max_bytes: int)
         if inflater is None:
             parts.append(chunk)
             size += len(chunk)
+            if on_size is not None:
+                on_size(size)
             continue
         data = chunk
         while data:
@@ -47,6 +56,8 @@ async def read_body(chunks: AsyncIterator[bytes], encoding: str, max_bytes: int)
             if size > max_bytes:
                 raise too_big
             parts.append(out)
+            if on_size is not None:
+                on_size(size)
             data = inflater.unconsumed_tail
             if inflater.eof and inflater.unused_data:
                 # a multi-member gzip body (concatenated streams): read every member

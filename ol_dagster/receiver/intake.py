@@ -18,6 +18,7 @@ nothing more) and names the field path of one that is too long.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import orjson
@@ -87,23 +88,31 @@ def _serialize(event: object) -> bytes:
     return pydantic_core.to_json(event) if b"null" in raw else raw
 
 
+# a pause pays for itself on batches, not on the single events of a stream (issue 15)
+_PAUSE_FROM = 1000
+
 # The store's run_id column is VARCHAR(200), which PostgreSQL enforces (the spec's runId is a UUID).
 MAX_RUN_ID = 200
 
 
 def sort_events(
-    events: list[object],
+    events: Iterable[object],
     allowed_job_namespaces: list[str],
     *,
     max_name_length: int = DEFAULT_MAX_NAME_LENGTH,
 ) -> Intake:
-    """``max_name_length``: the definition's ``limits.maxNameLength``."""
-    with gc_paused():
-        return _sort_events(events, allowed_job_namespaces, max_name_length)
+    """``max_name_length``: the definition's ``limits.maxNameLength``. ``events`` may be a
+    generator that decodes each event as it is asked for (the receiver's large posts): each one
+    is dropped once it is checked and serialized. A list of ``_PAUSE_FROM`` events or more is
+    sorted with the collector paused (``gcpause``); a generator's caller decides."""
+    if isinstance(events, list) and len(events) >= _PAUSE_FROM:
+        with gc_paused():
+            return _sort_events(events, allowed_job_namespaces, max_name_length)
+    return _sort_events(events, allowed_job_namespaces, max_name_length)
 
 
 def _sort_events(
-    events: list[object], allowed_job_namespaces: list[str], max_name_length: int
+    events: Iterable[object], allowed_job_namespaces: list[str], max_name_length: int
 ) -> Intake:
     intake = Intake()
     for index, event in enumerate(events):
