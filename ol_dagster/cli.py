@@ -23,10 +23,12 @@ from ol_dagster.settings import SettingsError, load_settings, settings_path
 def _cmd_serve(args: argparse.Namespace) -> int:
     from ol_dagster.receiver.app import create_app
     from ol_dagster.receiver.server import serve
-    from ol_dagster.store import EventStore
+    from ol_dagster.startup import open_store, refuse_unservable
 
-    settings = load_settings(args.settings)
-    app = create_app(settings, EventStore(settings.store.url, background_checkpoints=True))
+    path = settings_path(args.settings)
+    settings = load_settings(path)
+    refuse_unservable(settings, str(path))
+    app = create_app(settings, open_store(settings, background_checkpoints=True))
     names = ", ".join(d.name for d in settings.definitions)
     print(f"ol-dagster receiver on http://{args.host}:{args.port} for: {names}", file=sys.stderr)
     serve(app, args.host, args.port)
@@ -64,16 +66,33 @@ def _cmd_send(args: argparse.Namespace) -> int:
 
 
 def _cmd_sync(args: argparse.Namespace) -> int:
+    from ol_dagster.run_failure import run_failure, secret_values
+    from ol_dagster.startup import open_store
+
+    # what cannot work stops here, in one line, before Dagster is imported
+    settings = load_settings(args.settings)
+    if args.definition:
+        settings.definition(args.definition)
+    open_store(settings).dispose()
     # Importing Dagster and opening its instance make ~150,000 container objects that live as
     # long as the process: with the collector paused they are not walked again and again while
     # they are made (a fifth of the import's CPU time).
     with gc_paused():
+        import dagster as dg
+
         from ol_dagster.headless import instance_from_env, sync_batches
 
         project_dir = settings_path(args.settings).resolve().parent
         instance = instance_from_env(project_dir)
     code = 0
     for line in sync_batches(args.settings, definition=args.definition, instance=instance):
+        if line["status"] == "run_failed":
+            # the failing step and its error, not just "run_failed" (the rest is in the run's log)
+            records = instance.all_logs(
+                line["runId"],
+                of_type={dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE},
+            )
+            line["failure"] = run_failure(records, secret_values(settings))
         print(json.dumps(line, default=str))
         if line["status"] != "synced":
             code = 1
@@ -225,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SettingsError as exc:
-        print(f"ol-dagster: {exc}", file=sys.stderr)
+        print(f"ol-dagster: {' '.join(str(exc).split())}", file=sys.stderr)  # one line
         return 2
     except Exception as exc:
         # httpx is imported by the commands that talk HTTP only: an error of it means it is loaded

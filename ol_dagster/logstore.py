@@ -6,11 +6,14 @@ Layout (seed: "organized by the namespace and job name in the event")::
     <folder>/<job namespace>/<job name>/<eventTime>_job_<hash>.json                   JobEvent
     <folder>/_datasets/<namespace>/<name>/<eventTime>_dataset_<hash>.json             DatasetEvent
 
-``eventTime`` is UTC in ISO basic form (``20261101T020000.000000Z``: sortable, no ``:``), ``hash``
+``eventTime`` is UTC in ISO basic form (``20261101T020000.000000Z``: sortable, no ``:``; the year
+always four digits, ``09990101T...`` for the year 999), ``hash``
 the first 16 hex digits of the SHA-256 of the event's canonical JSON (sorted keys, no blanks), so
 the same event always lands in the same file, whatever its formatting: writing is idempotent. A
 file is written to a temporary file in its directory (``.tmp-...``), flushed to disk, then renamed
-over its final name (``os.replace``): a reader never sees half an event.
+over its final name (``os.replace``): a reader never sees half an event. Names written before
+the year was padded (``9990101T...``, the C library's unpadded ``%Y``) are still read, in event-time
+order, and a same event is not written again under the padded name.
 
 Names from events are untrusted. Every path component is encoded by ``encode_component``:
 
@@ -55,8 +58,8 @@ _WINDOWS_DEVICES = frozenset(
     | {f"LPT{i}" for i in range(10)}
     | {"CONIN$", "CONOUT$", "CLOCK$"}
 )
-_TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
-_TIME_PREFIX = re.compile(r"^(\d{8}T\d{6}\.\d{6}Z)_")
+# the date of an older name may have 5 to 7 digits: its year was not padded
+_TIME_PREFIX = re.compile(r"^(\d{5,8})(T\d{6}\.\d{6}Z)_")
 _TMP_PREFIX = ".tmp-"
 _EVENT_TYPE = re.compile(r"[A-Z]{1,16}")
 
@@ -120,10 +123,33 @@ def event_hash(raw_event: bytes) -> str:
     return _digest(_canonical(raw_event))
 
 
-def _time(event: Event) -> str:
-    t = event.eventTime
+def _stamp(t: datetime) -> str:
+    """UTC in ISO basic form with a four-digit year: ``strftime("%Y")`` does not pad years before
+    1000 on Linux, and ``9990101`` sorts after ``20260101``."""
     t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-    return t.strftime(_TIME_FORMAT)
+    return (
+        f"{t.year:04d}{t.month:02d}{t.day:02d}T{t.hour:02d}{t.minute:02d}{t.second:02d}"
+        f".{t.microsecond:06d}Z"
+    )
+
+
+def _time(event: Event) -> str:
+    return _stamp(event.eventTime)
+
+
+def _legacy(path: Path) -> Path | None:
+    """The name an event of a year before 1000 had before years were padded, if it differs."""
+    if not path.name.startswith("0"):
+        return None
+    return path.with_name(path.name.lstrip("0"))
+
+
+def _time_key(filename: str) -> str | None:
+    """The event time a file name starts with, padded (older names too); None: not an event."""
+    match = _TIME_PREFIX.match(filename)
+    if match is None:
+        return None
+    return match.group(1).zfill(8) + match.group(2)
 
 
 def event_path(folder: str | os.PathLike[str], raw_event: bytes, event: Event) -> Path:
@@ -161,6 +187,9 @@ def write_event(folder: str | os.PathLike[str], raw_event: bytes, event: Event) 
     _check_inside(base, target.parent)
     if target.exists():
         return target  # the same event was logged before
+    legacy = _legacy(target)
+    if legacy is not None and legacy.exists():
+        return legacy  # logged before, under the older unpadded name
     target.parent.mkdir(parents=True, exist_ok=True)
     _check_inside(base, target.parent)  # a directory on the way may be a link planted since
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_TMP_PREFIX, suffix=".json")
@@ -189,17 +218,18 @@ def iter_logged_files(
         return
     threshold = None
     if since is not None:
-        s = since.replace(tzinfo=UTC) if since.tzinfo is None else since.astimezone(UTC)
-        threshold = s.strftime(_TIME_FORMAT)
+        threshold = _stamp(since)
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames.sort()
-        for filename in sorted(filenames):
-            if filename.startswith(".") or not filename.endswith(".json"):
-                continue
-            match = _TIME_PREFIX.match(filename)
-            if match is None:
-                continue
-            if threshold is not None and match.group(1) < threshold:
+        logged = [
+            (key, filename)
+            for filename in filenames
+            if not filename.startswith(".")
+            and filename.endswith(".json")
+            and (key := _time_key(filename)) is not None
+        ]
+        for key, filename in sorted(logged):  # event-time order, older unpadded names too
+            if threshold is not None and key < threshold:
                 continue
             yield Path(dirpath) / filename
 

@@ -197,6 +197,45 @@ def test_layout_and_since(folder: Path) -> None:
     assert sorted(iter_logged_events(folder)) == sorted([raw, ds_raw])
 
 
+def _at(when: str) -> bytes:
+    return json.dumps(run_event("etl", "old", event_time=when, run_id=when)).encode()
+
+
+ERAS = [
+    "0001-01-01T00:00:00Z",
+    "0099-12-31T23:59:59Z",
+    "0999-01-02T00:00:00Z",
+    "2026-11-01T02:00:00Z",
+]
+
+
+def test_years_before_1000_sort_by_event_time(folder: Path) -> None:
+    paths = [write_event(folder, raw, parse_event(raw)) for raw in map(_at, reversed(ERAS))]
+
+    assert {p.name[:9] for p in paths} == {"00010101T", "00991231T", "09990102T", "20261101T"}
+    assert list(iter_logged_events(folder)) == [_at(t) for t in ERAS]  # time order
+    since = datetime(999, 1, 1, tzinfo=UTC)
+    assert list(iter_logged_events(folder, since=since)) == [_at(t) for t in ERAS[2:]]
+
+
+def test_names_of_the_unpadded_scheme_are_still_read_and_not_written_again(folder: Path) -> None:
+    """Before years were padded, ``strftime("%Y")`` wrote the year 999 as ``999``: such a file is
+    listed in event-time order, ``since`` reads its time right, and the same event is not logged a
+    second time under the padded name."""
+    paths = [write_event(folder, raw, parse_event(raw)) for raw in map(_at, ERAS)]
+    for path in paths[:3]:
+        path.rename(path.with_name(path.name.lstrip("0")))  # as the older scheme named them
+    by_name = sorted(folder.rglob("*.json"), key=lambda p: p.name)
+    assert [json.loads(p.read_bytes())["eventTime"] for p in by_name] != ERAS  # not by name
+
+    assert list(iter_logged_events(folder)) == [_at(t) for t in ERAS]
+    since = datetime(99, 12, 31, tzinfo=UTC)
+    assert list(iter_logged_events(folder, since=since)) == [_at(t) for t in ERAS[1:]]
+    again = write_event(folder, _at(ERAS[2]), parse_event(_at(ERAS[2])))
+    assert again.name.startswith("9990102T")
+    assert len(list(folder.rglob("*.json"))) == len(ERAS)
+
+
 def test_a_planted_link_out_of_the_folder_is_refused(folder: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -17,6 +17,7 @@ from ol_dagster.settings import (
     SettingsError,
     SnapshotMode,
     load_settings,
+    receiver_tokens,
 )
 from ol_dagster_tests.conftest import TOKENS, settings_data
 
@@ -293,9 +294,9 @@ def test_wrong_values_are_rejected_with_their_path(
 
     message = _error(path)
 
-    line = next((ln for ln in message.splitlines() if ln.strip().startswith(f"{key_path}:")), None)
-    assert line is not None, message
-    assert hint in line
+    assert "\n" not in message  # one line, every error in it
+    assert f" {key_path}: " in message, message
+    assert hint in message.split(f" {key_path}: ", 1)[1].split("; ")[0]  # in that key's error
 
 
 @pytest.mark.parametrize(
@@ -471,3 +472,149 @@ def test_settings_are_frozen(write_settings: Callable[..., Path]) -> None:
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SETTINGS_ENV, raising=False)
+
+
+# -- what can never work --------------------------------------------------------------------------
+
+
+def _with_line(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "lines"),
+    [
+        pytest.param(
+            "definitions:\n"
+            "  - name: snap\n"
+            "    cleanup:\n"
+            "      maxRemovalsPerRun: 5\n"
+            "      enabled: true\n"
+            "      maxRemovalsPerRun: 50000\n",
+            "'maxRemovalsPerRun'",
+            "line 6 (first on line 4)",
+            id="nested",
+        ),
+        pytest.param(
+            "store: {url: 'sqlite:///a.db'}\nstore: {url: 'sqlite:///b.db'}\n",
+            "'store'",
+            "line 2 (first on line 1)",
+            id="top-level",
+        ),
+        pytest.param(
+            "catalogs: {main: {kind: embedded, kind: marquez}}\n", "'kind'", "line 1", id="flow"
+        ),
+    ],
+)
+def test_a_key_written_twice_is_refused_with_its_lines(
+    tmp_path: Path, text: str, key: str, lines: str
+) -> None:
+    message = _error(_with_line(tmp_path / "ol_dagster.yaml", text))
+
+    assert f"duplicate key {key} on {lines}" in message
+    assert str(tmp_path / "ol_dagster.yaml") in message
+
+
+def test_a_merged_key_may_still_be_overridden(tmp_path: Path) -> None:
+    """``<<: *anchor`` brings keys in to be overridden: that is not a key written twice."""
+    path = _with_line(
+        tmp_path / "ol_dagster.yaml",
+        "definitions:\n"
+        "  - name: first\n"
+        "    uuid: 11111111-1111-4111-8111-111111111111\n"
+        "    catalog: main\n"
+        "    receiver: {token: {env: OL_TEST_TOKEN_SNAP}}\n"
+        "    cleanup: &strict {maxRemovalsPerRun: 5, staleJobDays: 7}\n"
+        "  - name: second\n"
+        "    uuid: 22222222-2222-4222-8222-222222222222\n"
+        "    catalog: main\n"
+        "    receiver: {token: {env: OL_TEST_TOKEN_ADD}}\n"
+        "    cleanup:\n"
+        "      <<: *strict\n"
+        "      maxRemovalsPerRun: 9\n",
+    )
+
+    cleanup = load_settings(path).definition("second").cleanup
+
+    assert (cleanup.maxRemovalsPerRun, cleanup.staleJobDays) == (9, 7)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"definitions: []\nstore: {url: '\xff'}\n", "is not UTF-8: byte 0xFF on line 2"),
+        (b"\xfe\xff", "is not UTF-8"),
+    ],
+)
+def test_a_file_that_is_not_utf8_is_named(tmp_path: Path, content: bytes, expected: str) -> None:
+    path = tmp_path / "ol_dagster.yaml"
+    path.write_bytes(content)
+
+    assert expected in _error(path)
+
+
+def test_a_directory_is_not_a_settings_file(tmp_path: Path) -> None:
+    assert f"settings file {tmp_path} is a directory" in _error(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("abc\n", "around its value"),
+        (" abc", "around its value"),
+        ("abc ", "around its value"),
+        ("ab c", "holds a blank or a control character"),
+        ("ab\x1bc", "holds a blank or a control character"),
+        ("ab\x7fc", "holds a blank or a control character"),
+    ],
+)
+def test_a_secret_that_no_header_can_carry_is_refused_unshown(
+    monkeypatch: pytest.MonkeyPatch, value: str, problem: str
+) -> None:
+    monkeypatch.setenv("OL_TEST_SECRET_X", value)
+
+    with pytest.raises(SettingsError) as info:
+        EnvSecret(env="OL_TEST_SECRET_X").resolve()
+
+    assert "OL_TEST_SECRET_X" in str(info.value) and problem in str(info.value)
+    assert value.strip() not in str(info.value)
+
+
+def test_receiver_tokens_name_every_problem_at_once(
+    write_settings: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = settings_data(tmp_path)
+    data["definitions"].append({**MINIMAL_DEFINITION})
+    data["definitions"].append(
+        {
+            **MINIMAL_DEFINITION,
+            "name": "fourth",
+            "uuid": "44444444-4444-4444-8444-444444444444",
+            "receiver": {"token": {"env": "OL_TEST_TOKEN_FOURTH"}},
+        }
+    )
+    settings = load_settings(write_settings(data))
+    monkeypatch.setenv("OL_TEST_TOKEN_SNAP", "shared-token-value")
+    monkeypatch.setenv("OL_TEST_TOKEN_ADD", "other\n")
+    monkeypatch.delenv("OL_TEST_TOKEN_MINIMAL", raising=False)
+    monkeypatch.setenv("OL_TEST_TOKEN_FOURTH", "shared-token-value")
+
+    with pytest.raises(SettingsError) as info:
+        receiver_tokens(settings)
+    message = str(info.value)
+
+    assert "definition add: environment variable OL_TEST_TOKEN_ADD has blanks" in message
+    assert "definition minimal: environment variable OL_TEST_TOKEN_MINIMAL is not set" in message
+    assert "definitions snap and fourth have the same receiver token" in message
+    assert "OL_TEST_TOKEN_SNAP and OL_TEST_TOKEN_FOURTH" in message
+    assert "shared-token-value" not in message and "other" not in message
+
+    for name, value in (("ADD", "a"), ("MINIMAL", "b"), ("FOURTH", "c")):
+        monkeypatch.setenv(f"OL_TEST_TOKEN_{name}", value)
+    assert receiver_tokens(settings) == {
+        "snap": "shared-token-value",
+        "add": "a",
+        "minimal": "b",
+        "fourth": "c",
+    }

@@ -22,8 +22,7 @@ from ol_dagster.defs.report import cleanup_markdown, counts_markdown, rows_markd
 from ol_dagster.defs.resources import CatalogResource, StoreResource
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage_state import export_state
-from ol_dagster.logstore import write_event
-from ol_dagster.openlineage.models import parse_event
+from ol_dagster.logstore_backlog import LogOutcome, log_batch
 from ol_dagster.settings import Definition, SnapshotMode
 from ol_dagster.store import BatchRecord, EventStore
 from ol_dagster.sync.batch import CleanupOverrides, SyncBusy, cleanup_batch, upload_batch
@@ -116,18 +115,48 @@ def remember_job_runs(
     store.save_lineage_state(key, merge_job_runs(store.lineage_state(key), runs, batch_id))
 
 
-def _log_events(store: EventStore, batch: BatchRecord, definition: Definition) -> int:
+def _log_events(store: EventStore, batch: BatchRecord, definition: Definition) -> LogOutcome | None:
     """Egeria's file-based log store, when configured: each accepted event as one JSON file under
-    ``<folder>/<namespace>/<job>/`` (names encoded so no event can write outside the folder)."""
+    ``<folder>/<namespace>/<job>/`` (names encoded so no event can write outside the folder). An
+    event that cannot be written waits for the next sync; the batch goes on to the catalog."""
     if definition.logStore is None:
-        return 0
-    written = 0
+        return None
     with gc_paused():
-        for e in store.iter_events(batch.id):
-            # the file name needs the envelope only: no custom facets to keep
-            write_event(definition.logStore.folder, e.raw, parse_event(e.raw, custom_facets=False))
-            written += 1
-    return written
+        return log_batch(store, definition.name, definition.logStore.folder, batch.id)
+
+
+def log_store_check(outcome: LogOutcome) -> dg.AssetCheckResult:
+    """``log_store_written``: warns when events could not be written into the log store (how
+    many, why); they are retried at the next sync, and the catalog has them all the same."""
+    waiting = outcome.failed or outcome.pending or outcome.lost
+    description = None
+    if outcome.failed:
+        description = (
+            f"{outcome.failed} event(s) not written to the log store ({outcome.reason}); "
+            f"{outcome.pending} wait(s) for the next sync. The catalog has them all."
+        )
+    elif outcome.pending:
+        description = f"{outcome.pending} event(s) wait for the next sync to be written"
+    if outcome.lost:
+        description = (description + " " if description else "") + (
+            f"{outcome.lost} event(s) were purged from the event store before they could be "
+            "written: the log store lacks them."
+        )
+    return dg.AssetCheckResult(
+        check_name=C.LOG_STORE_WRITTEN,
+        passed=not waiting,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=description,
+        metadata={
+            "written": outcome.written,
+            "retried": outcome.retried,
+            "failed": outcome.failed,
+            "pending": outcome.pending,
+            "lost": outcome.lost,
+            "reason": outcome.reason or "",
+            **({"example": outcome.example} if outcome.example else {}),
+        },
+    )
 
 
 def refresh_lineage_state(context, catalog, definition: Definition, store: EventStore) -> None:
@@ -193,6 +222,11 @@ def build_assets(
         check_specs=[
             dg.AssetCheckSpec(C.NOT_EMPTY, asset=keys[C.RECEIVED_BATCH]),
             dg.AssetCheckSpec(C.WHOLE_SNAPSHOT, asset=keys[C.RECEIVED_BATCH]),
+            *(
+                [dg.AssetCheckSpec(C.LOG_STORE_WRITTEN, asset=keys[C.RECEIVED_BATCH])]
+                if definition.logStore
+                else []
+            ),
         ],
         **common,
     )
@@ -222,7 +256,7 @@ def build_assets(
                     rows_markdown(rejected_rows, ["index", "reason"], _TABLE_ROWS)
                 ),
                 "dagster/row_count": batch.accepted_count,
-                **({"loggedEvents": logged} if definition.logStore else {}),
+                **({"loggedEvents": logged.written} if logged is not None else {}),
             },
             check_results=[
                 dg.AssetCheckResult(
@@ -247,6 +281,7 @@ def build_assets(
                     ),
                     metadata={"rejected": batch.rejected_count},
                 ),
+                *([log_store_check(logged)] if logged is not None else []),
             ],
         )
 

@@ -11,6 +11,7 @@ CATALOG_CLEANUP = "catalog_cleanup"
 # checks, by the asset they belong to
 NOT_EMPTY = "not_empty"
 WHOLE_SNAPSHOT = "whole_snapshot"
+LOG_STORE_WRITTEN = "log_store_written"  # only with a logStore
 NO_DANGLING_FLOWS = "no_dangling_flows"
 UPLOAD_SUCCEEDED = "upload_succeeded"
 REMOVAL_CAP = "removal_cap"
