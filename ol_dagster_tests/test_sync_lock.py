@@ -287,3 +287,72 @@ def test_a_version_5_store_gains_the_sync_locks_on_open(store_url: str) -> None:
         assert [e.raw for e in upgraded.iter_events(batch_id)] == [event.raw]
     finally:
         upgraded.dispose()
+
+
+# -- a holder that dies: its process, its heartbeat -----------------------------------------------
+
+
+def _hold_and_die(url: str, conn) -> None:
+    """Take the lock with this process recorded, say so, and wait to be killed."""
+    from ol_dagster.store.holder import this_process
+
+    store = EventStore(url)
+    taken = store.acquire_sync_lock("snap", "run-dead", lease_seconds=3600, process=this_process())
+    assert taken is None
+    conn.send("held")
+    conn.recv()  # never answered: the test kills this process
+
+
+def test_a_holder_whose_process_is_gone_is_passed_over_before_its_lease_ends(
+    store_url: str,
+) -> None:
+    """The killed holder's lease has an hour to run; on its machine the next sync takes the
+    lock at once. While the process lives, it keeps the lock."""
+    from ol_dagster.store.holder import this_process
+
+    store = EventStore(store_url)
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        mine, theirs = ctx.Pipe()
+        proc = ctx.Process(target=_hold_and_die, args=(store_url, theirs))
+        proc.start()
+        try:
+            assert mine.poll(120) and mine.recv() == "held"
+            assert store.acquire_sync_lock("snap", "run-next", lease_seconds=LEASE) == "run-dead"
+        finally:
+            proc.kill()
+            proc.join(timeout=60)
+        held = store.sync_lock("snap")
+        assert held is not None and held.holder == "run-dead" and held.process is not None
+
+        assert (
+            store.acquire_sync_lock("snap", "run-next", lease_seconds=LEASE, process=this_process())
+            is None
+        )
+        assert store.sync_lock("snap").holder == "run-next"  # type: ignore[union-attr]
+        # a lock with no process recorded (another machine's) waits for its lease
+        store.release_sync_lock("snap", "run-next")
+        assert take(store, "run-far", now=utcnow()) is None
+        assert store.acquire_sync_lock("snap", "run-b", lease_seconds=LEASE) == "run-far"
+    finally:
+        store.dispose()
+
+
+def test_the_heartbeat_keeps_a_short_lease_alive_and_notices_a_lost_lock(
+    event_store: EventStore,
+) -> None:
+    from ol_dagster.sync.lease import Heartbeat
+
+    assert take(event_store, "run-a", lease_seconds=1.0, now=utcnow()) is None
+    with Heartbeat(event_store, "snap", "run-a", lease_seconds=1.0, every=0.1) as beat:
+        deadline = utcnow() + timedelta(seconds=3)
+        while utcnow() < deadline:
+            lock = event_store.sync_lock("snap")
+            assert lock is not None and lock.expires_at > utcnow()  # never lapses
+        assert not beat.lost
+        event_store.release_sync_lock("snap", "run-a")
+        while not beat.lost and utcnow() < deadline + timedelta(seconds=30):
+            pass
+        assert beat.lost
+    # once the holder stops beating, its lease lapses and another takes the lock
+    assert take(event_store, "run-b", lease_seconds=1.0, now=utcnow()) is None

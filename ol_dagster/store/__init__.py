@@ -4,6 +4,8 @@ each definition's sync lock."""
 from ol_dagster.store.event_store import (
     BatchRecord,
     EventStore,
+    JournalEntry,
+    JournalStatus,
     NewEvent,
     StoredEvent,
     StoreUnavailable,
@@ -16,6 +18,8 @@ __all__ = [
     "BatchRecord",
     "BatchStatus",
     "EventStore",
+    "JournalEntry",
+    "JournalStatus",
     "NewEvent",
     "StoreUnavailable",
     "StoredEvent",

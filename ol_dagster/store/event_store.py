@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, case, func, select, update
@@ -23,11 +24,13 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from ol_dagster.db import WalCheckpointer, is_sqlite_file, open_engine
 from ol_dagster.store import schema
+from ol_dagster.store.holder import process_gone
 from ol_dagster.store.schema import (
     BatchKind,
     BatchStatus,
     batch_graphs,
     batches,
+    cleanup_journal,
     events,
     sync_locks,
 )
@@ -128,6 +131,31 @@ class SyncLock:
     holder: str
     acquired_at: datetime
     expires_at: datetime
+    process: str | None = field(default=None, compare=False)  # store.holder; None between steps
+
+
+class JournalStatus(StrEnum):
+    INTENT = "INTENT"  # written before the real call; the call may or may not have happened
+    DONE = "DONE"  # the call returned: ``removed`` is what it reported
+    RECONCILED = "RECONCILED"  # its process died in the call: ``removed`` is what was found gone
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One real cleanup call in the journal (``ol_cleanup_journal``)."""
+
+    id: int
+    definition: str
+    run_id: str
+    batch_id: int | None
+    position: int
+    call: dict[str, Any]
+    planned: dict[str, Any]  # the rehearsal's "counts" by object type and "jobs"
+    status: JournalStatus
+    removed: dict[str, Any] | None
+    created_at: datetime
+    finished_at: datetime | None
+    reported_in: int | None
 
 
 # How often acquire_sync_lock looks again when the lock changed hands under it.
@@ -747,6 +775,92 @@ class EventStore:
             return None
         return bytes(row[1])
 
+    # -- the cleanup journal: intent before deletion --------------------------------------------
+
+    def journal_intent(
+        self,
+        definition: str,
+        run_id: str,
+        batch_id: int | None,
+        position: int,
+        call: dict[str, Any],
+        planned: dict[str, Any],
+    ) -> int:
+        """Record, committed, that a real cleanup call is about to be made; returns its id."""
+        with self.engine.begin() as conn:
+            return conn.execute(
+                cleanup_journal.insert()
+                .values(
+                    definition=definition,
+                    run_id=run_id,
+                    batch_id=batch_id,
+                    position=position,
+                    call=call,
+                    planned=planned,
+                    status=JournalStatus.INTENT.value,
+                    created_at=_naive(utcnow()),
+                )
+                .returning(cleanup_journal.c.id)
+            ).scalar_one()
+
+    def journal_finish(
+        self, entry_id: int, removed: dict[str, Any], *, status: JournalStatus
+    ) -> None:
+        """Complete an entry: DONE with what the call reported, or RECONCILED with what the
+        catalog showed gone after its process died."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(cleanup_journal)
+                .where(cleanup_journal.c.id == entry_id)
+                .values(status=status.value, removed=removed, finished_at=_naive(utcnow()))
+            )
+
+    def journal(
+        self,
+        definition: str,
+        *,
+        statuses: Sequence[JournalStatus] | None = None,
+        unreported: bool = False,
+    ) -> list[JournalEntry]:
+        """A definition's journal entries in order (of these statuses; ``unreported``: only
+        those no cleanup report has listed yet)."""
+        c = cleanup_journal.c
+        condition = c.definition == definition
+        if statuses is not None:
+            condition = and_(condition, c.status.in_([s.value for s in statuses]))
+        if unreported:
+            condition = and_(condition, c.reported_in.is_(None))
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(cleanup_journal).where(condition).order_by(c.id)).all()
+        return [
+            JournalEntry(
+                id=m["id"],
+                definition=m["definition"],
+                run_id=m["run_id"],
+                batch_id=m["batch_id"],
+                position=m["position"],
+                call=m["call"],
+                planned=m["planned"],
+                status=JournalStatus(m["status"]),
+                removed=m["removed"],
+                created_at=_aware(m["created_at"]),  # type: ignore[arg-type]
+                finished_at=_aware(m["finished_at"]),
+                reported_in=m["reported_in"],
+            )
+            for m in (r._mapping for r in rows)
+        ]
+
+    def journal_reported(self, entry_ids: Sequence[int], batch_id: int) -> None:
+        """These entries are listed in the cleanup report of ``batch_id``."""
+        if not entry_ids:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(cleanup_journal)
+                .where(cleanup_journal.c.id.in_(list(entry_ids)))
+                .values(reported_in=batch_id)
+            )
+
     # -- sync locks ----------------------------------------------------------------------------
 
     def acquire_sync_lock(
@@ -757,13 +871,17 @@ class EventStore:
         lease_seconds: float,
         is_alive: Callable[[str], bool] | None = None,
         now: datetime | None = None,
+        process: str | None = None,
     ) -> str | None:
         """Take the definition's sync lock for ``holder`` (a Dagster run id, say) for
         ``lease_seconds``: None when taken, else the id of the holder that keeps it.
 
         Taken when nobody holds it, when ``holder`` already does (re-entrant: the lease is
-        renewed), when the lease has expired, or when ``is_alive(current holder)`` is False, so
-        that a crashed holder does not block the definition until its lease runs out.
+        renewed), when the lease has expired, when the process the current holder recorded is
+        gone (``store.holder``: a process on this machine that no longer runs), or when
+        ``is_alive(current holder)`` is False, so that a crashed holder does not block the
+        definition until its lease runs out. ``process`` is the taker's own
+        (``holder.this_process()``), recorded with the lock.
 
         Two processes never both take it: on PostgreSQL the first row's insert and the row lock
         of ``SELECT ... FOR UPDATE`` serialize them, on SQLite the store's ``BEGIN IMMEDIATE``
@@ -777,6 +895,7 @@ class EventStore:
             "holder": holder,
             "acquired_at": now_n,
             "expires_at": now_n + timedelta(seconds=lease_seconds),
+            "process": process,
         }
         this = sync_locks.c.definition == definition
         current: str | None = None
@@ -785,19 +904,26 @@ class EventStore:
                 if _insert_lock(conn, {"definition": definition, **taken}):
                     return None
                 row = conn.execute(
-                    select(sync_locks.c.holder, sync_locks.c.acquired_at, sync_locks.c.expires_at)
+                    select(
+                        sync_locks.c.holder,
+                        sync_locks.c.acquired_at,
+                        sync_locks.c.expires_at,
+                        sync_locks.c.process,
+                    )
                     .where(this)
                     .with_for_update()
                 ).first()
                 if row is None:
                     continue  # released between the insert and the read: insert again
-                current, acquired_at, expires_at = row
+                current, acquired_at, expires_at, holding = row
                 if current == holder:
                     conn.execute(
-                        update(sync_locks).where(this).values(expires_at=taken["expires_at"])
+                        update(sync_locks)
+                        .where(this)
+                        .values(expires_at=taken["expires_at"], process=process)
                     )
                     return None
-                if expires_at <= now_n:
+                if expires_at <= now_n or process_gone(holding):
                     conn.execute(
                         update(sync_locks)
                         .where(this, sync_locks.c.holder == current)
@@ -835,15 +961,17 @@ class EventStore:
         *,
         lease_seconds: float,
         now: datetime | None = None,
+        process: str | None = None,
     ) -> bool:
-        """Extend ``holder``'s lease to ``lease_seconds`` from now. False when it no longer
-        holds the lock (released, or expired and taken over): its sync should stop."""
+        """Extend ``holder``'s lease to ``lease_seconds`` from now, held by ``process`` (None:
+        between a run's steps, no process holds it; the lease alone keeps it). False when it no
+        longer holds the lock (released, or expired and taken over): its sync should stop."""
         expires = _naive(now or utcnow()) + timedelta(seconds=lease_seconds)
         with self.engine.begin() as conn:
             renewed = conn.execute(
                 update(sync_locks)
                 .where(sync_locks.c.definition == definition, sync_locks.c.holder == holder)
-                .values(expires_at=expires)
+                .values(expires_at=expires, process=process)
             ).rowcount
         return renewed == 1
 
@@ -870,4 +998,5 @@ class EventStore:
             holder=m["holder"],
             acquired_at=_aware(m["acquired_at"]),  # type: ignore[arg-type]
             expires_at=_aware(m["expires_at"]),  # type: ignore[arg-type]
+            process=m["process"],
         )

@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ol_dagster.db import lock_schema
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; BigInteger elsewhere.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -150,6 +150,30 @@ sync_locks = Table(
     Column("holder", String(200), nullable=False),
     Column("acquired_at", DateTime, nullable=False),
     Column("expires_at", DateTime, nullable=False),
+    # version 8: the process holding it during a step (``store.holder``): on the same machine a
+    # holder whose process is gone is passed over at once. NULL between a run's steps.
+    Column("process", String(200)),
+)
+
+cleanup_journal = Table(
+    "ol_cleanup_journal",
+    metadata,
+    # version 8: intent before deletion. A row per real cleanup call, written (INTENT) before
+    # the call and completed (DONE) after it; a row a killed process left INTENT is reconciled
+    # by the definition's next sync against the catalog, so what was removed is always reported.
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("definition", String(200), nullable=False),
+    Column("run_id", String(200), nullable=False),
+    Column("batch_id", _Id),  # None: the daily stale cleanup
+    Column("position", Integer, nullable=False),  # the call's place in its plan
+    Column("call", JSON, nullable=False),  # what the call removes: target and parameters
+    Column("planned", JSON, nullable=False),  # the rehearsal's counts by object type
+    Column("status", String(16), nullable=False),  # INTENT, DONE, RECONCILED
+    Column("removed", JSON),  # the real call's counts, or what reconciling found gone
+    Column("created_at", DateTime, nullable=False),
+    Column("finished_at", DateTime),
+    Column("reported_in", _Id),  # the batch whose cleanup report listed the reconciliation
+    Index("ix_ol_cleanup_journal_open", "definition", "status", "id"),
 )
 
 
@@ -216,6 +240,14 @@ def _v6_to_v7(conn: Connection) -> None:
     batch_graphs.create(conn, checkfirst=True)
 
 
+def _v7_to_v8(conn: Connection) -> None:
+    """The sync lock's holder process and the cleanup journal (intent before deletion)."""
+    columns = {c["name"] for c in inspect(conn).get_columns(sync_locks.name)}
+    if "process" not in columns:
+        conn.exec_driver_sql("ALTER TABLE ol_sync_locks ADD COLUMN process VARCHAR(200)")
+    cleanup_journal.create(conn, checkfirst=True)
+
+
 # version -> function bringing a store at that version to version + 1
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
@@ -224,6 +256,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _v4_to_v5,
     5: _v5_to_v6,
     6: _v6_to_v7,
+    7: _v7_to_v8,
 }
 
 

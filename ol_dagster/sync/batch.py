@@ -32,6 +32,7 @@ from ol_dagster.catalog.protocol import Catalog, DatasetRef, UploadResult
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.settings import Definition
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
+from ol_dagster.store.holder import this_process
 from ol_dagster.sync.cleanup import (
     RUN_FAILED,
     SUPERSEDED,
@@ -42,10 +43,19 @@ from ol_dagster.sync.cleanup import (
     skipped_report,
 )
 from ol_dagster.sync.graph import batch_graph, graph_inputs
+from ol_dagster.sync.journal import (
+    STALE_REPORT,
+    StoreJournal,
+    earlier_removals,
+    mark_reported,
+    reconcile,
+)
+from ol_dagster.sync.lease import STEP_LEASE_SECONDS, Heartbeat
 from ol_dagster.sync.upload import UploadOutcome, graph_facts, upload_graph
 
-# A holder that stops renewing (a process killed mid-sync) gives the lock up after this long; a
-# live holder renews it at every stage, and a holder known dead is passed over at once.
+# Between a run's upload and cleanup steps nothing renews the lock: it is kept this long, or
+# until the process that holds it is gone. In a step the lease is short and renewed by a
+# heartbeat (``sync.lease``); a holder known dead is passed over at once.
 LOCK_LEASE_SECONDS = 1800.0
 LOCK_POLL_SECONDS = 0.5
 
@@ -91,7 +101,11 @@ def take_lock(
     deadline = time.monotonic() + wait_seconds
     while True:
         other = store.acquire_sync_lock(
-            definition.name, holder, lease_seconds=LOCK_LEASE_SECONDS, is_alive=is_alive
+            definition.name,
+            holder,
+            lease_seconds=STEP_LEASE_SECONDS,
+            is_alive=is_alive,
+            process=this_process(),
         )
         if other is None:
             return
@@ -110,15 +124,24 @@ def upload_batch(
     is_alive: Callable[[str], bool] | None = None,
     wait_seconds: float = 0.0,
 ) -> UploadDone:
-    """Steps 1-4: lock, SUPERSEDED, graph, cutoff and upload, recorded in the store."""
+    """Steps 1-4: lock, SUPERSEDED, graph, cutoff and upload, recorded in the store. A cleanup
+    an earlier run left unfinished is reconciled first (``sync.journal``)."""
     batch = store.get_batch(batch_id)
     take_lock(store, definition, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
     try:
-        return _upload_locked(store, catalog, definition, batch, run_id)
+        with Heartbeat(store, definition.name, run_id):
+            reconcile(store, catalog, definition)
+            done = _upload_locked(store, catalog, definition, batch, run_id)
     except BaseException:
         # nothing was recorded: the run fails, and the next sync need not wait for its lease
         store.release_sync_lock(definition.name, run_id)
         raise
+    # handed over to this run's cleanup step, in this process (the sync jobs run their steps in
+    # one process): the lease covers the steps in between, and this process dying ends it
+    store.renew_sync_lock(
+        definition.name, run_id, lease_seconds=LOCK_LEASE_SECONDS, process=this_process()
+    )
+    return done
 
 
 def _upload_locked(
@@ -139,7 +162,6 @@ def _upload_locked(
     )
     record = {**outcome.result.as_dict(), "graph": graph_facts(graph), "runId": run_id}
     store.record_upload(batch.id, cutoff=outcome.cutoff, result=record)
-    store.renew_sync_lock(definition.name, run_id, lease_seconds=LOCK_LEASE_SECONDS)
     return UploadDone(record, graph, outcome.cutoff, outcome.result)
 
 
@@ -194,41 +216,73 @@ def cleanup_batch(
     )
     take_lock(store, definition, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
     try:
-        batch = store.get_batch(batch_id)
-        upload = batch.upload_result
-        if upload is None or (uploaded_in_this_run and upload.get("runId") != run_id):
-            # the upload of this run never finished: the run failed before the cleanup
-            report = skipped_report(RUN_FAILED, batch.cutoff, cap)
-        elif upload.get("skippedReason") == SUPERSEDED:
-            report = skipped_report(SUPERSEDED, None, cap)
-            report["supersededBy"] = upload.get("supersededBy")
-        elif (newer := _superseded_since(store, batch)) is not None:
-            # a newer snapshot was synced since this one's upload: its cleanup decided
-            report = skipped_report(SUPERSEDED, batch.cutoff, cap)
-            report["supersededBy"] = newer
-        else:
-            assert batch.cutoff is not None
-            report = run_cleanup(
+        with Heartbeat(store, definition.name, run_id):
+            return _cleanup_locked(
+                store,
                 catalog,
                 definition,
-                batch_facts(store, batch, upload),
-                cutoff=batch.cutoff,
-                max_removals=over.maxRemovalsPerRun,
-                max_share=over.maxRemovalShare,
+                batch_id,
+                run_id,
+                over,
+                cap,
+                requested_by,
+                uploaded_in_this_run,
             )
-        if over.maxRemovalsPerRun is not None or over.maxRemovalShare is not None:
-            report["override"] = {
-                **{k: v for k, v in asdict(over).items() if v is not None},
-                "runId": run_id,
-                **(requested_by or {}),
-            }
-        store.record_cleanup(batch.id, report)
-        # the events stay pending (FAILED) when nothing reached the catalog as it should
-        retry = report["skippedReason"] in (UPLOAD_FAILED, RUN_FAILED)
-        store.set_status(batch.id, BatchStatus.FAILED if retry else BatchStatus.SYNCED)
-        return report
     finally:
         store.release_sync_lock(definition.name, run_id)
+
+
+def _cleanup_locked(
+    store: EventStore,
+    catalog: Catalog,
+    definition: Definition,
+    batch_id: int,
+    run_id: str,
+    over: CleanupOverrides,
+    cap: int,
+    requested_by: dict[str, Any] | None,
+    uploaded_in_this_run: bool,
+) -> dict[str, Any]:
+    reconcile(store, catalog, definition)
+    earlier = earlier_removals(store, definition.name, run_id)
+    batch = store.get_batch(batch_id)
+    upload = batch.upload_result
+    if upload is None or (uploaded_in_this_run and upload.get("runId") != run_id):
+        # the upload of this run never finished: the run failed before the cleanup
+        report = skipped_report(RUN_FAILED, batch.cutoff, cap)
+    elif upload.get("skippedReason") == SUPERSEDED:
+        report = skipped_report(SUPERSEDED, None, cap)
+        report["supersededBy"] = upload.get("supersededBy")
+    elif (newer := _superseded_since(store, batch)) is not None:
+        # a newer snapshot was synced since this one's upload: its cleanup decided
+        report = skipped_report(SUPERSEDED, batch.cutoff, cap)
+        report["supersededBy"] = newer
+    else:
+        assert batch.cutoff is not None
+        report = run_cleanup(
+            catalog,
+            definition,
+            batch_facts(store, batch, upload),
+            cutoff=batch.cutoff,
+            max_removals=over.maxRemovalsPerRun,
+            max_share=over.maxRemovalShare,
+            journal=StoreJournal(store, definition.name, run_id, batch.id),
+        )
+    if over.maxRemovalsPerRun is not None or over.maxRemovalShare is not None:
+        report["override"] = {
+            **{k: v for k, v in asdict(over).items() if v is not None},
+            "runId": run_id,
+            **(requested_by or {}),
+        }
+    if earlier:
+        # what earlier runs removed and never reported (they died in their cleanup)
+        report["reconciled"] = earlier
+    store.record_cleanup(batch.id, report)
+    mark_reported(store, definition.name, run_id, earlier, batch.id)
+    # the events stay pending (FAILED) when nothing reached the catalog as it should
+    retry = report["skippedReason"] in (UPLOAD_FAILED, RUN_FAILED)
+    store.set_status(batch.id, BatchStatus.FAILED if retry else BatchStatus.SYNCED)
+    return report
 
 
 def _superseded_since(store: EventStore, batch: BatchRecord) -> int | None:
@@ -268,6 +322,18 @@ def stale_cleanup(
     """The daily day-based cleanup, under the same lock as the batches' syncs."""
     take_lock(store, definition, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
     try:
-        return run_stale_cleanup(catalog, definition, max_removals=max_removals)
+        with Heartbeat(store, definition.name, run_id):
+            reconcile(store, catalog, definition)
+            earlier = earlier_removals(store, definition.name, run_id)
+            report = run_stale_cleanup(
+                catalog,
+                definition,
+                max_removals=max_removals,
+                journal=StoreJournal(store, definition.name, run_id, None),
+            )
+            if earlier:
+                report["reconciled"] = earlier
+            mark_reported(store, definition.name, run_id, earlier, STALE_REPORT)
+            return report
     finally:
         store.release_sync_lock(definition.name, run_id)

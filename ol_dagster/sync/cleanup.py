@@ -29,11 +29,10 @@ run), and no real call is made before the whole plan passed the guards.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from ol_dagster.catalog.protocol import (
     Catalog,
@@ -84,13 +83,57 @@ class BatchFacts:
     drops: list[DatasetRef] = field(default_factory=list)  # datasets a DROP event named
 
 
+class Journal(Protocol):
+    """Where the real calls are written down before they are made (``sync.journal``): a process
+    killed in a call leaves its intent, which the definition's next sync reconciles."""
+
+    def intent(self, position: int, call: dict[str, Any], planned: dict[str, Any]) -> int: ...
+
+    def done(self, entry: int, removed: dict[str, Any]) -> None: ...
+
+
+def invoke(catalog: Catalog, target: str, args: dict[str, Any], dry: bool) -> CleanupCounts:
+    """Make one cleanup call from its recorded arguments (JSON: a plan's call, or a journal
+    entry replayed as a dry run to see what is still there)."""
+    if target == "flows":
+        return catalog.cleanup_flows(
+            scope_prefixes=list(args["scopePrefixes"]),
+            scopes=list(args["scopes"]),
+            before=datetime.fromisoformat(args["before"]),
+            dry_run=dry,
+        )
+    if target == "jobSystem":
+        routines = args.get("routinesBefore")
+        return catalog.cleanup_job_system(
+            args["system"],
+            schemas=args["schemas"],
+            before=datetime.fromisoformat(args["before"]),
+            dry_run=dry,
+            routines_before=datetime.fromisoformat(routines) if routines else None,
+        )
+    if target == "datasetSystem":
+        return catalog.cleanup_dataset_system(
+            args["system"], before=datetime.fromisoformat(args["before"]), dry_run=dry
+        )
+    if target == "drops":
+        return catalog.drop_datasets([DatasetRef(*d) for d in args["datasets"]], dry_run=dry)
+    raise ValueError(f"unknown cleanup call {target!r}")
+
+
 @dataclass(slots=True)
 class _Call:
     target: str
     description: dict[str, Any]
-    run: Callable[[bool], CleanupCounts]
+    args: dict[str, Any]  # JSON: what ``invoke`` makes the call from
+    catalog: Catalog
     dry: CleanupCounts | None = None
     real: CleanupCounts | None = None
+
+    def run(self, dry: bool) -> CleanupCounts:
+        return invoke(self.catalog, self.target, self.args, dry)
+
+    def journal_call(self) -> dict[str, Any]:
+        return {"target": self.target, **self.description, "args": self.args}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -198,7 +241,8 @@ class _Planner:
             _Call(
                 "drops",
                 {"datasets": [f"{d.ol_namespace}:{d.ol_name}" for d in allowed]},
-                lambda dry: self.catalog.drop_datasets(allowed, dry_run=dry),
+                {"datasets": [list(astuple(d)) for d in allowed]},
+                self.catalog,
             )
         )
 
@@ -213,15 +257,8 @@ class _Planner:
             description["scopePrefixes"] = prefixes
         if scopes:
             description["scopes"] = scopes
-        self.calls.append(
-            _Call(
-                "flows",
-                description,
-                lambda dry: self.catalog.cleanup_flows(
-                    scope_prefixes=prefixes, scopes=scopes, before=before, dry_run=dry
-                ),
-            )
-        )
+        args = {"scopePrefixes": prefixes, "scopes": scopes, "before": before.isoformat()}
+        self.calls.append(_Call("flows", description, args, self.catalog))
 
     def job_systems(
         self, namespaces: list[str], before: datetime, routines_before: datetime | None = None
@@ -256,13 +293,13 @@ class _Planner:
                     "level": "schema",
                     "deleteBefore": before.isoformat(),
                 },
-                lambda dry: self.catalog.cleanup_job_system(
-                    system,
-                    schemas=schemas,
-                    before=before,
-                    dry_run=dry,
-                    routines_before=routines_before,
-                ),
+                {
+                    "system": system,
+                    "schemas": schemas,
+                    "before": before.isoformat(),
+                    "routinesBefore": routines_before.isoformat() if routines_before else None,
+                },
+                self.catalog,
             )
         )
 
@@ -271,7 +308,8 @@ class _Planner:
             _Call(
                 "datasetSystem",
                 {"system": system, "mode": mode, "deleteBefore": before.isoformat()},
-                lambda dry: self.catalog.cleanup_dataset_system(system, before=before, dry_run=dry),
+                {"system": system, "before": before.isoformat()},
+                self.catalog,
             )
         )
 
@@ -392,8 +430,10 @@ def execute(
     cap: int,
     described: frozenset[str] = frozenset(),
     share: float | None = None,
+    journal: Journal | None = None,
 ) -> dict[str, Any]:
-    """Rehearse every call, check the guards, then make the real calls (unless a dry run)."""
+    """Rehearse every call, check the guards, then make the real calls (unless a dry run), each
+    written to the ``journal`` before it is made and completed after."""
     report["mode"] = mode
     report["warnings"].extend(planner.warnings)
     calls = planner.calls
@@ -412,8 +452,13 @@ def execute(
         elif definition.outputOptions.dryRun:
             report["skippedReason"] = DRY_RUN
         else:
-            for call in calls:
+            for position, call in enumerate(calls):
+                assert call.dry is not None
+                planned = {"counts": dict(call.dry.counts), "jobs": list(call.dry.removed_jobs)}
+                entry = journal.intent(position, call.journal_call(), planned) if journal else None
                 call.real = call.run(False)
+                if journal is not None and entry is not None:
+                    journal.done(entry, _journal_removed(call.real))
                 report["removedJobs"].extend(call.real.removed_jobs)
             gone = set(report["removedJobs"])
             # a job the batch still describes left a former job System: moved, not removed
@@ -438,6 +483,14 @@ def execute(
         report["skippedReason"] = CLEANUP_PERMISSION_DENIED
     report["calls"] = [c.as_dict() for c in calls]
     return report
+
+
+def _journal_removed(counts: CleanupCounts) -> dict[str, Any]:
+    return {
+        "counts": dict(counts.counts),
+        "jobs": list(counts.removed_jobs),
+        **({"outcomes": counts.outcomes} if counts.outcomes else {}),
+    }
 
 
 def _outcome_totals(calls: list[_Call], outcome: Removal) -> dict[str, int]:
@@ -466,6 +519,7 @@ def run_cleanup(
     cutoff: datetime,
     max_removals: int | None = None,
     max_share: float | None = None,
+    journal: Journal | None = None,
 ) -> dict[str, Any]:
     """Plan, guard and (when allowed) carry out a batch's cleanup; returns the seed's report.
     ``max_removals`` and ``max_share`` override the definition's limits for this run."""
@@ -485,11 +539,17 @@ def run_cleanup(
             report["skippedReason"] = reason
             return report
     mode, planner = plan_batch(catalog, definition, facts, cutoff)
-    return execute(catalog, definition, mode, planner, report, cap, frozenset(facts.jobs), share)
+    return execute(
+        catalog, definition, mode, planner, report, cap, frozenset(facts.jobs), share, journal
+    )
 
 
 def run_stale_cleanup(
-    catalog: Catalog, definition: Definition, *, max_removals: int | None = None
+    catalog: Catalog,
+    definition: Definition,
+    *,
+    max_removals: int | None = None,
+    journal: Journal | None = None,
 ) -> dict[str, Any]:
     """The daily day-based cleanup of a definition (``<definition>/stale_cleanup``). The share
     guard is for batches: what has not been described for staleJobDays is meant to go."""
@@ -500,4 +560,4 @@ def run_stale_cleanup(
         report["skippedReason"] = CLEANUP_DISABLED
         return report
     mode, planner = plan_stale(catalog, definition, cutoff)
-    return execute(catalog, definition, mode, planner, report, cap)
+    return execute(catalog, definition, mode, planner, report, cap, journal=journal)
