@@ -2,7 +2,9 @@
 
 This is what ``ol-dagster sync`` and ``ol-dagster demo`` run. It goes through the same job, assets
 and checks as the sensor-launched runs, on the Dagster instance in ``DAGSTER_HOME`` (so the runs
-show in the UI afterwards), and prints one JSON line per batch.
+show in the UI afterwards), and prints one JSON line per batch. Each run is tagged with this
+process, so that a sync killed outright does not leave its run blocking the definition
+(``defs.dead_runs``): the next sync, or the definition's sensor, fails it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import dagster as dg
 
 from ol_dagster.definitions import build_defs
 from ol_dagster.defs import constants as C
+from ol_dagster.defs.dead_runs import fail_dead_runs, process_tags
 from ol_dagster.settings import load_settings, settings_path
 from ol_dagster.store import BatchStatus, EventStore
 
@@ -54,6 +57,9 @@ def sync_batches(
     chosen = [settings.definition(definition)] if definition else settings.definitions
     try:
         for d in chosen:
+            # a killed earlier sync's run must not stay STARTED, holding the definition's slot
+            for run_id in fail_dead_runs(instance, d.name):
+                print(f"{d.name}: failed run {run_id}, whose process is gone", file=sys.stderr)
             store.seal_due(d.name, window_seconds=0, max_events=1, force=True)
             job = defs.resolve_job_def(d.job_name)
             for batch in store.batches(d.name, statuses=[BatchStatus.SEALED, BatchStatus.FAILED]):
@@ -63,7 +69,7 @@ def sync_batches(
                 result = job.execute_in_process(
                     instance=instance,
                     partition_key=key,
-                    tags={C.DEFINITION_TAG: d.name, C.BATCH_TAG: key},
+                    tags={C.DEFINITION_TAG: d.name, C.BATCH_TAG: key, **process_tags()},
                     run_config={**QUIET, **(run_config or {})},
                     raise_on_error=False,
                 )

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.defs.report import cleanup_markdown
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import Definition, load_settings
 from ol_dagster.store import EventStore, JournalStatus
@@ -204,10 +205,17 @@ def test_a_cleanup_killed_after_its_real_call_is_reported_by_the_next_sync(setup
     assert store.journal(d.name, statuses=[JournalStatus.INTENT]) == []
     assert sorted(catalog.job_names()) == ["etl.kpi", "etl.other"]
 
+    # the Markdown summary shown in the Dagster UI says it too
+    summary = cleanup_markdown(report)
+    assert "**removed jobs**: none" in summary
+    assert "**jobs they removed**: etl.retired" in summary
+    assert "| killed | " in summary and "| jobSystem |" in summary and "| RECONCILED |" in summary
+
     # reported once: the next report does not list them again
     again = post(store, d, snapshot("kpi", "other"))
     _, later = sync_batch(store, catalog, d, again, run_id=str(uuid.uuid4()))
     assert "reconciled" not in later
+    assert "died before their report" not in cleanup_markdown(later)
 
 
 def test_a_cleanup_killed_before_its_real_call_reports_nothing_removed(setup) -> None:

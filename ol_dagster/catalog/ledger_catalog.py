@@ -269,35 +269,44 @@ class LedgerCatalog(ABC):
         An object another entry still holds is not deleted (its entry is forgotten: this one no
         longer holds it) and counts as removed from this definition. A 404 is ``notFound``, never
         removed: the catalog did not have what the ledger named. 403 stops the cleanup; another
-        4xx is ``refused`` and the entry stays for the next run."""
+        4xx is ``refused`` and the entry stays for the next run.
+
+        The ledger forgets each object's entries right after the catalog answered for it, not
+        at the end of the call: a process killed in the call leaves exactly the entries of what
+        it did not delete (give or take the one object in flight), so the journal's
+        reconciliation (a dry run of the call) counts what the dead call removed, and the next
+        cleanup does not meet those objects again as ``notFound``."""
         if dry_run or not entries:
             return CleanupCounts({object_type: len(entries)})
         held = self._held_elsewhere(entries)
-        tally: Counter[Removal] = Counter()
-        done: list[int] = []
-        removed: list[Entry] = []
         # several stale entries can name one catalog object (two jobs' flows on one pair of
-        # tables are one OpenMetadata edge): it is deleted once, and every entry shares the answer
-        answered: dict[str, Removal] = {}
-        try:
-            for entry in entries:
-                key = self.held_key(entry.item)
-                outcome = answered.get(key, Removal.REMOVED)
-                try:
-                    if key not in held and key not in answered:
-                        outcome = Removal(delete(entry.item) or Removal.REMOVED)
-                except CatalogRefused as exc:
-                    if exc.status == 403:
-                        raise CleanupPermissionDenied(str(exc)) from None
-                    outcome = Removal.NOT_FOUND if exc.status == 404 else Removal.REFUSED
-                answered[key] = outcome
-                tally[outcome] += 1
-                if outcome is not Removal.REFUSED:
-                    done.append(entry.id)
-                if outcome is Removal.REMOVED:
-                    removed.append(entry)
-        finally:
-            self.ledger.forget(done)
+        # tables are one OpenMetadata edge): it is deleted once, and every entry shares the
+        # answer; objects in the order of their first entry, as the entries come
+        objects: dict[str, list[Entry]] = {}
+        for entry in entries:
+            objects.setdefault(self.held_key(entry.item), []).append(entry)
+        tally: Counter[Removal] = Counter()
+        removed: list[Entry] = []
+        # what another entry still holds is removed from this definition by forgetting alone
+        released = [e for key, group in objects.items() if key in held for e in group]
+        if released:
+            self.ledger.forget([e.id for e in released])
+        tally[Removal.REMOVED] += len(released)
+        removed += released
+        for key, group in objects.items():
+            if key in held:
+                continue
+            try:
+                outcome = Removal(delete(group[0].item) or Removal.REMOVED)
+            except CatalogRefused as exc:
+                if exc.status == 403:
+                    raise CleanupPermissionDenied(str(exc)) from None
+                outcome = Removal.NOT_FOUND if exc.status == 404 else Removal.REFUSED
+            tally[outcome] += len(group)
+            if outcome is not Removal.REFUSED:
+                self.ledger.forget([e.id for e in group])
+            if outcome is Removal.REMOVED:
+                removed += group
         counts = CleanupCounts({object_type: tally[Removal.REMOVED]})
         counts.outcomes = {
             str(o): {object_type: n} for o, n in tally.items() if o is not Removal.REMOVED and n

@@ -38,7 +38,7 @@ def cleanup_markdown(report: dict[str, Any]) -> str:
     ]
     rows = []
     for call in report.get("calls", []):
-        where = call.get("system") or ", ".join(call.get("scopePrefixes") or [])
+        where = _where(call)
         outcomes = call.get("outcomes") or {}
         for kind in sorted(set(call.get("dryRun") or {}) | set(call.get("real") or {})):
             # planned but not removed: the catalog did not have it, it is another source's, or
@@ -60,4 +60,43 @@ def cleanup_markdown(report: dict[str, Any]) -> str:
             )
     table = rows_markdown(rows, ["call", "on", "objectType", "dryRun", "real", "notRemoved"], 200)
     removed = ", ".join(report.get("removedJobs") or []) or "none"
-    return "\n".join([*head, table, "", f"**removed jobs**: {removed}"])
+    return "\n".join(
+        [*head, table, "", f"**removed jobs**: {removed}", *_reconciled(report.get("reconciled"))]
+    )
+
+
+def _where(call: dict[str, Any]) -> str:
+    return call.get("system") or ", ".join(call.get("scopePrefixes") or [])
+
+
+def _reconciled(calls: list[dict[str, Any]] | None) -> list[str]:
+    """The ``reconciled`` part: real calls of earlier runs that died before their report (from
+    the cleanup journal), with what each removed; each is listed in one report only."""
+    if not calls:
+        return []
+    rows = [
+        {
+            "run": call.get("runId"),
+            "batch": call.get("batchId"),
+            "call": call.get("target"),
+            "on": _where(call),
+            "objectType": kind,
+            "planned": (call.get("planned") or {}).get(kind),
+            "removed": (call.get("removed") or {}).get(kind, 0),
+            # DONE: the call returned before its process died; RECONCILED: counted afterwards
+            "status": call.get("status"),
+        }
+        for call in calls
+        for kind in sorted(set(call.get("planned") or {}) | set(call.get("removed") or {}))
+    ]
+    columns = ["run", "batch", "call", "on", "objectType", "planned", "removed", "status"]
+    jobs = sorted({j for call in calls for j in call.get("removedJobs") or []})
+    return [
+        "",
+        "**removed by earlier runs that died before their report** (reconciled from the cleanup "
+        "journal):",
+        "",
+        rows_markdown(rows, columns, 200),
+        "",
+        f"**jobs they removed**: {', '.join(jobs) or 'none'}",
+    ]

@@ -7,6 +7,9 @@ twice.
 The cursor is the last batch id requested. A batch whose sync failed (its upload failed, or the
 run did) keeps its events and is requested again once its backoff has passed (1, 2, 4... minutes,
 at most an hour), with run key ``<batch id>:retry<attempts>``.
+Each tick first fails the definition's runs whose ``ol-dagster sync`` process is gone on this
+machine (``defs.dead_runs``): such a run would hold the definition's only slot, and keep the runs
+requested here QUEUED, until run monitoring's ``max_runtime_seconds``.
 """
 
 from datetime import timedelta
@@ -14,6 +17,7 @@ from datetime import timedelta
 import dagster as dg
 
 from ol_dagster.defs import constants as C
+from ol_dagster.defs.dead_runs import fail_dead_runs
 from ol_dagster.defs.resources import StoreResource
 from ol_dagster.settings import Definition
 from ol_dagster.store import BatchStatus
@@ -34,6 +38,8 @@ def build_sensor(
         description=f"Seals and syncs new OpenLineage batches of {definition.name}, in order.",
     )
     def new_batches(context: dg.SensorEvaluationContext, ol_store: StoreResource):
+        for run_id in fail_dead_runs(context.instance, definition.name):
+            context.log.warning(f"failed run {run_id}: its ol-dagster sync process is gone")
         store = ol_store.get()
         purged = _retention(store, ol_store.settings().retention.keepDays)
         sealed = store.seal_due(

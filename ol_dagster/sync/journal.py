@@ -9,10 +9,11 @@ An entry its process left open is reconciled by the definition's next sync, unde
 before anything else touches the catalog: the call is made again as a dry run, which counts what
 of its plan is still there; what is not was removed by the dead call. The embedded catalog
 (one transaction per call: all or nothing) and Blindata answer from the catalog itself. Marquez
-and OpenMetadata answer from the sync ledger, which forgets a call's entries when the call ends:
-a call cut short there is reconciled as nothing removed, and what it did delete the next cleanup
-finds gone (``notFound``). The next cleanup report lists the dead run's calls, done and
-reconciled, under ``reconciled``, so the reports of a definition always say what was removed.
+and OpenMetadata answer from the sync ledger, which forgets each object's entries as soon as the
+catalog answered for it: a call cut short there is reconciled to the object (only an object
+deleted in the instant before its process died counts as still there, and the next cleanup finds
+it gone, ``notFound``). The next cleanup report lists the dead run's calls, done and reconciled,
+under ``reconciled``, so the reports of a definition always say what was removed.
 """
 
 from __future__ import annotations
