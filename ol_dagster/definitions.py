@@ -4,6 +4,7 @@ the lineage it has synced as external assets."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 import dagster as dg
 
@@ -17,7 +18,7 @@ from ol_dagster.defs.lineage_assets import (
     with_job_runs,
 )
 from ol_dagster.defs.resources import CatalogResource, StoreResource
-from ol_dagster.settings import Settings, load_settings, settings_path
+from ol_dagster.settings import Settings, SettingsError, load_settings, settings_path
 from ol_dagster.store import EventStore
 
 log = logging.getLogger(__name__)
@@ -46,18 +47,35 @@ def _lineage_states(settings: Settings) -> dict[str, dict]:
         store.dispose()
 
 
+def chosen_definitions(settings: Settings, names: Collection[str] | None, source: str) -> Settings:
+    """``settings`` with only the named sync definitions (all when ``names`` is None); every
+    unknown name is named at once, with the file and the names it has."""
+    if names is None:
+        return settings
+    known = [d.name for d in settings.definitions]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        what = ", ".join(map(repr, unknown)) + " not in" if unknown else "the list is empty; see"
+        raise SettingsError(f"definitions: {what} {source} (it has: {', '.join(known) or 'none'})")
+    return settings.model_copy(
+        update={"definitions": [d for d in settings.definitions if d.name in names]}
+    )
+
+
 def build_defs(
     path: str | None = None,
     *,
     translator: OpenLineageTranslator | None = None,
     synced_lineage: bool = True,
+    definitions: Collection[str] | None = None,
 ) -> dg.Definitions:
     """All definitions of the settings file; ``translator`` changes the lineage assets' keys,
     groups and metadata (subclass ``OpenLineageTranslator``). ``synced_lineage=False`` leaves the
     synced jobs and datasets out: a process that only runs sync jobs (``ol-dagster sync``) needs
-    none of them, and with 10,000 synced jobs they take seconds to build."""
-    settings = load_settings(path)
+    none of them, and with 10,000 synced jobs they take seconds to build. ``definitions`` names
+    the sync definitions to build (default: every one in the file)."""
     resolved = str(settings_path(path).resolve())
+    settings = chosen_definitions(load_settings(path), definitions, resolved)
     translator = translator or OpenLineageTranslator()
     states = _lineage_states(settings) if synced_lineage else {}
     return dg.Definitions.merge(
@@ -76,17 +94,31 @@ def build_defs(
     )
 
 
+# Set by the first load of a process that serves the asset graph (see ``_shows_asset_graph``).
+_serves_asset_graph = False
+
+
 def _shows_asset_graph() -> bool:
     """Whether this load serves the asset graph. Run and step workers reconstruct the definitions
     only to execute a sync or analysis job, which depends on no synced-lineage asset: they skip
-    building them (at 100,000 synced jobs about two minutes and 3.7 GB per process)."""
-    # not re-exported by ``dagster``; the load type is how Dagster tells a code server from a worker
+    building them (at 100,000 synced jobs about two minutes and 3.7 GB per process).
+
+    The load type alone does not tell them apart: a code server (``dagster dev``, ``dagster api
+    grpc``) loads the definitions for ``INITIALIZATION``, then serves a ``RECONSTRUCTION`` of them
+    made in the same process; a run or step worker is a new process that only reconstructs (and
+    reconstruction metadata cannot mark the difference: Dagster hands the code server's on to
+    every run). So a process that initialized the definitions serves the graph, one that only
+    reconstructs them does not."""
+    global _serves_asset_graph
+    # not re-exported by ``dagster``: the load context is how Dagster says why it loads
     from dagster._core.definitions.definitions_load_context import (
         DefinitionsLoadContext,
         DefinitionsLoadType,
     )
 
-    return DefinitionsLoadContext.get().load_type != DefinitionsLoadType.RECONSTRUCTION
+    if DefinitionsLoadContext.get().load_type == DefinitionsLoadType.INITIALIZATION:
+        _serves_asset_graph = True
+    return _serves_asset_graph
 
 
 @dg.definitions

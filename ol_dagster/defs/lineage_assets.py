@@ -6,6 +6,17 @@ on the jobs that write it, a job on the datasets it reads; kinds from the job's 
 dataset's store; owners and descriptions from the facets; ``dagster/column_schema`` and
 ``dagster/column_lineage`` where the catalog has fields and field flows.
 
+Open-source Dagster draws no ``dagster/column_lineage`` (only Dagster+ does), so each dataset with
+field flows also gets ``openlineage/columnLineage``: a table on the asset's page (column, upstream
+``dataset.column``, transformation, upstream asset key), cut at ``COLUMN_LINEAGE_MAX_ROWS`` rows
+for wide tables, the last row saying how many are left out.
+
+The asset graph labels a node with the last component of its key, cut in the middle past about
+30 characters (Dagster's UI), and by default that is the whole dataset or job name.
+``OpenLineageTranslator(split_names=True)`` splits names into key components (on ``/`` when the
+name has one, else on ``.``), so the label is the table, file or task. It changes the keys, so it
+is an option, off by default.
+
 The specs are built from the lineage state in the store (refreshed after each sync), never from the
 catalog at load. ``OpenLineageTranslator`` maps a state node to a spec, in the dagster-sling style:
 subclass it to change keys, groups or metadata, and pass it to ``build_defs(translator=...)``.
@@ -36,8 +47,48 @@ _STORE_KINDS = {
 }
 
 
+# Rows of the ``openlineage/columnLineage`` table per dataset: a wide table's hundreds of columns,
+# each with several inputs, would make the page (and the code location's snapshot) heavy.
+COLUMN_LINEAGE_MAX_ROWS = 200
+_COLUMN_LINEAGE_SCHEMA = dg.TableSchema(
+    columns=[
+        dg.TableColumn("column", "string", description="a column of this dataset"),
+        dg.TableColumn("upstream", "string", description="the dataset.column it comes from"),
+        dg.TableColumn("transformation", "string", description="DIRECT/INDIRECT and subtype"),
+        dg.TableColumn("upstream_asset", "string", description="the upstream dataset's asset"),
+    ]
+)
+
+
 def _slug(text: str) -> str:
     return _SLUG.sub("_", text).strip("_") or "_"
+
+
+def column_lineage_table(rows: list[dict[str, Any]]) -> dg.TableMetadataValue:
+    """The ``openlineage/columnLineage`` table of a dataset's ``columnLineage`` rows (as
+    ``build_all_lineage_specs`` gives them to ``get_dataset_spec``): one line per column and
+    upstream column, at most ``COLUMN_LINEAGE_MAX_ROWS``."""
+    lines = [(row, i) for row in rows for i in row["inputs"]]
+    records = [
+        dg.TableRecord(
+            {
+                "column": row["field"],
+                "upstream": f"{i['name']}.{i['field']}",
+                "transformation": i.get("transformation") or "",
+                "upstream_asset": i["asset"],
+            }
+        )
+        for row, i in lines[:COLUMN_LINEAGE_MAX_ROWS]
+    ]
+    if len(lines) > COLUMN_LINEAGE_MAX_ROWS:
+        left = len(lines) - COLUMN_LINEAGE_MAX_ROWS
+        note = f"{left:,} more not shown (of {len(lines):,})"
+        records.append(
+            dg.TableRecord(
+                {"column": "…", "upstream": note, "transformation": "", "upstream_asset": ""}
+            )
+        )
+    return dg.MetadataValue.table(records, schema=_COLUMN_LINEAGE_SCHEMA)
 
 
 def _owners(names: list[str]) -> list[str]:
@@ -52,16 +103,28 @@ def _owners(names: list[str]) -> list[str]:
 
 
 class OpenLineageTranslator:
-    """Maps a synced job or dataset (a node of the lineage state) to an ``AssetSpec``."""
+    """Maps a synced job or dataset (a node of the lineage state) to an ``AssetSpec``.
+
+    ``split_names=True`` makes the key ``[namespace, *parts of the name]`` instead of
+    ``[namespace, name]`` (see the module docstring): readable labels, other keys."""
+
+    def __init__(self, *, split_names: bool = False) -> None:
+        self.split_names = split_names
 
     def get_group_name(self, definition: str) -> str:
         return f"{definition}_lineage"
 
+    def _name_path(self, name: str) -> list[str]:
+        if not self.split_names:
+            return [_slug(name)]
+        parts = name.split("/") if "/" in name else name.split(".")
+        return [_slug(p) for p in parts if _SLUG.sub("", p)] or [_slug(name)]
+
     def get_dataset_key(self, namespace: str, name: str) -> dg.AssetKey:
-        return dg.AssetKey([_slug(namespace), _slug(name)])
+        return dg.AssetKey([_slug(namespace), *self._name_path(name)])
 
     def get_job_key(self, namespace: str, name: str) -> dg.AssetKey:
-        return dg.AssetKey([_slug(namespace), _slug(name)])
+        return dg.AssetKey([_slug(namespace), *self._name_path(name)])
 
     def get_dataset_kinds(self, dataset: dict[str, Any]) -> set[str]:
         scheme = scheme_of(dataset["namespace"])
@@ -99,6 +162,8 @@ class OpenLineageTranslator:
             )
         if column_lineage is not None:
             metadata["dagster/column_lineage"] = column_lineage
+        if dataset.get("columnLineage"):
+            metadata["openlineage/columnLineage"] = column_lineage_table(dataset["columnLineage"])
         if dataset.get("owners"):
             metadata["openlineage/owners"] = ", ".join(dataset["owners"])
         return dg.AssetSpec(
@@ -173,7 +238,8 @@ def build_all_lineage_specs(
     datasets: dict[tuple[str, str], dict[str, Any]] = {}
     dataset_group: dict[tuple[str, str], str] = {}
     writers: dict[tuple[str, str], set[dg.AssetKey]] = {}
-    lineage: dict[tuple[str, str], dict[str, list[dg.TableColumnDep]]] = {}
+    # per dataset and column, its inputs: (namespace, name, field, transformation) -> key
+    lineage: dict[tuple[str, str], dict[str, dict[tuple[str, ...], dg.AssetKey]]] = {}
     for definition, state in states.items():
         group = translator.get_group_name(definition)
         for job in state.get("jobs", []):
@@ -189,10 +255,11 @@ def build_all_lineage_specs(
             if known is None or (not known.get("fields") and ds.get("fields")):
                 datasets[node] = ds  # the richest description wins
         for cl in state.get("columnLineage", []):
-            lineage.setdefault(tuple(cl["dataset"]), {})[cl["field"]] = [  # type: ignore[index]
-                dg.TableColumnDep(asset_key=keys.key("dataset", ns, name), column_name=field)
-                for ns, name, field in cl["inputs"]
-            ]
+            # an input is [namespace, name, field], and its transformation when the catalog has it
+            lineage.setdefault((cl["dataset"][0], cl["dataset"][1]), {})[cl["field"]] = {
+                (ns, name, field, *rest[:1]): keys.key("dataset", ns, name)
+                for ns, name, field, *rest in cl["inputs"]
+            }
     for definition, state in states.items():  # after every writer is known: readers last
         for ds in state.get("datasets", []):
             dataset_group.setdefault(
@@ -217,16 +284,57 @@ def build_all_lineage_specs(
         )
     for node, ds in datasets.items():
         cl = lineage.get(node)
+        if cl:
+            ds = {**ds, "columnLineage": _column_lineage_rows(cl)}
         specs.append(
             translator.get_dataset_spec(
                 ds,
                 key=keys.key("dataset", *node),
                 deps=sorted(writers.get(node, set()), key=lambda k: k.path),
                 group=dataset_group[node],
-                column_lineage=dg.TableColumnLineage(deps_by_column=cl) if cl else None,
+                column_lineage=_column_deps(cl) if cl else None,
             )
         )
     return specs
+
+
+def _column_deps(
+    by_column: dict[str, dict[tuple[str, ...], dg.AssetKey]],
+) -> dg.TableColumnLineage:
+    """``dagster/column_lineage``: per column its upstream columns, once each (two jobs may
+    write the same column from the same input with different transformations)."""
+    return dg.TableColumnLineage(
+        deps_by_column={
+            column: [
+                dg.TableColumnDep(asset_key=key, column_name=field)
+                for key, field in dict.fromkeys((k, i[2]) for i, k in inputs.items())
+            ]
+            for column, inputs in by_column.items()
+        }
+    )
+
+
+def _column_lineage_rows(
+    by_column: dict[str, dict[tuple[str, ...], dg.AssetKey]],
+) -> list[dict[str, Any]]:
+    """A dataset's column lineage for ``get_dataset_spec`` (``dataset["columnLineage"]``): per
+    column, its inputs with their asset key, as the table on the asset's page shows them."""
+    return [
+        {
+            "field": column,
+            "inputs": [
+                {
+                    "namespace": i[0],
+                    "name": i[1],
+                    "field": i[2],
+                    "asset": key.to_user_string(),
+                    "transformation": i[3] if len(i) > 3 else None,
+                }
+                for i, key in inputs.items()
+            ],
+        }
+        for column, inputs in by_column.items()
+    ]
 
 
 def job_asset_key(translator: OpenLineageTranslator, namespace: str, name: str) -> dg.AssetKey:

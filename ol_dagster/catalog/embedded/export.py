@@ -153,20 +153,30 @@ def export_state(
 
     ff = t.field_flows.c
     sf, df = aliased(t.fields), aliased(t.fields)
-    column_lineage: dict[tuple[int, str], set[tuple[str, str, str]]] = {}
+    # an input is [namespace, name, field], plus its transformation ("DIRECT/IDENTITY") if known
+    column_lineage: dict[tuple[int, str], set[tuple[str, ...]]] = {}
     field_flows = (
-        select(ff.scope, sf.c.entity_id, sf.c.name, df.c.entity_id, df.c.name)
+        select(
+            ff.scope,
+            sf.c.entity_id,
+            sf.c.name,
+            df.c.entity_id,
+            df.c.name,
+            ff.transformation,
+            ff.subtype,
+        )
         .join(sf, sf.c.id == ff.from_field)
         .join(df, df.c.id == ff.to_field)
     )
-    for scope, s_entity, s_field, d_entity, d_field in (
+    for scope, s_entity, s_field, d_entity, d_field, kind, subtype in (
         row for statement in of_jobs(field_flows, ff.scope) for row in conn.execute(statement)
     ):
         if job_of_scope(scope) not in jobs or s_entity not in datasets or d_entity not in datasets:
             continue
         s = datasets[s_entity]
+        label = "/".join(x for x in (kind, subtype) if x)
         column_lineage.setdefault((d_entity, d_field), set()).add(
-            (s["namespace"], s["name"], s_field)
+            (s["namespace"], s["name"], s_field, *([label] if label else []))
         )
 
     return {
