@@ -34,8 +34,14 @@ test: install
 	$(BIN)/pytest -q -n 2
 	OL_DAGSTER_TEST_DB=postgresql $(BIN)/pytest -q -n 2 $(PG_PASS)
 
+# Run from DAGSTER_HOME: `dagster dev` warns about a dagster.yaml in the folder it runs in that is not
+# DAGSTER_HOME's (the checkout's is the template copied there). The settings are named absolutely.
+# `dg dev`, which the notice filtered here recommends, needs a `dg` project and dagster-dg-cli.
 dev: install $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster dev -w workspace.yaml
+	cd $(DAGSTER_HOME) && \
+	OL_DAGSTER_SETTINGS=$(abspath $(or $(OL_DAGSTER_SETTINGS),ol_dagster.yaml)) \
+	PYTHONWARNINGS='ignore:Function `dev_command` is superseded' \
+	$(abspath $(BIN))/dagster dev -w $(CURDIR)/workspace.yaml $(DEV_ARGS)
 
 validate: install
 	$(BIN)/dagster definitions validate -w workspace.yaml

@@ -19,6 +19,12 @@ from pathlib import Path
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.settings import SettingsError, load_settings, settings_path
 
+# ``sync``'s line for a definition with no open, sealed or failed batch (exit 0)
+NOTHING_PENDING = "nothing_pending"
+
+# ``serve``'s default host and port, so ``send`` reaches a receiver started without options
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 5000
+
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from ol_dagster.receiver.app import create_app
@@ -30,7 +36,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     refuse_unservable(settings, str(path))
     app = create_app(settings, open_store(settings, background_checkpoints=True))
     names = ", ".join(d.name for d in settings.definitions)
-    print(f"ol-dagster receiver on http://{args.host}:{args.port} for: {names}", file=sys.stderr)
+    # port 0: the system picks a free one when uvicorn binds, and uvicorn's own line names it
+    where = f"http://{args.host}:{args.port}" if args.port else f"a free port of {args.host}"
+    print(f"ol-dagster receiver on {where} for: {names}", file=sys.stderr)
     serve(app, args.host, args.port)
     return 0
 
@@ -38,7 +46,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_send(args: argparse.Namespace) -> int:
     import httpx
 
-    from ol_dagster.sender import UnreadableFile, post_batch, read_batch, snapshot_notice
+    from ol_dagster.sender import (
+        UnreadableFile,
+        batch_url,
+        post_batch,
+        read_batch,
+        snapshot_notice,
+    )
 
     token = args.token or os.environ.get("OL_DAGSTER_TOKEN")
     if not token:
@@ -52,7 +66,17 @@ def _cmd_send(args: argparse.Namespace) -> int:
                 print(json.dumps({"file": name, "error": str(exc)}))
                 worst = 1
                 continue
-            response = post_batch(client, args.url, token, batch)
+            try:
+                response = post_batch(client, args.url, token, batch)
+            except httpx.TransportError as exc:
+                from ol_dagster.catalog.check import safe_url
+
+                # where it went and why, never the token (it is in a header, not in the URL)
+                target = safe_url(batch_url(args.url))
+                raise SettingsError(
+                    f"cannot post {name} to {target}: {type(exc).__name__}: {exc or 'no answer'} "
+                    "(is ol-dagster serve running there? --url names the receiver)"
+                ) from None
             try:
                 answer = response.json()
             except ValueError:
@@ -85,7 +109,9 @@ def _cmd_sync(args: argparse.Namespace) -> int:
         project_dir = settings_path(args.settings).resolve().parent
         instance = instance_from_env(project_dir)
     code = 0
+    synced_any = False
     for line in sync_batches(args.settings, definition=args.definition, instance=instance):
+        synced_any = True
         if line["status"] == "run_failed":
             # the failing step and its error, not just "run_failed" (the rest is in the run's log)
             records = instance.all_logs(
@@ -96,6 +122,12 @@ def _cmd_sync(args: argparse.Namespace) -> int:
         print(json.dumps(line, default=str))
         if line["status"] != "synced":
             code = 1
+    if not synced_any:
+        # an empty run still answers, one line per definition asked (the batch lines' keys
+        # "definition" and "status"), so a person or a script can tell it from a silent failure
+        chosen = [args.definition] if args.definition else [d.name for d in settings.definitions]
+        for name in chosen:
+            print(json.dumps({"definition": name, "status": NOTHING_PENDING}))
     # The process ends next: frozen, the objects are not walked by the interpreter's last
     # collection at exit (~0.2 s of CPU); refcounting still finalizes them.
     gc.freeze()
@@ -185,13 +217,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run the OpenLineage receiver")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=5000)
+    p.add_argument("--host", default=DEFAULT_HOST, help="default: %(default)s")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="default: %(default)s")
     p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser("send", help="post event files to a receiver, one batch per file")
     p.add_argument("files", nargs="+")
-    p.add_argument("--url", default="http://127.0.0.1:5000")
+    p.add_argument(
+        "--url",
+        default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
+        help="the receiver: its base URL or its /api/v1/lineage[/batch] endpoint "
+        "(default: %(default)s)",
+    )
     p.add_argument("--token", help="bearer token (default: $OL_DAGSTER_TOKEN)")
     p.set_defaults(func=_cmd_send)
 

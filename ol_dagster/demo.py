@@ -14,6 +14,7 @@ wheel is the demo from the checkout.
 from __future__ import annotations
 
 import os
+import shlex
 from importlib import resources
 from pathlib import Path
 
@@ -65,8 +66,26 @@ def _ui_hint(path: str) -> str:
     settings_file = settings_path(path).resolve()
     if (settings_file.parent / "Makefile").exists():
         return "make dev  (then open http://127.0.0.1:3000)"
-    env = f"DAGSTER_HOME={os.environ.get('DAGSTER_HOME', '')} {SETTINGS_ENV}={settings_file}"
-    return f"{env} dagster dev -m ol_dagster.definitions  (then open http://127.0.0.1:3000)"
+    home = shlex.quote(os.environ.get("DAGSTER_HOME", ""))
+    # from DAGSTER_HOME: run where the demo wrote a dagster.yaml, dagster dev warns it is unused
+    env = f"DAGSTER_HOME={home} {SETTINGS_ENV}={shlex.quote(str(settings_file))}"
+    return (
+        f"cd {home} && {env} dagster dev -m ol_dagster.definitions"
+        "  (then open http://127.0.0.1:3000)"
+    )
+
+
+def lineage_command(path: str, definition: str, node: str) -> str:
+    """The ``ol-dagster lineage`` command that prints the demo's upstream lineage, as a person
+    types it where the demo ran: with ``--definition`` (the demo settings hold several), and with
+    ``--settings`` when the demo did not read the file ``lineage`` reads by default."""
+    settings = ""
+    if settings_path(path).resolve() != settings_path(None).resolve():
+        settings = f" --settings {shlex.quote(str(settings_path(path)))}"
+    return (
+        f"ol-dagster{settings} lineage {shlex.quote(node)} --definition {shlex.quote(definition)}"
+        " --upstream --depth 4"
+    )
 
 
 def _run_analyses(path: str, instance) -> list[str]:
@@ -171,7 +190,7 @@ def run_demo(path: str) -> int:
         print(
             f"\ncatalog {definition.catalog!r} is a {kind} server: its own UI shows what it holds"
         )
-    print(f"\nupstream of {node} (ol-dagster lineage {node} --upstream --depth 4):")
+    print(f"\nupstream of {node} ({lineage_command(path, definition.name, node)}):")
     for edge in upstream["edges"]:
         print(f"  {edge['from']}  ->  {edge['to']}")
     print("\nanalyses (run_profiles, dataset_scopes, quality_summaries):")

@@ -5,6 +5,10 @@ line). An NDJSON line that is not JSON is sent as a string, so the answer names 
 
 An answer that says the post is stored as a whole snapshot (``wholeSnapshot``) is also told in a
 line of its own (``snapshot_notice``): the next sync removes what such a post does not describe.
+
+``--url`` is what a producer is given: the receiver's base URL (``http://host:5000``) or one of its
+endpoints (``.../api/v1/lineage`` or ``.../api/v1/lineage/batch``); each file goes to the batch
+endpoint (``batch_url``).
 """
 
 from __future__ import annotations
@@ -16,9 +20,29 @@ import httpx
 
 from ol_dagster.eventfiles import BrokenLine, UnreadableFile, read_events
 
-__all__ = ["BATCH_PATH", "UnreadableFile", "post_batch", "read_batch", "snapshot_notice"]
+__all__ = [
+    "BATCH_PATH",
+    "UnreadableFile",
+    "batch_url",
+    "post_batch",
+    "read_batch",
+    "snapshot_notice",
+]
 
 BATCH_PATH = "/api/v1/lineage/batch"
+
+
+def batch_url(url: str) -> str:
+    """The batch endpoint of ``url``: a base URL gets ``/api/v1/lineage/batch``; a URL that already
+    ends with the single-event endpoint (what producers are configured with) or the batch one is
+    completed or kept, so it is not posted to ``.../api/v1/lineage/api/v1/lineage/batch`` (404)."""
+    base = url.rstrip("/")
+    single = BATCH_PATH.removesuffix("/batch")
+    if base.endswith(BATCH_PATH):
+        return base
+    if base.endswith(single):
+        return base + "/batch"
+    return base + BATCH_PATH
 
 
 def read_batch(path: Path) -> dict[str, Any]:
@@ -29,7 +53,7 @@ def read_batch(path: Path) -> dict[str, Any]:
 
 def post_batch(client: httpx.Client, url: str, token: str, batch: dict[str, Any]) -> httpx.Response:
     return client.post(
-        url.rstrip("/") + BATCH_PATH,
+        batch_url(url),
         json=batch,
         headers={"Authorization": f"Bearer {token}"},
     )

@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, text
 
 
 def _free_port() -> int:
+    """A port free now (see ``PostgresServer.start`` for the race with another process)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -69,7 +70,19 @@ class PostgresServer:
             check=True,
             capture_output=True,
         )
-        self._ctl("start")
+        # PostgreSQL cannot be told to bind port 0 and report it: the port is picked free first,
+        # and if another process takes it before the server binds, the start fails and is tried
+        # again on another one (not a test failure).
+        for attempt in range(5):
+            try:
+                self._ctl("start")
+                return self
+            except subprocess.CalledProcessError:
+                log = self.dir / "log"
+                in_use = log.exists() and "already in use" in log.read_text(errors="replace")
+                if not in_use or attempt == 4:
+                    raise
+                self.port = _free_port()
         return self
 
     def _ctl(self, action: str) -> None:

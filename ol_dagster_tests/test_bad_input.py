@@ -1530,13 +1530,14 @@ def test_a_5mb_job_name_is_rejected_quickly() -> None:
 
     huge, good = keyed_event(), ev("good_neighbour")
     huge["job"]["name"] = "j" * 5_000_000
-    started = time.perf_counter()
+    # CPU time of this process: a loaded machine (-n 2, other suites) does not stretch it
+    started = time.process_time()
     intake = sort_events([huge, good], ["*"], max_name_length=NAME_MAX)
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     [rejected] = intake.rejected
     assert rejected.reason == (
         "event 0: job.name: is 5000000 characters long; at most 2048 are accepted "
         "(limits.maxNameLength)"
     )
     assert [e.job_name for e in intake.accepted] == ["good_neighbour"]
-    assert elapsed < 1.0, f"{elapsed:.3f} s for a 5 MB name (about 0.01 s expected)"
+    assert elapsed < 1.0, f"{elapsed:.3f} s of CPU for a 5 MB name (about 0.01 s expected)"

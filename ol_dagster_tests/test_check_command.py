@@ -82,10 +82,13 @@ def summary(out: str) -> str:
     return out.strip().splitlines()[-1]
 
 
-def closed_port() -> int:
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port nothing listens on, for the whole test: bound here and never listening,
+    so connections to it are refused and no other process can take it meanwhile."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
 
 
 # -- everything holds ------------------------------------------------------------------------------
@@ -344,9 +347,9 @@ def test_a_namespace_mapped_to_a_service_openmetadata_does_not_have_is_not_ready
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_catalog_that_is_down_fails_with_one_line_and_no_traceback(
-    fakes: Fakes, kind: str, capsys: pytest.CaptureFixture[str]
+    fakes: Fakes, kind: str, capsys: pytest.CaptureFixture[str], closed_port: int
 ):
-    down = f"http://127.0.0.1:{closed_port()}"
+    down = f"http://127.0.0.1:{closed_port}"
     path = fakes.settings(**{kind: {"url": down}})
     code, out, err = check(capsys, path, "--definition", f"check_{kind}")
     assert code == 1
@@ -367,9 +370,9 @@ def test_a_proxy_answering_502_for_a_catalog_behind_it_is_down(
 
 
 def test_an_unreachable_store_is_not_ready(
-    fakes: Fakes, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    fakes: Fakes, capsys: pytest.CaptureFixture[str], tmp_path: Path, closed_port: int
 ):
-    fakes.store_url = f"postgresql+psycopg://ol@127.0.0.1:{closed_port()}/ol"
+    fakes.store_url = f"postgresql+psycopg://ol@127.0.0.1:{closed_port}/ol"
     code, out, err = check(capsys, fakes.settings(), "--definition", "check_marquez")
     assert code == 1
     assert row(out, "event store")[0] == "no"

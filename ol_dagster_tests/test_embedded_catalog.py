@@ -1433,20 +1433,16 @@ def test_a_large_upload_is_bulk(catalog: EmbeddedCatalog, definition) -> None:
         statements += 1
 
     event.listen(catalog.engine, "before_cursor_execute", counter)
-    started = time.perf_counter()
     result = catalog.upload(graph, d)
-    elapsed = time.perf_counter() - started
     event.remove(catalog.engine, "before_cursor_execute", counter)
 
     assert result.succeeded
     # entities (jobs + models + source), fields, routines, statements, data + field flows
     expected_rows = 2000 + 2001 + 20_010 + 2000 + 2000 + 2999 + 20_000
     assert sum(result.written.values()) == expected_rows
-    # bulk: a few hundred statements at most for ~50,000 rows, not one per row
+    # bulk: a few hundred statements at most for ~50,000 rows, not one per row. The count is the
+    # measure here (a wall-clock bound flakes on a loaded machine); benchmarks/ time the upload.
     assert statements < 500, f"{statements} statements for {expected_rows} rows"
-    # ~2-3 s on SQLite and ~6 s on PostgreSQL on the 2-core dev machine; generous for CI load
-    limit = 20 if catalog.engine.dialect.name == "sqlite" else 60
-    assert elapsed < limit, f"2,000-job upload took {elapsed:.1f} s"
 
 
 def test_a_catalog_from_an_earlier_version_loses_its_retired_indexes(catalog_url: str) -> None:

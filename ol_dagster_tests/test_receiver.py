@@ -887,5 +887,6 @@ def test_send_to_a_receiver_that_is_not_there_ends_with_one_line_and_exit_code_2
         code = main(["send", str(batch), "--url", f"http://127.0.0.1:{port}", "--token", SNAP])
     out, err = capsys.readouterr()
     assert code == 2
-    assert err.startswith("ol-dagster: HTTP error: ") and len(err.splitlines()) == 1
+    assert err.startswith("ol-dagster: cannot post ") and len(err.splitlines()) == 1
+    assert f"http://127.0.0.1:{port}/api/v1/lineage/batch" in err  # where it tried
     assert SNAP not in out + err

@@ -95,7 +95,15 @@ def _annotate(settings: Any, key: str, items: list[tuple[str, str, str, dict[str
             description="Per dataset and per job: pass rate per quality dimension and overall.",
         ),
     ],
-    check_specs=[dg.AssetCheckSpec(JOBS_ON_SCHEDULE, asset=RUN_PROFILES)],
+    check_specs=[
+        dg.AssetCheckSpec(
+            JOBS_ON_SCHEDULE,
+            asset=RUN_PROFILES,
+            description="Every job with an inferred schedule ran when due (its last run plus "
+            "1.5 times its interval has not passed); a warning means some stopped running on "
+            "their schedule (the result names them).",
+        )
+    ],
 )
 def analyses(context: dg.AssetExecutionContext, ol_store: StoreResource):
     """Egeria's run profile, data scope and quality summary services over the event store."""

@@ -173,6 +173,11 @@ def refresh_lineage_state(context, catalog, definition: Definition, store: Event
         store.save_lineage_state(key, pruned)
 
 
+def check_spec(name: str, asset: dg.AssetKey) -> dg.AssetCheckSpec:
+    """A check of ``asset`` with its description: what it guards, what a failure means."""
+    return dg.AssetCheckSpec(name, asset=asset, description=C.CHECK_DESCRIPTIONS[name])
+
+
 def removal_limits_check(report: dict[str, Any]) -> dg.AssetCheckResult:
     """``removal_cap``: fails when the planned removals passed ``maxRemovalsPerRun`` or would
     remove more than ``maxRemovalShare`` of the definition's jobs; says which, with the numbers."""
@@ -220,10 +225,10 @@ def build_assets(
         key=keys[C.RECEIVED_BATCH],
         kinds={"openlineage"},
         check_specs=[
-            dg.AssetCheckSpec(C.NOT_EMPTY, asset=keys[C.RECEIVED_BATCH]),
-            dg.AssetCheckSpec(C.WHOLE_SNAPSHOT, asset=keys[C.RECEIVED_BATCH]),
+            check_spec(C.NOT_EMPTY, keys[C.RECEIVED_BATCH]),
+            check_spec(C.WHOLE_SNAPSHOT, keys[C.RECEIVED_BATCH]),
             *(
-                [dg.AssetCheckSpec(C.LOG_STORE_WRITTEN, asset=keys[C.RECEIVED_BATCH])]
+                [check_spec(C.LOG_STORE_WRITTEN, keys[C.RECEIVED_BATCH])]
                 if definition.logStore
                 else []
             ),
@@ -289,7 +294,7 @@ def build_assets(
         key=keys[C.LINEAGE_GRAPH],
         deps=[keys[C.RECEIVED_BATCH]],
         kinds={"openlineage"},
-        check_specs=[dg.AssetCheckSpec(C.NO_DANGLING_FLOWS, asset=keys[C.LINEAGE_GRAPH])],
+        check_specs=[check_spec(C.NO_DANGLING_FLOWS, keys[C.LINEAGE_GRAPH])],
         **common,
     )
     def lineage_graph(context: dg.AssetExecutionContext, ol_store: StoreResource):
@@ -351,7 +356,7 @@ def build_assets(
         key=keys[C.CATALOG_UPLOAD],
         deps=[keys[C.LINEAGE_GRAPH]],
         kinds={"catalog"},
-        check_specs=[dg.AssetCheckSpec(C.UPLOAD_SUCCEEDED, asset=keys[C.CATALOG_UPLOAD])],
+        check_specs=[check_spec(C.UPLOAD_SUCCEEDED, keys[C.CATALOG_UPLOAD])],
         **common,
     )
     def catalog_upload(
@@ -445,9 +450,9 @@ def build_assets(
         deps=[keys[C.CATALOG_UPLOAD]],
         kinds={"catalog"},
         check_specs=[
-            dg.AssetCheckSpec(C.REMOVAL_CAP, asset=keys[C.CATALOG_CLEANUP]),
-            dg.AssetCheckSpec(C.CLEANUP_PERMITTED, asset=keys[C.CATALOG_CLEANUP]),
-            dg.AssetCheckSpec(C.OWNED_DATASET_SYSTEMS, asset=keys[C.CATALOG_CLEANUP]),
+            check_spec(C.REMOVAL_CAP, keys[C.CATALOG_CLEANUP]),
+            check_spec(C.CLEANUP_PERMITTED, keys[C.CATALOG_CLEANUP]),
+            check_spec(C.OWNED_DATASET_SYSTEMS, keys[C.CATALOG_CLEANUP]),
         ],
         **common,
     )

@@ -17,6 +17,33 @@ UPLOAD_SUCCEEDED = "upload_succeeded"
 REMOVAL_CAP = "removal_cap"
 CLEANUP_PERMITTED = "cleanup_permitted"
 OWNED_DATASET_SYSTEMS = "owned_dataset_systems"
+
+# What each check guards and what its failure means, shown with the check in the UI (one
+# sentence each; the result's own description says what happened in that run).
+CHECK_DESCRIPTIONS = {
+    NOT_EMPTY: "The batch holds at least one accepted event; a failure means it holds none, so "
+    "its cleanup is skipped (EMPTY_BATCH) and nothing is removed from the catalog.",
+    WHOLE_SNAPSHOT: "A snapshot definition's batch had every event accepted; a warning means "
+    "some were rejected, so the batch is not taken as a snapshot and only the day-based "
+    "cleanup applies to it.",
+    LOG_STORE_WRITTEN: "Every accepted event was written to the definition's log store; a "
+    "warning means some wait in its backlog for the next sync (or were purged before they "
+    "could be written), while the catalog has them all.",
+    NO_DANGLING_FLOWS: "Every flow of the lineage graph joins a job and a dataset the graph "
+    "holds; a warning means some flows were left out of the upload (counted by reason in the "
+    "metadata).",
+    UPLOAD_SUCCEEDED: "Every object of the batch was written to the catalog; a failure means "
+    "some rows failed, so the cleanup is skipped (UPLOAD_FAILED) and the batch keeps its "
+    "events for a retry.",
+    REMOVAL_CAP: "The planned removals stay within maxRemovalsPerRun (and, for a batch, "
+    "maxRemovalShare); a failure means the cleanup would have removed more, so nothing was "
+    "deleted until the limit is raised for a run.",
+    CLEANUP_PERMITTED: "The catalog lets this definition's cleanup delete; a warning means it "
+    "refused (CLEANUP_PERMISSION_DENIED) and nothing was removed.",
+    OWNED_DATASET_SYSTEMS: "Each CUTOFF dataset System the batch cleaned belongs to this "
+    "definition alone; a warning means a shared System was cleaned by age (DAYS) instead "
+    "(SHARED_SYSTEM_DOWNGRADED).",
+}
 STALE_CLEANUP = "stale_cleanup"
 STALE_CLEANUP_CRON = "0 3 * * *"  # daily, after the night's batch runs
 

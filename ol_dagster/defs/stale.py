@@ -12,6 +12,7 @@ from ol_dagster.defs import constants as C
 from ol_dagster.defs.assets import (
     LOCK_WAIT_SECONDS,
     CleanupConfig,
+    check_spec,
     refresh_lineage_state,
     removal_limits_check,
     run_alive,
@@ -33,8 +34,8 @@ def build_stale_cleanup(
         group_name=definition.name,
         kinds={"catalog"},
         check_specs=[
-            dg.AssetCheckSpec(C.REMOVAL_CAP, asset=key),
-            dg.AssetCheckSpec(C.CLEANUP_PERMITTED, asset=key),
+            check_spec(C.REMOVAL_CAP, key),
+            check_spec(C.CLEANUP_PERMITTED, key),
         ],
         tags={C.DEFINITION_TAG: definition.name},
     )
