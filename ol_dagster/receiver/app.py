@@ -15,7 +15,9 @@ in a worker thread, so the event loop keeps answering other requests. A body of
 ``receiver.largePostBytes`` or more is a large post: at most ``receiver.maxConcurrentLargePosts``
 are read and processed at once (others get 503 with ``Retry-After`` as soon as their body grows
 that large), their events are decoded one at a time (``receiver.decode``) with the collector
-paused, and small posts are processed with the collector running as usual. ``/healthz`` answers
+paused, the body is dropped once they are sorted, and the memory is handed back to the system
+after the answer (``receiver.trim``): a post peaks at about 3x its body, and its memory is
+returned. Small posts are processed with the collector running as usual. ``/healthz`` answers
 503 while the store refuses writes though it answers reads (a full disk): a write refused while
 a ping succeeds makes it say so until a write succeeds again, or for ``_WRITE_REFUSAL_MEMORY``
 seconds without one (then it lets a post try again); an unreachable store fails its ping.
@@ -27,7 +29,6 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
@@ -42,6 +43,7 @@ from ol_dagster.receiver.body import BodyError, read_body
 from ol_dagster.receiver.decode import NotABatch, NotJson, decode_event, decoded, split_batch
 from ol_dagster.receiver.guard import Guard
 from ol_dagster.receiver.intake import Intake, sort_events
+from ol_dagster.receiver.trim import release_free_memory
 from ol_dagster.settings import Definition, ReceiverLimits, Settings, SnapshotMode
 from ol_dagster.store import EventStore, StoreUnavailable
 
@@ -102,6 +104,22 @@ class _Writes:
     def refusing(self) -> bool:
         at = self.refused_at
         return at is not None and time.monotonic() - at < _WRITE_REFUSAL_MEMORY
+
+
+class _Body:
+    """A post's body on its way to the worker thread, which takes it: the event loop's frame and
+    the thread call's arguments would otherwise keep a large body alive until the answer, on
+    top of its accepted events (``process_batch`` drops it once they are sorted)."""
+
+    __slots__ = ("_data", "size")
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self.size = len(data)
+
+    def take(self) -> bytes:
+        data, self._data = self._data, b""
+        return data
 
 
 class _LargePosts:
@@ -216,7 +234,7 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
         return found
 
     async def receive(
-        request: Request, process: Callable[[Definition, bytes], JSONResponse]
+        request: Request, process: Callable[[Definition, _Body], JSONResponse]
     ) -> JSONResponse:
         """Authenticate, read the body within the limits, then ``process`` it in a worker
         thread: the event loop only reads bytes."""
@@ -244,30 +262,39 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
                 return _error(400, "the client went away before its body was read")
             if not body.strip():
                 return _error(400, "request body is empty: send a JSON object")
-            return await run_in_threadpool(process, definition, body)
+            held = _Body(body)
+            del body  # the worker takes it: see ``_Body``
+            return await run_in_threadpool(in_worker, process, definition, held)
         finally:
             slot.release()
 
-    def paused_if_large(body: bytes):  # noqa: ANN202
-        # a large post's events are decoded with the collector paused (``gcpause``); a small
-        # one's with the collector running as usual, so its cycles are collected as they come
-        return gc_paused() if len(body) >= limits.largePostBytes else nullcontext()
+    def in_worker(
+        process: Callable[[Definition, _Body], JSONResponse], definition: Definition, held: _Body
+    ) -> JSONResponse:
+        """A small post is processed with the collector running as usual, so its cycles are
+        collected as they come. A large one with the collector paused (``gcpause``) from its
+        decoding to its stored answer; what it allocated is all dropped when ``process``
+        returns, before the pause ends (nothing left to age), then handed back to the system."""
+        if held.size < limits.largePostBytes:
+            return process(definition, held)
+        with gc_paused():
+            response = process(definition, held)
+        release_free_memory()
+        return response
 
-    def process_event(definition: Definition, body: bytes) -> JSONResponse:
-        with paused_if_large(body):
-            try:
-                parsed = decode_event(body)
-            except NotJson as exc:
-                return _error(400, f"request body is not valid JSON: {exc}")
-            if isinstance(parsed, dict) and isinstance(parsed.get("events"), list):
-                return _error(
-                    400, "this endpoint takes one event; post {'events': [...]} to /batch"
-                )
-            intake = sort_events(
-                [parsed],
-                definition.allowedJobNamespaces,
-                max_name_length=definition.limits.maxNameLength,
-            )
+    def process_event(definition: Definition, held: _Body) -> JSONResponse:
+        body = held.take()
+        try:
+            parsed = decode_event(body)
+        except NotJson as exc:
+            return _error(400, f"request body is not valid JSON: {exc}")
+        if isinstance(parsed, dict) and isinstance(parsed.get("events"), list):
+            return _error(400, "this endpoint takes one event; post {'events': [...]} to /batch")
+        intake = sort_events(
+            [parsed],
+            definition.allowedJobNamespaces,
+            max_name_length=definition.limits.maxNameLength,
+        )
         if not intake.accepted:
             return _summary_answer(intake, None)
         try:
@@ -280,30 +307,30 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
         writes.succeeded()
         return _summary_answer(intake, batch_id)
 
-    def process_batch(definition: Definition, body: bytes) -> JSONResponse:
-        with paused_if_large(body):
-            try:
-                raw_events = split_batch(body, precise_below=limits.largePostBytes)
-            except NotJson as exc:
-                return _error(400, f"request body is not valid JSON: {exc}")
-            except NotABatch as exc:
-                return _error(400, str(exc))
-            limit = definition.limits.maxEventsPerBatch
-            if len(raw_events) > limit:
-                return _error(
-                    413,
-                    f"{len(raw_events)} events exceed limits.maxEventsPerBatch ({limit}); "
-                    "split the batch",
-                )
-            try:
-                intake = sort_events(
-                    decoded(raw_events),
-                    definition.allowedJobNamespaces,
-                    max_name_length=definition.limits.maxNameLength,
-                )
-            except NotJson as exc:
-                return _error(400, f"request body is not valid JSON: {exc}")
-            del raw_events
+    def process_batch(definition: Definition, held: _Body) -> JSONResponse:
+        body = held.take()
+        try:
+            raw_events = split_batch(body, precise_below=limits.largePostBytes)
+        except NotJson as exc:
+            return _error(400, f"request body is not valid JSON: {exc}")
+        except NotABatch as exc:
+            return _error(400, str(exc))
+        limit = definition.limits.maxEventsPerBatch
+        if len(raw_events) > limit:
+            return _error(
+                413,
+                f"{len(raw_events)} events exceed limits.maxEventsPerBatch ({limit}); "
+                "split the batch",
+            )
+        try:
+            intake = sort_events(
+                decoded(raw_events),
+                definition.allowedJobNamespaces,
+                max_name_length=definition.limits.maxNameLength,
+            )
+        except NotJson as exc:
+            return _error(400, f"request body is not valid JSON: {exc}")
+        del raw_events, body  # the accepted events are copies: the body can go now
         if intake.received and not intake.accepted:
             return _summary_answer(intake, None)
         snapshot = definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT

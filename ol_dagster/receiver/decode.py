@@ -12,7 +12,8 @@ meanwhile.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from typing import cast
 
 import msgspec
 import pydantic_core
@@ -26,8 +27,14 @@ class NotABatch(ValueError):
     """The body is JSON but not ``{"events": [...]}``."""
 
 
-_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
+class _Batch(msgspec.Struct):
+    """``{"events": [...]}``, other keys ignored: read in one pass (the body once, not the
+    object then its array: each pass holds the interpreter, 0.2 s on a 50 MB body)."""
+
+    events: list[msgspec.Raw] | None = None
+
+
+_BATCH = msgspec.json.Decoder(_Batch)
 
 
 def decode_event(body: bytes) -> object:
@@ -38,7 +45,7 @@ def decode_event(body: bytes) -> object:
         raise NotJson(str(exc)) from None
 
 
-def split_batch(body: bytes, precise_below: int = 0) -> Sequence[msgspec.Raw]:
+def split_batch(body: bytes, precise_below: int = 0) -> list[msgspec.Raw | None]:
     """The raw events of a ``{"events": [...]}`` body; the whole body is checked to be JSON.
 
     A body that is not JSON is explained by ``pydantic_core`` (its words: "EOF while parsing",
@@ -46,11 +53,10 @@ def split_batch(body: bytes, precise_below: int = 0) -> Sequence[msgspec.Raw]:
     a larger one by msgspec, with the byte offset, so that a bad large post is not parsed whole
     into Python objects just to say where it is wrong."""
     try:
-        top = _TOP.decode(body)
-        events = top.get("events")
+        events = _BATCH.decode(body).events
         if events is None:
             raise NotABatch("body must be a JSON object with an 'events' array")
-        return _EVENTS.decode(events)
+        return cast(list[msgspec.Raw | None], events)  # for ``decoded`` to consume
     except msgspec.ValidationError:
         raise NotABatch("body must be a JSON object with an 'events' array") from None
     except msgspec.DecodeError as exc:
@@ -61,7 +67,10 @@ def split_batch(body: bytes, precise_below: int = 0) -> Sequence[msgspec.Raw]:
         raise NotJson("recursion limit exceeded: the body is nested too deeply") from None
 
 
-def decoded(raw_events: Sequence[msgspec.Raw]) -> Iterator[object]:
-    """Each raw event decoded as ``decode_event`` would, one at a time."""
-    for raw in raw_events:
+def decoded(raw_events: list[msgspec.Raw | None]) -> Iterator[object]:
+    """Each raw event decoded as ``decode_event`` would, one at a time. The list is consumed:
+    each raw event is dropped from it once decoded (0.13x a batch of small events' body)."""
+    for index, raw in enumerate(raw_events):
+        raw_events[index] = None
+        assert raw is not None, "a batch's raw events are decoded once"
         yield decode_event(bytes(raw))

@@ -80,12 +80,15 @@ def _serialize(event: object) -> bytes:
     (orjson refuses it) or a float too large for 64 bits, read as infinity (orjson writes
     ``null``, which would silently change the value: only an event with no ``null`` at all is
     taken from orjson). Those go through pydantic, which keeps big integers and writes infinity
-    as ``Infinity`` for ``_check_values`` to refuse."""
+    as ``Infinity`` for ``_check_values`` to refuse.
+
+    orjson's result is copied to its exact size: it hands back its 4 KB write buffer, so a
+    100,000-event post of 500-byte events held 410 MB of accepted events instead of 50 MB."""
     try:
         raw = orjson.dumps(event)
     except orjson.JSONEncodeError:
         return pydantic_core.to_json(event)
-    return pydantic_core.to_json(event) if b"null" in raw else raw
+    return pydantic_core.to_json(event) if b"null" in raw else bytes(memoryview(raw))
 
 
 # a pause pays for itself on batches, not on the single events of a stream (issue 15)
@@ -115,6 +118,8 @@ def _sort_events(
     events: Iterable[object], allowed_job_namespaces: list[str], max_name_length: int
 ) -> Intake:
     intake = Intake()
+    # one string object for the values a batch repeats (20 MB of a 100,000-event post's memory)
+    shared: dict[str | None, str | None] = {}
     for index, event in enumerate(events):
         try:
             if isinstance(event, str | bytes):  # parse_event would read it as JSON text
@@ -145,10 +150,10 @@ def _sort_events(
             NewEvent(
                 raw=raw,
                 kind=header.kind.value,
-                event_type=header.event_type,
+                event_type=shared.setdefault(header.event_type, header.event_type),
                 event_time=header.event_time,
-                producer=header.producer,
-                job_namespace=namespace,
+                producer=shared.setdefault(header.producer, header.producer),
+                job_namespace=shared.setdefault(namespace, namespace),
                 job_name=header.job_name,
                 run_id=header.run_id,
             )

@@ -13,7 +13,10 @@ MB of unfinished headers per connection was measured). What uvicorn and h11 lack
 - time: uvicorn only times idle keep-alive connections, so a connection that sends nothing, or
   its headers or body byte by byte (slowloris), would be held for ever. A deadline runs from the
   connection (or the last answer) to the end of the headers, then another to the end of the body;
-  a connection that misses it is closed;
+  a connection that misses it is closed. After an answer with ``Retry-After`` both the idle
+  keep-alive and the header deadline start that many seconds later: clients that honour it
+  (urllib3, the openlineage client) retry on the same connection, and a close timed like their
+  retry reset it;
 - connections: uvicorn's ``limit_concurrency`` answers 503 only once a request arrives, so idle
   sockets still take a file descriptor each. Beyond ``maxConnections`` a new connection is
   answered 503 with ``Retry-After`` and closed at once, and ``serve`` raises the process's file
@@ -75,12 +78,27 @@ class _Counters:
             log.warning(message, *args)
 
 
+class _RetryAfterConnection(h11.Connection):
+    """h11's connection, noting whether the last answer told the client when to retry."""
+
+    retry_after = False
+
+    def send(self, event: h11.Event) -> bytes | None:  # type: ignore[override]
+        if isinstance(event, h11.Response):
+            self.retry_after = any(name == b"retry-after" for name, _ in event.headers)
+        return super().send(event)
+
+
 def _guarded_protocol(limits: ReceiverLimits, counters: _Counters) -> type[H11Protocol]:
     refusal = _refusal(limits)
 
     class GuardedH11Protocol(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
         _in_body = False
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.conn = _RetryAfterConnection(h11.SERVER, limits.maxHeaderBytes)
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -109,10 +127,22 @@ def _guarded_protocol(limits: ReceiverLimits, counters: _Counters) -> type[H11Pr
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            if self.transport.is_closing():
+                return
+            wait = 0.0
+            if self.conn.retry_after and self.timeout_keep_alive_task is not None:
+                # the client was told to come back in retryAfterSeconds, and urllib3 (the
+                # openlineage client) does, on this connection: closing it after keepAliveSeconds
+                # (5 and 5 by default) met its retry, which got a reset instead of an answer
+                wait = limits.retryAfterSeconds
+                self.timeout_keep_alive_task.cancel()
+                self.timeout_keep_alive_task = self.loop.call_later(
+                    wait + self.timeout_keep_alive, self.timeout_keep_alive_handler
+                )
+            if self.conn.their_state is h11.IDLE:
                 # the next request's headers are due within the same time as the first one's
                 # (uvicorn's keep-alive timer closes an idle connection sooner)
-                self._arm(limits.headerTimeoutSeconds, in_body=False)
+                self._arm(wait + limits.headerTimeoutSeconds, in_body=False)
 
         def send_400_response(self, msg: str) -> None:
             if len(self.conn.trailing_data[0]) <= limits.maxHeaderBytes:

@@ -17,10 +17,10 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, case, func, select, update
+from sqlalchemy import Connection, Dialect, Engine, and_, case, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from ol_dagster.db import WalCheckpointer, is_sqlite_file, open_engine
 from ol_dagster.store import schema
@@ -233,44 +233,58 @@ _EVENT_PG_TYPES = (
 )
 
 
-def _event_tuples(batch_id: int, start: int, new_events: Sequence[NewEvent]) -> list[tuple]:
+def _event_values(dialect: Dialect, new_events: Sequence[NewEvent]) -> list[tuple]:
+    """Each event's column values but its batch and position (``_EVENT_COLUMNS[2:]``), computed
+    before the write transaction: on SQLite that transaction holds the only write lock, which
+    every other post and the sync wait for, so it should hold the insert and nothing else (the
+    digests and times of a 100,000-event post took seconds of it)."""
+    # SQLite rows go to the driver as they are: the time as SQLAlchemy itself would write it
+    to_time = events.c.event_time.type.bind_processor(dialect) if dialect.name == "sqlite" else None
     return [
         (
-            batch_id,
-            start + i,
             e.raw,
             e.kind,
             e.event_type,
-            _naive(e.event_time),
+            to_time(_naive(e.event_time)) if to_time else _naive(e.event_time),
             e.producer,
             e.job_namespace,
             e.job_name,
             e.run_id,
             event_digest(e.raw),
         )
-        for i, e in enumerate(new_events)
+        for e in new_events
     ]
 
 
-def _insert_events(
-    conn: Connection, batch_id: int, start: int, new_events: Sequence[NewEvent]
-) -> None:
-    """Insert a batch's events in the caller's transaction. On PostgreSQL, a binary COPY: a
-    1,000-event post of 6 MB as one INSERT of 10,000 parameters cost the receiver about twice
-    the time (parameter handling in Python, and the server parsing it)."""
-    rows = _event_tuples(batch_id, start, new_events)
-    if conn.dialect.name == "postgresql":
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
-            columns = ", ".join(_EVENT_COLUMNS)
-            with cursor.copy(f"COPY ol_events ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(_EVENT_PG_TYPES)
-                for row in rows:
-                    copy.write_row(row)
-        finally:
-            cursor.close()
+def _insert_events(conn: Connection, batch_id: int, start: int, values: Sequence[tuple]) -> None:
+    """Insert a batch's events (``_event_values``) in the caller's transaction, row by row from
+    a generator: no second copy of a large batch's rows is built. On PostgreSQL, a binary COPY:
+    a 1,000-event post of 6 MB as one INSERT of 10,000 parameters cost the receiver about twice
+    the time (parameter handling in Python, and the server parsing it). On SQLite, the driver's
+    own executemany (SQLAlchemy's per-row parameter handling doubled the lock's time), which
+    lets other threads run between rows."""
+    rows = ((batch_id, start + i, *v) for i, v in enumerate(values))
+    columns = ", ".join(_EVENT_COLUMNS)
+    if conn.dialect.name not in ("postgresql", "sqlite"):
+        conn.execute(events.insert(), [dict(zip(_EVENT_COLUMNS, r, strict=True)) for r in rows])
         return
-    conn.execute(events.insert(), [dict(zip(_EVENT_COLUMNS, row, strict=True)) for row in rows])
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    statement = f"INSERT INTO ol_events ({columns}) VALUES ({', '.join('?' * len(_EVENT_COLUMNS))})"
+    try:
+        if conn.dialect.name == "sqlite":
+            cursor.executemany(statement, rows)  # type: ignore[arg-type]  # any iterable
+            return
+        statement = f"COPY ol_events ({columns}) FROM STDIN (FORMAT BINARY)"
+        with cursor.copy(statement) as copy:
+            copy.set_types(_EVENT_PG_TYPES)
+            for row in rows:
+                copy.write_row(row)
+    except dbapi_error as exc:
+        # the driver's own error, as SQLAlchemy would have raised it (a full disk: a 503)
+        raise DBAPIError.instance(statement, None, exc, dbapi_error, hide_parameters=True) from exc
+    finally:
+        cursor.close()
 
 
 def _raw_without_digest() -> Any:
@@ -314,11 +328,20 @@ class EventStore:
             self._checkpointer.poke()
 
     def ping(self) -> None:
+        """The store answers: ``SELECT 1`` on the driver's connection. Through SQLAlchemy it
+        would begin a transaction, on SQLite ``BEGIN IMMEDIATE`` (``db.open_engine``), which
+        waits for the write lock: /healthz waited seconds for a large post's write (issue 15)."""
         try:
-            with self.engine.connect() as conn:
-                conn.exec_driver_sql("SELECT 1")
-        except OperationalError as exc:
-            raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
+            raw = self.engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                cursor.execute("SELECT 1")
+                cursor.close()
+            finally:
+                raw.close()
+        except (OperationalError, self.engine.dialect.loaded_dbapi.OperationalError) as exc:
+            reason = getattr(exc, "orig", exc)
+            raise StoreUnavailable(f"event store unreachable: {reason}") from None
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -334,6 +357,7 @@ class EventStore:
     ) -> int:
         """Store one ``/lineage/batch`` post whole, sealed: all of it is visible, or none of it."""
         now = _naive(now or utcnow())
+        values = _event_values(self.engine.dialect, new_events)
         try:
             with self.engine.begin() as conn:
                 batch_id = conn.execute(
@@ -351,8 +375,8 @@ class EventStore:
                         rejections=list(rejections),
                     )
                 ).inserted_primary_key[0]  # type: ignore[index]
-                if new_events:
-                    _insert_events(conn, batch_id, 0, new_events)
+                if values:
+                    _insert_events(conn, batch_id, 0, values)
         except OperationalError as exc:
             raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
         self._written()
@@ -369,6 +393,7 @@ class EventStore:
     ) -> int:
         """Append single events to the definition's open stream batch, opening one if needed."""
         now = _naive(now or utcnow())
+        values = _event_values(self.engine.dialect, new_events)
         for _attempt in range(5):
             try:
                 with self.engine.begin() as conn:
@@ -397,8 +422,8 @@ class EventStore:
                         start, old_rejections = 0, []
                     else:
                         batch_id, start, old_rejections = row[0], row[1], list(row[2] or [])
-                    if new_events:
-                        _insert_events(conn, batch_id, start, new_events)
+                    if values:
+                        _insert_events(conn, batch_id, start, values)
                     conn.execute(
                         batches.update()
                         .where(batches.c.id == batch_id)
