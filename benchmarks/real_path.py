@@ -410,13 +410,15 @@ class Project:
     def event_log_rows(self) -> int:
         """Rows in Dagster's event log tables (every run shard and the index on SQLite)."""
         if self.dagster_pg:
-            from sqlalchemy import create_engine, text
+            from sqlalchemy import create_engine, inspect, text
 
             engine = create_engine(
                 self.dagster_pg.replace("postgresql://", "postgresql+psycopg://")
             )
             try:
                 with engine.connect() as conn:
+                    if not inspect(conn).has_table("event_logs"):  # no run stored yet
+                        return 0
                     return conn.execute(text("select count(*) from event_logs")).scalar_one()
             finally:
                 engine.dispose()
