@@ -1,0 +1,141 @@
+"""``BlindataCatalog``: the ``Catalog`` protocol over Blindata, as a thin facade.
+
+The class only opens the client and hands each protocol call to the module that owns it
+(``upload``, ``cleanup``, ``quality``, ``reads``), so what the rest of ol-dagster sees of Blindata
+is this one class while each concern stays a short module of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from ol_dagster.catalog.blindata import cleanup, quality, reads
+from ol_dagster.catalog.blindata import upload as upload_ops
+from ol_dagster.catalog.blindata.client import BlindataClient
+from ol_dagster.catalog.protocol import CleanupCounts, DatasetRef, UploadResult
+from ol_dagster.lineage import LineageGraph
+from ol_dagster.settings import CatalogSettings, Definition
+
+
+class BlindataCatalog:
+    """A Blindata tenant, reached over HTTP; ``store_url`` and ``definition`` are accepted for the
+    factory's common signature (this catalog keeps no ledger)."""
+
+    kind = "blindata"
+
+    def __init__(
+        self,
+        name: str,
+        cfg: CatalogSettings,
+        *,
+        store_url: str = "",
+        definition: str = "",
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.definition_name = definition
+        self.client = BlindataClient(name, cfg, transport=transport, sleep=sleep)
+        self.http = self.client.http  # ``ol-dagster check`` probes through the same connection
+        self.workers = self.client.workers
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __repr__(self) -> str:
+        return f"BlindataCatalog(name={self.name!r}, url={self.cfg.url!r})"
+
+    def headers(self, cfg: CatalogSettings) -> dict[str, str]:
+        """Tenant and credentials; secrets come from the environment, here, when it opens."""
+        return self.client.headers(cfg)
+
+    def clock(self) -> datetime:
+        """The server's time: the ``Date`` header of an authenticated cheap call (whole seconds,
+        rounded down, so everything the server stamps after the call is at or after it)."""
+        return self.client.clock()
+
+    # -- upload ------------------------------------------------------------------------------------
+
+    def upload(
+        self,
+        graph: LineageGraph,
+        definition: Definition,
+        raw_events: Callable[[], Iterable[bytes]] | None = None,
+    ) -> UploadResult:
+        """Write everything the graph describes (``raw_events`` is for event-taking catalogs)."""
+        return upload_ops.upload(self.client, graph, definition)
+
+    # -- cleanup -----------------------------------------------------------------------------------
+
+    def cleanup_flows(
+        self,
+        *,
+        scope_prefixes: Sequence[str] = (),
+        scopes: Sequence[str] = (),
+        before: datetime,
+        dry_run: bool,
+    ) -> CleanupCounts:
+        return cleanup.cleanup_flows(
+            self.client,
+            scope_prefixes=scope_prefixes,
+            scopes=scopes,
+            before=before,
+            dry_run=dry_run,
+        )
+
+    def cleanup_job_system(
+        self,
+        system: str,
+        *,
+        schemas: list[str] | None,
+        before: datetime,
+        dry_run: bool,
+        routines_before: datetime | None = None,
+    ) -> CleanupCounts:
+        """Job entities and routines last updated before ``before`` (see
+        ``cleanup.cleanup_job_system`` for ``routines_before``)."""
+        return cleanup.cleanup_job_system(
+            self.client,
+            system,
+            schemas=schemas,
+            before=before,
+            dry_run=dry_run,
+            routines_before=routines_before,
+        )
+
+    def cleanup_dataset_system(
+        self, system: str, *, before: datetime, dry_run: bool
+    ) -> CleanupCounts:
+        return cleanup.cleanup_dataset_system(self.client, system, before=before, dry_run=dry_run)
+
+    def drop_datasets(self, datasets: Sequence[DatasetRef], *, dry_run: bool) -> CleanupCounts:
+        """Remove the entities DROP events named, with their fields and flows (see
+        ``cleanup.drop_datasets``)."""
+        return cleanup.drop_datasets(self.client, datasets, dry_run=dry_run)
+
+    def count_jobs(self, system: str, *, schemas: list[str] | None) -> int:
+        """Job entities of a job System (in these schemas; ``None``: all), read page by page."""
+        return cleanup.count_jobs(self.client, system, schemas=schemas)
+
+    def disable_quality_checks(self, jobs: list[str]) -> int:
+        """Disable (never delete) the quality checks of removed jobs (see ``quality``)."""
+        return quality.disable_quality_checks(self.client, jobs)
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def systems(self) -> list[dict[str, Any]]:
+        return reads.systems(self.client)
+
+    def job_schemas(self, system: str) -> list[str]:
+        return reads.job_schemas(self.client, system)
+
+    def lineage(self, node: str, *, depth: int, upstream: bool, downstream: bool) -> dict[str, Any]:
+        """Lineage around a node from the OpenLineage flows in Blindata (scopes ``ol:``)."""
+        return reads.lineage(
+            self.client, node, depth=depth, upstream=upstream, downstream=downstream
+        )

@@ -1,0 +1,310 @@
+"""Blindata's cleanup calls: what a scope or a System holds that the runs no longer describe.
+
+The server deletes by scope prefix or by System and schema what was last updated before a cutoff,
+with a dry run first; this module builds those calls and reads their counts. What the server cannot
+decide from its own data (a routine whose job is gone: the link is ol-dagster's naming; the
+entities a DROP named) is read here and deleted one by one. Every call that is refused with 403
+raises ``CleanupPermissionDenied``, so the cleanup's guards see a missing permission before any
+call of the plan deletes anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ol_dagster.catalog import blindata_api as api
+from ol_dagster.catalog.blindata.client import BlindataClient
+from ol_dagster.catalog.blindata.finders import find_entity, find_system
+from ol_dagster.catalog.blindata.shapes import iso, json_body, parse_when, to_int, uuid_of
+from ol_dagster.catalog.http import CatalogRefused
+from ol_dagster.catalog.protocol import (
+    CleanupCounts,
+    CleanupPermissionDenied,
+    DatasetRef,
+    ObjectType,
+)
+
+_NEVER = datetime(1970, 1, 1, tzinfo=UTC)  # a cleanup cutoff nothing is older than
+
+_RESULT_TYPES = {
+    api.RESOURCE_PHYSICAL_ENTITY: ObjectType.PHYSICAL_ENTITIES,
+    api.RESOURCE_PHYSICAL_FIELD: ObjectType.PHYSICAL_FIELDS,
+    api.RESOURCE_SYSTEM_ROUTINE: ObjectType.ROUTINES,
+    api.RESOURCE_STATEMENT: ObjectType.STATEMENTS,
+    api.RESOURCE_DATA_FLOW: ObjectType.DATA_FLOWS,
+}
+
+
+def _cleanup_call(client: BlindataClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        response = client.http.request("POST", path, json=body)
+    except CatalogRefused as exc:
+        if exc.status == 403:
+            raise CleanupPermissionDenied(client.reason(exc)) from None
+        raise
+    answer = json_body(response)
+    return answer if isinstance(answer, dict) else {}
+
+
+def _delete(client: BlindataClient, path: str) -> None:
+    """A delete during a cleanup: 404 is what was wanted, 403 a refused cleanup."""
+    try:
+        client.http.request("DELETE", path, ok=frozenset({404}))
+    except CatalogRefused as exc:
+        if exc.status == 403:
+            raise CleanupPermissionDenied(client.reason(exc)) from None
+        raise
+
+
+def _count(part: Any, dry_run: bool) -> int:
+    """``matched`` for a dry run, ``deleted`` (else ``matched``) for a real call."""
+    if not isinstance(part, dict):
+        return to_int(part)
+    if not dry_run and part.get("deleted") is not None:
+        return to_int(part["deleted"])
+    if part.get("matched") is not None:
+        return to_int(part["matched"])
+    items = part.get("items")
+    return len(items) if isinstance(items, list) else 0
+
+
+def cleanup_flows(
+    client: BlindataClient,
+    *,
+    scope_prefixes: Sequence[str] = (),
+    scopes: Sequence[str] = (),
+    before: datetime,
+    dry_run: bool,
+) -> CleanupCounts:
+    total = 0
+    common = {"updatedBefore": iso(before), "dryRun": dry_run}
+    for prefix in scope_prefixes:
+        answer = _cleanup_call(client, api.DATA_FLOWS_CLEANUP, {"scopePrefix": prefix, **common})
+        total += _count(answer, dry_run)
+    if scopes:
+        answer = _cleanup_call(client, api.DATA_FLOWS_CLEANUP, {"scopes": list(scopes), **common})
+        total += _count(answer, dry_run)
+    return CleanupCounts({ObjectType.DATA_FLOWS: total})
+
+
+def _system_cleanup(
+    client: BlindataClient,
+    system_uuid: str,
+    schemas: list[str] | None,
+    resources: list[str],
+    before: datetime,
+    dry_run: bool,
+    counts: dict[str, int],
+) -> dict[str, list[dict[str, Any]]]:
+    """One System cleanup call; adds its counts to ``counts``; returns the items it lists,
+    by resource type (``[I]``: a server may list none)."""
+    body: dict[str, Any] = {
+        "level": api.CLEANUP_LEVEL_SCHEMA if schemas is not None else api.CLEANUP_LEVEL_SYSTEM,
+        "resourceTypes": resources,
+        "updatedBefore": iso(before),
+        "dryRun": dry_run,
+    }
+    if schemas is not None:
+        body["schemas"] = list(schemas)
+    answer = _cleanup_call(client, api.SYSTEM_CLEANUP.format(uuid=system_uuid), body)
+    results = answer.get("results")
+    if not isinstance(results, dict):
+        return {}
+    items: dict[str, list[dict[str, Any]]] = {}
+    for resource, part in results.items():
+        object_type = _RESULT_TYPES.get(str(resource))
+        if object_type is not None:
+            counts[object_type] = counts.get(object_type, 0) + _count(part, dry_run)
+        listed = part.get("items") if isinstance(part, dict) else None
+        items[str(resource)] = [i for i in listed or [] if isinstance(i, dict)]
+    return items
+
+
+def _orphan_routines(
+    client: BlindataClient, system_uuid: str, schemas: list[str] | None, before: datetime
+) -> list[dict[str, Any]]:
+    """Routines last updated before ``before`` whose job entity (same schema and name) was
+    not updated since: their job is gone, so they go now. Read, not asked of the server: the
+    link between a routine and its job is ol-dagster's naming. A missing date keeps the
+    routine (and counts a job as alive)."""
+    alive: set[tuple[str, str]] = set()
+    stale: list[dict[str, Any]] = []
+    for schema in schemas if schemas is not None else [None]:
+        params: dict[str, Any] = {"systemUuid": system_uuid}
+        if schema is not None:
+            params["schema"] = schema
+        for e in client.pages(api.PHYSICAL_ENTITIES, params):
+            if e.get("tableType") != api.JOB_TABLE_TYPE or not e.get("name"):
+                continue
+            updated = parse_when(e.get("modificationDate"))
+            if updated is None or updated >= before:
+                alive.add((str(e.get("schema") or ""), str(e["name"])))
+        for r in client.pages(api.SYSTEM_ROUTINES, params):
+            updated = parse_when(r.get("modificationDate"))
+            if (
+                uuid_of(r)
+                and r.get("name")
+                and (schema is None or (r.get("schema") or "") == schema)
+                and (uuid_of(r.get("system")) or system_uuid) == system_uuid
+                and updated is not None
+                and updated < before
+            ):
+                stale.append(r)
+    return [r for r in stale if (str(r.get("schema") or ""), str(r["name"])) not in alive]
+
+
+def cleanup_job_system(
+    client: BlindataClient,
+    system: str,
+    *,
+    schemas: list[str] | None,
+    before: datetime,
+    dry_run: bool,
+    routines_before: datetime | None = None,
+) -> CleanupCounts:
+    """Job entities and routines last updated before ``before``, on the server. With
+    ``routines_before`` (the cutoff mode), a routine whose job is still described waits for
+    that time: the server removes the routines older than it, and the routines of jobs that
+    are gone are removed one by one (``DELETE system_routines/{uuid}``)."""
+    counts = {
+        ObjectType.PHYSICAL_ENTITIES.value: 0,
+        ObjectType.ROUTINES.value: 0,
+        ObjectType.STATEMENTS.value: 0,
+        ObjectType.DATA_FLOWS.value: 0,
+    }
+    uid = uuid_of(find_system(client, system))
+    if uid is None or schemas == []:
+        return CleanupCounts(counts)
+    if routines_before is None:
+        items = _system_cleanup(
+            client, uid, schemas, api.JOB_SYSTEM_RESOURCES, before, dry_run, counts
+        )
+    else:
+        items = _system_cleanup(
+            client, uid, schemas, [api.RESOURCE_PHYSICAL_ENTITY], before, dry_run, counts
+        )
+        aged = _system_cleanup(
+            client, uid, schemas, [api.RESOURCE_SYSTEM_ROUTINE], routines_before, dry_run, counts
+        )
+        counted = {uuid_of(i) for i in aged.get(api.RESOURCE_SYSTEM_ROUTINE, [])}
+        orphans = [
+            r for r in _orphan_routines(client, uid, schemas, before) if uuid_of(r) not in counted
+        ]
+        for r in orphans:
+            if not dry_run:
+                _delete(client, api.SYSTEM_ROUTINE.format(uuid=uuid_of(r)))
+        counts[ObjectType.ROUTINES.value] += len(orphans)
+        counts[ObjectType.STATEMENTS.value] += sum(1 for r in orphans if r.get("definition"))
+    names = sorted(
+        {
+            f"{i.get('schema') or ''}.{i['name']}"
+            for i in items.get(api.RESOURCE_PHYSICAL_ENTITY, [])
+            if i.get("name") and i.get("tableType") in (None, api.JOB_TABLE_TYPE)
+        }
+    )
+    return CleanupCounts(counts, names)
+
+
+def cleanup_dataset_system(
+    client: BlindataClient, system: str, *, before: datetime, dry_run: bool
+) -> CleanupCounts:
+    counts = {
+        ObjectType.PHYSICAL_ENTITIES.value: 0,
+        ObjectType.PHYSICAL_FIELDS.value: 0,
+        ObjectType.DATA_FLOWS.value: 0,
+    }
+    uid = uuid_of(find_system(client, system))
+    if uid is not None:
+        _system_cleanup(client, uid, None, api.DATASET_SYSTEM_RESOURCES, before, dry_run, counts)
+    return CleanupCounts(counts)
+
+
+def drop_datasets(
+    client: BlindataClient, datasets: Sequence[DatasetRef], *, dry_run: bool
+) -> CleanupCounts:
+    """Remove the entities DROP events named, each with its fields and every flow touching
+    it (each object counted once), found by System, schema and name. Read first, so a dry
+    run counts exactly what the real call removes; the real call deletes the flows, then
+    the entity (``DELETE physical_entities/{uuid}`` takes its fields). A dry run also asks
+    each System for an empty cleanup (a cutoff nothing is older than), so that a user
+    without SYSTEMS_ADMIN is refused (403, ``CleanupPermissionDenied``) before any call
+    of the plan deletes anything, as with every other cleanup call."""
+    counts = {
+        ObjectType.PHYSICAL_ENTITIES.value: 0,
+        ObjectType.PHYSICAL_FIELDS.value: 0,
+        ObjectType.DATA_FLOWS.value: 0,
+    }
+    system_uuids: dict[str, str | None] = {}
+    targets: dict[str, tuple[str, str, str]] = {}  # entity uuid -> (System uuid, schema, name)
+    for ref in datasets:
+        if ref.system not in system_uuids:
+            system_uuids[ref.system] = uuid_of(find_system(client, ref.system))
+        system_uuid = system_uuids[ref.system]
+        if system_uuid is None:
+            continue
+        uid = find_entity(client, (system_uuid, ref.schema, ref.name))
+        if uid is not None:
+            targets.setdefault(uid, (system_uuid, ref.schema, ref.name))
+    if not targets:
+        return CleanupCounts(counts)
+    if dry_run:
+        for system_uuid in sorted({t[0] for t in targets.values()}):
+            schemas = sorted({t[1] for t in targets.values() if t[0] == system_uuid})
+            _system_cleanup(
+                client, system_uuid, schemas, [api.RESOURCE_PHYSICAL_ENTITY], _NEVER, True, {}
+            )
+    fields: set[str] = set()
+    for uid, (system_uuid, schema, name) in targets.items():
+        params = {
+            "systemUuid": system_uuid,
+            "physicalEntitySchema": schema,
+            "physicalEntityName": name,
+        }
+        fields |= {
+            str(uuid_of(f))
+            for f in client.pages(api.PHYSICAL_FIELDS, params)
+            if uuid_of(f) and uuid_of(f.get("physicalEntity")) == uid
+        }
+    flows = {
+        str(uuid_of(f))
+        for f in client.pages(api.DATA_FLOWS, {})
+        if uuid_of(f)
+        and (
+            uuid_of(f.get("fromPhysicalEntity")) in targets
+            or uuid_of(f.get("toPhysicalEntity")) in targets
+            or uuid_of(f.get("fromPhysicalField")) in fields
+            or uuid_of(f.get("toPhysicalField")) in fields
+        )
+    }
+    counts[ObjectType.PHYSICAL_ENTITIES.value] = len(targets)
+    counts[ObjectType.PHYSICAL_FIELDS.value] = len(fields)
+    counts[ObjectType.DATA_FLOWS.value] = len(flows)
+    if not dry_run:
+        for flow in sorted(flows):
+            _delete(client, api.DATA_FLOW.format(uuid=flow))
+        for uid in sorted(targets):
+            _delete(client, api.PHYSICAL_ENTITY.format(uuid=uid))
+    return CleanupCounts(counts)
+
+
+def count_jobs(client: BlindataClient, system: str, *, schemas: list[str] | None) -> int:
+    """Job entities of a job System (in these schemas; ``None``: all), read page by page."""
+    uid = uuid_of(find_system(client, system))
+    if uid is None or schemas == []:
+        return 0
+    found: set[str] = set()
+    for schema in sorted(set(schemas)) if schemas is not None else [None]:
+        params: dict[str, Any] = {"systemUuid": uid}
+        if schema is not None:
+            params["schema"] = schema
+        found |= {
+            str(uuid_of(e))
+            for e in client.pages(api.PHYSICAL_ENTITIES, params)
+            if uuid_of(e)
+            and e.get("tableType") == api.JOB_TABLE_TYPE
+            and (uuid_of(e.get("system")) or uid) == uid
+            and (schema is None or (e.get("schema") or "") == schema)
+        }
+    return len(found)
