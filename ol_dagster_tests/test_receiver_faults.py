@@ -406,6 +406,10 @@ def _kill_during_post(directory: Path, url: str, body: bytes, n: int) -> str:
 
     store = EventStore(url)  # reopening recovers the store (SQLite rolls the WAL back)
     try:
+        # the chunks committed before the kill: a RECEIVING batch nobody reads, removed as the
+        # next receiver's start does (its writer is gone)
+        leftover = store.batches(statuses=[BatchStatus.RECEIVING])
+        assert store.remove_abandoned() == [b.id for b in leftover]
         stored = store.batches()
         _assert_batches_whole(store)
         with store.engine.connect() as conn:

@@ -277,7 +277,7 @@ def build_all_lineage_specs(
                 key=keys.key("job", *node),
                 deps=sorted(
                     {keys.key("dataset", ns, name) for ns, name in job.get("inputs", [])},
-                    key=lambda k: k.path,
+                    key=lambda k: tuple(k.path),
                 ),
                 group=group,
             )
@@ -290,7 +290,7 @@ def build_all_lineage_specs(
             translator.get_dataset_spec(
                 ds,
                 key=keys.key("dataset", *node),
-                deps=sorted(writers.get(node, set()), key=lambda k: k.path),
+                deps=sorted(writers.get(node, set()), key=lambda k: tuple(k.path)),
                 group=dataset_group[node],
                 column_lineage=_column_deps(cl) if cl else None,
             )

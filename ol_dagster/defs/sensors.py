@@ -12,7 +12,9 @@ machine (``defs.dead_runs``): such a run would hold the definition's only slot, 
 requested here QUEUED, until run monitoring's ``max_runtime_seconds``.
 """
 
-from datetime import timedelta
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeAlias
 
 import dagster as dg
 
@@ -21,14 +23,22 @@ from ol_dagster.defs.dead_runs import fail_dead_runs
 from ol_dagster.defs.resources import StoreResource
 from ol_dagster.settings import Definition
 from ol_dagster.store import BatchStatus
-from ol_dagster.store.event_store import utcnow
-from ol_dagster.sync.cleanup import RUN_FAILED, skipped_report
+from ol_dagster.sync.batch import fail_run, purge_expired
+
+if TYPE_CHECKING:
+    # what ``dg.define_asset_job`` returns (resolved against the assets when the Definitions are
+    # built); Dagster does not export the class, so it is named for the type checker only
+    from dagster._core.definitions.unresolved_asset_job_definition import (
+        UnresolvedAssetJobDefinition,
+    )
+
+SyncJob: TypeAlias = "dg.JobDefinition | UnresolvedAssetJobDefinition"
 
 
 def build_sensor(
     definition: Definition,
     partitions: dg.DynamicPartitionsDefinition,
-    job: dg.JobDefinition | object,
+    job: SyncJob,
 ) -> dg.SensorDefinition:
     @dg.sensor(
         name=definition.sensor_name,
@@ -37,11 +47,14 @@ def build_sensor(
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=f"Seals and syncs new OpenLineage batches of {definition.name}, in order.",
     )
-    def new_batches(context: dg.SensorEvaluationContext, ol_store: StoreResource):
+    def new_batches(
+        context: dg.SensorEvaluationContext, ol_store: StoreResource
+    ) -> dg.SensorResult:
         for run_id in fail_dead_runs(context.instance, definition.name):
             context.log.warning(f"failed run {run_id}: its ol-dagster sync process is gone")
         store = ol_store.get()
-        purged = _retention(store, ol_store.settings().retention.keepDays)
+        keep_days = ol_store.settings().retention.keepDays
+        purged = [str(i) for i in purge_expired(store, definition, keep_days)]
         sealed = store.seal_due(
             definition.name,
             window_seconds=definition.limits.batchWindowSeconds,
@@ -51,6 +64,7 @@ def build_sensor(
         # A stream batch keeps the id it got with its first event, so one sealed this tick can lie
         # behind the cursor (a post made during its window was requested first): request it too.
         late = [str(i) for i in sealed if i <= after]
+        store.remove_abandoned(definition.name)  # of a receiver killed mid-post
         pending = store.batches(
             definition.name,
             statuses=[BatchStatus.SEALED],
@@ -78,45 +92,38 @@ def build_sensor(
                 for key, run_key in requests
             ],
             dynamic_partitions_requests=[partitions.build_add_request(keys), *removals],
-            cursor=str(pending[-1].id) if pending else str(after),
+            cursor=str(_cursor(store, after, pending)),
         )
 
-    def _retention(store, keep_days: int | None) -> list[str]:
-        """``retention.keepDays``: synced batches older than that go, events and partitions."""
-        if keep_days is None:
-            return []
-        before = utcnow() - timedelta(days=keep_days)
-        return [str(i) for i in store.purge_synced(definition.name, before=before)]
+    def _cursor(store, after: int, pending: list) -> int:
+        """The last batch requested, but below any batch still being received (store:
+        RECEIVING): a large post is sealed after batches with higher ids, and must be requested
+        then; run keys keep the batches above it from running twice. Read after ``pending``: a
+        batch that starts being received later has a higher id than all of them."""
+        if not pending:
+            return after
+        receiving = store.receiving_floor(definition.name)
+        if receiving is None:
+            return pending[-1].id
+        return max(after, min(pending[-1].id, receiving - 1))
 
     return new_batches
 
 
-def build_failure_sensor(definition: Definition, job: object) -> dg.SensorDefinition:
+def build_failure_sensor(definition: Definition, job: SyncJob) -> dg.SensorDefinition:
     """A sync run that failed before its cleanup (a crash, a killed worker) must not leave its
     batch waiting for nothing: the batch becomes FAILED, keeps its events, gets a RUN_FAILED
-    report, and the new-batches sensor retries it after its backoff."""
+    report, and the new-batches sensor retries it after its backoff (``sync.batch.fail_run``)."""
 
     @dg.run_failure_sensor(
         name=f"{definition.name}__failed_syncs",
-        monitored_jobs=[job],  # type: ignore[list-item]
+        monitored_jobs=[job],
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=f"Marks batches of {definition.name} whose sync run failed for a retry.",
     )
-    def failed_syncs(context: dg.RunFailureSensorContext, ol_store: StoreResource):
+    def failed_syncs(context: dg.RunFailureSensorContext, ol_store: StoreResource) -> None:
         key = context.dagster_run.tags.get("dagster/partition")
-        if not key or not key.isdigit():
-            return
-        store = ol_store.get()
-        batch = store.get_batch(int(key))
-        if batch.definition != definition.name or batch.status is BatchStatus.SYNCED:
-            return
-        if batch.status is BatchStatus.FAILED and batch.cleanup_report is not None:
-            return  # the cleanup step already recorded why (UPLOAD_FAILED, RUN_FAILED)
-        store.record_cleanup(
-            batch.id,
-            skipped_report(RUN_FAILED, batch.cutoff, definition.cleanup.maxRemovalsPerRun)
-            | {"runId": context.dagster_run.run_id},
-        )
-        store.set_status(batch.id, BatchStatus.FAILED)
+        if key and key.isdigit():
+            fail_run(ol_store.get(), definition, int(key), context.dagster_run.run_id)
 
     return failed_syncs

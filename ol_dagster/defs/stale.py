@@ -2,26 +2,21 @@
 
 Additive producers never re-send what they did not run, so what they stopped describing is only
 removed once it has not been updated for ``cleanup.staleJobDays`` (dataset Systems with DAYS after
-their ``cleanupDays``). Snapshot definitions get it too, for their DAYS Systems. The same guards
-and report as the per-batch cleanup apply.
+their ``cleanupDays``). Snapshot definitions get it too, for their DAYS Systems. The same guards,
+report and result (``defs.results.cleanup_result``) as the per-batch cleanup apply.
 """
+
+from collections.abc import Iterator
 
 import dagster as dg
 
+from ol_dagster.defs import assets
 from ol_dagster.defs import constants as C
-from ol_dagster.defs.assets import (
-    LOCK_WAIT_SECONDS,
-    CleanupConfig,
-    check_spec,
-    refresh_lineage_state,
-    removal_limits_check,
-    run_alive,
-)
-from ol_dagster.defs.report import cleanup_markdown
+from ol_dagster.defs.assets import CleanupConfig, refresh_lineage_state, run_alive
 from ol_dagster.defs.resources import CatalogResource, StoreResource
+from ol_dagster.defs.results import STALE_CLEANUP_CHECKS, check_spec, cleanup_result
 from ol_dagster.settings import Definition
 from ol_dagster.sync import batch as sync_batch
-from ol_dagster.sync.cleanup import CLEANUP_PERMISSION_DENIED
 
 
 def build_stale_cleanup(
@@ -33,10 +28,7 @@ def build_stale_cleanup(
         key=key,
         group_name=definition.name,
         kinds={"catalog"},
-        check_specs=[
-            check_spec(C.REMOVAL_CAP, key),
-            check_spec(C.CLEANUP_PERMITTED, key),
-        ],
+        check_specs=[check_spec(c, key) for c in STALE_CLEANUP_CHECKS],
         tags={C.DEFINITION_TAG: definition.name},
     )
     def stale_cleanup(
@@ -44,7 +36,7 @@ def build_stale_cleanup(
         config: CleanupConfig,
         ol_catalog: CatalogResource,
         ol_store: StoreResource,
-    ):
+    ) -> Iterator[dg.MaterializeResult]:
         """What this definition's producers have not described for staleJobDays (and DAYS
         dataset Systems after their cleanupDays), removed from the catalog."""
         store = ol_store.get()
@@ -56,34 +48,14 @@ def build_stale_cleanup(
                     definition,
                     run_id=context.run_id,
                     max_removals=config.maxRemovalsPerRun,
+                    requested_by={"tags": dict(context.run.tags)},
                     is_alive=run_alive(context.instance),
-                    wait_seconds=LOCK_WAIT_SECONDS,
+                    wait_seconds=assets.LOCK_WAIT_SECONDS,
                 )
             except sync_batch.SyncBusy as exc:
                 raise dg.Failure(str(exc)) from None
             refresh_lineage_state(context, catalog, definition, store)
-        if config.maxRemovalsPerRun is not None:
-            report["override"] = {
-                "maxRemovalsPerRun": config.maxRemovalsPerRun,
-                "runId": context.run_id,
-            }
-        reason = report["skippedReason"]
-        yield dg.MaterializeResult(
-            metadata={
-                "report": dg.MetadataValue.json(report),
-                "summary": dg.MetadataValue.md(cleanup_markdown(report)),
-                "skippedReason": str(reason),
-                "removedJobs": len(report["removedJobs"]),
-            },
-            check_results=[
-                removal_limits_check(report),
-                dg.AssetCheckResult(
-                    check_name=C.CLEANUP_PERMITTED,
-                    passed=reason != CLEANUP_PERMISSION_DENIED,
-                    severity=dg.AssetCheckSeverity.WARN,
-                ),
-            ],
-        )
+        yield cleanup_result(report, STALE_CLEANUP_CHECKS)
 
     schedule = dg.ScheduleDefinition(
         name=f"{definition.name}__stale_cleanup_daily",

@@ -218,6 +218,8 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
     runs it (``receiver.server``): the connection, header and time limits are the server's."""
     tenants = [_Tenant(d.receiver.token.resolve().encode(), d) for d in settings.definitions]
     limits = settings.receiver
+    for batch_id in store.remove_abandoned():  # a receiver killed mid-post left them unsealed
+        log.warning("removed batch %s: its receiver stopped before it was stored whole", batch_id)
     large = _LargePosts(limits)
     writes = _Writes()
 

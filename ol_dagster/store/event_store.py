@@ -1,8 +1,14 @@
 """Batches of accepted events, written whole and read back in order.
 
 A batch is the unit everything downstream works on: one Dagster partition, one run, one cleanup.
-So a posted batch is written in a single transaction (a crash mid-write leaves no half batch and no
-visible batch at all), and a stream batch only becomes visible to the sync once the sensor seals it.
+So a posted batch is visible whole or not at all: a small one is written in a single transaction; a
+large one in short transactions of ``POSTED_CHUNK`` events under the status RECEIVING, which
+nothing reads (the sync, the sensor, retention, the analyses), made SEALED by its last one. On
+SQLite, whose one write lock a transaction holds from its start, a 100,000-event post written at
+once made every single-event post wait ~2 s for it; between short transactions the receiver's
+other writes take their turn (``_WriteTurns``). A post that fails half-way removes what it wrote;
+one whose receiver was killed is removed by ``remove_abandoned`` (at the receiver's next start and
+by the sensor). A stream batch only becomes visible to the sync once the sensor seals it.
 
 The store also holds each definition's sync lock: a lease that keeps two syncs of one definition
 from running at once, whichever process starts them (a sensor's run, an operator's command).
@@ -11,7 +17,10 @@ from running at once, whichever process starts them (a sensor's run, an operator
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -24,7 +33,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from ol_dagster.db import WalCheckpointer, is_sqlite_file, open_engine
 from ol_dagster.store import schema
-from ol_dagster.store.holder import process_gone
+from ol_dagster.store.holder import process_gone, this_process
 from ol_dagster.store.schema import (
     BatchKind,
     BatchStatus,
@@ -36,6 +45,16 @@ from ol_dagster.store.schema import (
 )
 
 _READ_CHUNK = 2_000
+
+# Events per transaction of a posted batch: SQLite's write lock held 3 ms (median), 11 ms at
+# most, for 500-byte events: about the longest a single-event post waits for a large post. A
+# batch up to this size is one transaction, never RECEIVING.
+POSTED_CHUNK = 500
+# A RECEIVING batch this old is abandoned whatever its writer (one on another machine, whose
+# process cannot be checked): a post takes seconds, bounded by ``limits.maxBodyBytes``.
+ABANDONED_AFTER = timedelta(hours=1)
+
+log = logging.getLogger(__name__)
 
 
 RETRY_BASE = timedelta(minutes=1)
@@ -292,11 +311,50 @@ def _raw_without_digest() -> Any:
     return case((events.c.digest.is_(None), events.c.raw), else_=None)
 
 
+def _receiving_ids() -> Any:
+    """The ids of the batches still being received, which no reader sees."""
+    return select(batches.c.id).where(batches.c.status == BatchStatus.RECEIVING)
+
+
 def _digest_of(digest: bytes | None, raw: bytes | None) -> bytes:
     if digest is not None:
         return bytes(digest)
     assert raw is not None
     return event_digest(bytes(raw))
+
+
+class _WriteTurns:
+    """First come, first served turns at SQLite's write lock for this process's threads (the
+    receiver's posts), each transaction of a post in chunks taking a new turn.
+
+    SQLite's busy handler polls with growing sleeps (up to 100 ms): a post written in short
+    transactions, each asking for the lock again as soon as the last one ended, kept it from a
+    waiting single-event post, which rarely polled in the gap, and a waiter woke late. Here a
+    write waits its turn on a condition (woken at once) before it asks SQLite, so between two
+    chunks every write that came meanwhile goes first. Other processes (a sync run) are not in
+    it: they poll as before."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._changed = threading.Condition()
+        self._next = 0  # the ticket the next write gets
+        self._serving = 0  # the ticket whose turn it is
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        if not self.enabled:
+            yield
+            return
+        with self._changed:
+            ticket = self._next
+            self._next += 1
+            self._changed.wait_for(lambda: self._serving == ticket)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._serving += 1
+                self._changed.notify_all()
 
 
 class EventStore:
@@ -313,6 +371,7 @@ class EventStore:
             engine = open_engine(url, wal_autocheckpoint=False)
             self._checkpointer = WalCheckpointer(engine)
         self.engine = engine or open_engine(url)
+        self._turns = _WriteTurns(self.engine.dialect.name == "sqlite")
         try:
             self.schema_version = schema.migrate(self.engine.begin)
         except OperationalError as exc:
@@ -355,32 +414,128 @@ class EventStore:
         snapshot: bool = False,
         now: datetime | None = None,
     ) -> int:
-        """Store one ``/lineage/batch`` post whole, sealed: all of it is visible, or none of it."""
+        """Store one ``/lineage/batch`` post whole, sealed: all of it is visible, or none of it.
+
+        Up to ``POSTED_CHUNK`` events in one transaction; more in one transaction per chunk,
+        the batch RECEIVING until the last one seals it. A failure on the way removes the part
+        written and raises as a single transaction would (``StoreUnavailable`` when the store
+        refuses)."""
         now = _naive(now or utcnow())
         values = _event_values(self.engine.dialect, new_events)
+        starts = range(0, max(len(values), 1), POSTED_CHUNK)
+        last = starts[-1]
+        row = {
+            "definition": definition,
+            "kind": BatchKind.POSTED,
+            "received_at": now,
+            "received_count": received,
+            "accepted_count": len(new_events),
+            "rejected_count": len(rejections),
+            # an empty post describes nothing: never a snapshot to clean against
+            "whole_snapshot": snapshot and not rejections and bool(new_events),
+            "rejections": list(rejections),
+        }
+        batch_id: int | None = None
+        committed = False  # a rolled-back first insert's id may be another post's by now
         try:
-            with self.engine.begin() as conn:
-                batch_id = conn.execute(
-                    batches.insert().values(
-                        definition=definition,
-                        kind=BatchKind.POSTED,
-                        status=BatchStatus.SEALED,
-                        received_at=now,
-                        sealed_at=now,
-                        received_count=received,
-                        accepted_count=len(new_events),
-                        rejected_count=len(rejections),
-                        # an empty post describes nothing: never a snapshot to clean against
-                        whole_snapshot=snapshot and not rejections and bool(new_events),
-                        rejections=list(rejections),
+            for start in starts:
+                with self._turns.turn(), self.engine.begin() as conn:
+                    if batch_id is None:
+                        at_once = start == last
+                        batch_id = conn.execute(
+                            batches.insert().values(
+                                **row,
+                                status=BatchStatus.SEALED if at_once else BatchStatus.RECEIVING,
+                                sealed_at=now if at_once else None,
+                                writer=None if at_once else this_process(),
+                            )
+                        ).inserted_primary_key[0]  # type: ignore[index]
+                    chunk = values[start : start + POSTED_CHUNK]
+                    if chunk:
+                        _insert_events(conn, batch_id, start, chunk)  # type: ignore[arg-type]
+                    if start == last and start > 0:
+                        conn.execute(
+                            update(batches)
+                            .where(batches.c.id == batch_id)
+                            .values(status=BatchStatus.SEALED, sealed_at=now, writer=None)
+                        )
+                committed = True
+                self._written()
+        except BaseException as exc:
+            if committed and last > 0:
+                self._remove_unsealed(batch_id)  # type: ignore[arg-type]
+            if isinstance(exc, OperationalError):
+                raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
+            raise
+        return int(batch_id)  # type: ignore[arg-type]
+
+    def _remove_unsealed(self, batch_id: int) -> None:
+        """Remove what a failed post in chunks wrote (nothing when its batch was sealed, or
+        never committed). When the store refuses that too, the batch stays RECEIVING, unread,
+        until ``remove_abandoned`` finds its writer gone or it old."""
+        try:
+            self._remove_receiving([batch_id])
+        except Exception:  # noqa: BLE001 - the post's own error is the one to report
+            log.warning(
+                "could not remove the unfinished batch %s; removed later", batch_id, exc_info=True
+            )
+
+    def _remove_receiving(self, ids: Sequence[int]) -> None:
+        """Delete these batches, if still RECEIVING, with their events: a chunk of positions
+        per transaction, so the removal of a large batch holds the write lock no longer than
+        its writing did."""
+        for batch_id in ids:
+            with self.engine.connect() as conn:
+                top = conn.execute(
+                    select(func.max(events.c.position)).where(events.c.batch_id == batch_id)
+                ).scalar()
+            receiving = and_(batches.c.id == batch_id, batches.c.status == BatchStatus.RECEIVING)
+            for start in range(0, (top if top is not None else -1) + 1, POSTED_CHUNK):
+                with self._turns.turn(), self.engine.begin() as conn:
+                    if conn.execute(select(batches.c.id).where(receiving)).first() is None:
+                        break  # sealed after all, or removed by another process
+                    conn.execute(
+                        events.delete().where(
+                            events.c.batch_id == batch_id,
+                            events.c.position >= start,
+                            events.c.position < start + POSTED_CHUNK,
+                        )
                     )
-                ).inserted_primary_key[0]  # type: ignore[index]
-                if values:
-                    _insert_events(conn, batch_id, 0, values)
-        except OperationalError as exc:
-            raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
-        self._written()
-        return int(batch_id)
+            with self._turns.turn(), self.engine.begin() as conn:
+                if conn.execute(batches.delete().where(receiving)).rowcount:
+                    conn.execute(events.delete().where(events.c.batch_id == batch_id))
+
+    def remove_abandoned(
+        self,
+        definition: str | None = None,
+        *,
+        now: datetime | None = None,
+        older_than: timedelta = ABANDONED_AFTER,
+    ) -> list[int]:
+        """Remove RECEIVING batches (with their events) whose receiver died mid-post: its
+        process, recorded on this machine, no longer runs (``store.holder``), or the batch began
+        ``older_than`` ago. Returns their ids."""
+        cutoff = _naive(now or utcnow()) - older_than
+        query = select(batches.c.id, batches.c.writer, batches.c.received_at).where(
+            batches.c.status == BatchStatus.RECEIVING
+        )
+        if definition is not None:
+            query = query.where(batches.c.definition == definition)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(batches.c.id)).all()
+        gone = [int(i) for i, writer, at in rows if process_gone(writer) or at <= cutoff]
+        self._remove_receiving(gone)
+        return gone
+
+    def receiving_floor(self, definition: str) -> int | None:
+        """The lowest id of the definition's batches still being received: a sensor's cursor
+        stays below it, since it is sealed after batches with higher ids."""
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(func.min(batches.c.id)).where(
+                    batches.c.definition == definition, batches.c.status == BatchStatus.RECEIVING
+                )
+            ).scalar()
 
     def add_stream_events(
         self,
@@ -396,7 +551,7 @@ class EventStore:
         values = _event_values(self.engine.dialect, new_events)
         for _attempt in range(5):
             try:
-                with self.engine.begin() as conn:
+                with self._turns.turn(), self.engine.begin() as conn:
                     row = conn.execute(
                         select(batches.c.id, batches.c.accepted_count, batches.c.rejections)
                         .where(
@@ -529,12 +684,15 @@ class EventStore:
         after_id: int = 0,
         limit: int | None = None,
     ) -> list[BatchRecord]:
-        """Batches in id order (the order runs must follow)."""
+        """Batches in id order (the order runs must follow); RECEIVING ones only when
+        ``statuses`` names them."""
         query = select(batches).where(batches.c.id > after_id).order_by(batches.c.id)
         if definition is not None:
             query = query.where(batches.c.definition == definition)
         if statuses is not None:
             query = query.where(batches.c.status.in_(list(statuses)))
+        else:
+            query = query.where(batches.c.status != BatchStatus.RECEIVING)
         if limit is not None:
             query = query.limit(limit)
         with self.engine.connect() as conn:
@@ -573,7 +731,8 @@ class EventStore:
         self, start: datetime, end: datetime, *, definition: str | None = None
     ) -> Iterator[bytes]:
         """Raw events whose eventTime lies in [start, end), across batches (for the analyses),
-        read in chunks to keep memory flat. Open stream batches are included: they are data."""
+        read in chunks to keep memory flat. Open stream batches are included: they are data;
+        batches still being received are not."""
         last_id = 0
         while True:
             query = (
@@ -582,6 +741,7 @@ class EventStore:
                     events.c.id > last_id,
                     events.c.event_time >= _naive(start),
                     events.c.event_time < _naive(end),
+                    events.c.batch_id.not_in(_receiving_ids()),
                 )
                 .order_by(events.c.id)
                 .limit(_READ_CHUNK)
@@ -740,6 +900,7 @@ class EventStore:
                         events.c.run_id.in_(ids[start : start + 500]),
                         batches.c.definition == definition,
                         batches.c.id < before_batch,
+                        batches.c.status != BatchStatus.RECEIVING,
                     )
                 ).all()
             found.extend(

@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ol_dagster.db import lock_schema
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # SQLite only auto-increments INTEGER PRIMARY KEY; BigInteger elsewhere.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -50,6 +50,10 @@ class BatchStatus(StrEnum):
     SEALED = "sealed"  # complete and waiting for its run
     SYNCED = "synced"  # its run finished (uploaded and cleaned, or skipped on purpose)
     FAILED = "failed"  # its upload failed; the events stay for a retry
+    # version 9: a large posted batch still being written, in short transactions (SQLite has one
+    # writer: one long transaction made every other post wait for it). Nothing reads it; its last
+    # transaction makes it SEALED; one whose receiver died mid-post is removed (``writer``).
+    RECEIVING = "receiving"
 
 
 metadata = MetaData()
@@ -82,6 +86,9 @@ batches = Table(
     # version 2: failed syncs are retried with backoff
     Column("attempts", Integer, nullable=False, default=0, server_default="0"),
     Column("next_attempt_at", DateTime),
+    # version 9: the process writing a RECEIVING batch (``store.holder``), so that the batch of a
+    # receiver killed mid-post is removed as soon as that process is seen gone. NULL otherwise.
+    Column("writer", String(200)),
     Index("ix_ol_batches_definition_status", "definition", "status", "id"),
     # At most one open stream batch per definition, even with several receivers racing.
     Index(
@@ -248,6 +255,13 @@ def _v7_to_v8(conn: Connection) -> None:
     cleanup_journal.create(conn, checkfirst=True)
 
 
+def _v8_to_v9(conn: Connection) -> None:
+    """The writer of a batch being received (the RECEIVING status needs no DDL: a string)."""
+    columns = {c["name"] for c in inspect(conn).get_columns(batches.name)}
+    if "writer" not in columns:
+        conn.exec_driver_sql("ALTER TABLE ol_batches ADD COLUMN writer VARCHAR(200)")
+
+
 # version -> function bringing a store at that version to version + 1
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
@@ -257,6 +271,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     5: _v5_to_v6,
     6: _v6_to_v7,
     7: _v7_to_v8,
+    8: _v8_to_v9,
 }
 
 

@@ -18,6 +18,11 @@ cleanup is told about a batch (``batch_facts``) and one place where the order of
    cleanup needs are recorded in the store;
 5. the cleanup (``sync.cleanup``) runs on those recorded facts, its report is recorded, the batch
    status set, and the lock released.
+
+The rest of a batch's life is here too, so the Dagster layer only wires: a run that failed before
+its cleanup leaves its batch FAILED for a retry (``fail_run``), synced batches past
+``retention.keepDays`` are purged (``purge_expired``), and a person's raised limits are recorded
+the same way for a batch and for the day-based cleanup (``_override``).
 """
 
 from __future__ import annotations
@@ -25,13 +30,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ol_dagster.catalog.protocol import Catalog, DatasetRef, UploadResult
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.settings import Definition
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
+from ol_dagster.store.event_store import utcnow
 from ol_dagster.store.holder import this_process
 from ol_dagster.sync.cleanup import (
     RUN_FAILED,
@@ -72,6 +78,11 @@ class SyncBusy(Exception):
         self.holder = holder
 
 
+class WrongDefinition(ValueError):
+    """A batch asked for under a definition it does not belong to (a partition key of another
+    definition's partitions)."""
+
+
 @dataclass(frozen=True, slots=True)
 class CleanupOverrides:
     """Limits a person raises for one run (the report records who asked)."""
@@ -86,6 +97,23 @@ class UploadDone:
     graph: LineageGraph | None  # None when nothing was uploaded (superseded)
     cutoff: datetime | None
     result: UploadResult | None = None
+
+    @property
+    def superseded_by(self) -> int | None:
+        """The newer snapshot that made this batch SUPERSEDED (nothing uploaded), else None."""
+        if self.graph is not None and self.cutoff is not None:
+            return None
+        return self.record.get("supersededBy")
+
+
+def definition_batch(store: EventStore, definition: Definition, batch_id: int) -> BatchRecord:
+    """The batch, which must belong to ``definition`` (``WrongDefinition`` otherwise)."""
+    batch = store.get_batch(batch_id)
+    if batch.definition != definition.name:
+        raise WrongDefinition(
+            f"batch {batch.id} belongs to definition {batch.definition!r}, not {definition.name!r}"
+        )
+    return batch
 
 
 def take_lock(
@@ -268,12 +296,7 @@ def _cleanup_locked(
             max_share=over.maxRemovalShare,
             journal=StoreJournal(store, definition.name, run_id, batch.id),
         )
-    if over.maxRemovalsPerRun is not None or over.maxRemovalShare is not None:
-        report["override"] = {
-            **{k: v for k, v in asdict(over).items() if v is not None},
-            "runId": run_id,
-            **(requested_by or {}),
-        }
+    _override(report, over, run_id, requested_by)
     if earlier:
         # what earlier runs removed and never reported (they died in their cleanup)
         report["reconciled"] = earlier
@@ -283,6 +306,46 @@ def _cleanup_locked(
     retry = report["skippedReason"] in (UPLOAD_FAILED, RUN_FAILED)
     store.set_status(batch.id, BatchStatus.FAILED if retry else BatchStatus.SYNCED)
     return report
+
+
+def _override(
+    report: dict[str, Any],
+    over: CleanupOverrides,
+    run_id: str,
+    requested_by: dict[str, Any] | None,
+) -> None:
+    """Record in the report which limits a person raised for this run, and who asked."""
+    if over.maxRemovalsPerRun is None and over.maxRemovalShare is None:
+        return
+    report["override"] = {
+        **{k: v for k, v in asdict(over).items() if v is not None},
+        "runId": run_id,
+        **(requested_by or {}),
+    }
+
+
+def fail_run(store: EventStore, definition: Definition, batch_id: int, run_id: str) -> bool:
+    """A sync run that failed before its cleanup (a crash, a killed worker) must not leave its
+    batch waiting for nothing: the batch becomes FAILED, keeps its events and gets a RUN_FAILED
+    report, so the sensor retries it after its backoff. False when there is nothing to mark: the
+    batch is another definition's, already synced, or its cleanup step recorded why it failed."""
+    batch = store.get_batch(batch_id)
+    if batch.definition != definition.name or batch.status is BatchStatus.SYNCED:
+        return False
+    if batch.status is BatchStatus.FAILED and batch.cleanup_report is not None:
+        return False  # the cleanup step already recorded why (UPLOAD_FAILED, RUN_FAILED)
+    report = skipped_report(RUN_FAILED, batch.cutoff, definition.cleanup.maxRemovalsPerRun)
+    store.record_cleanup(batch.id, report | {"runId": run_id})
+    store.set_status(batch.id, BatchStatus.FAILED)
+    return True
+
+
+def purge_expired(store: EventStore, definition: Definition, keep_days: int | None) -> list[int]:
+    """``retention.keepDays``: the definition's synced batches older than that go, with their
+    events; returns their ids (their partitions go too). Pending work is never purged."""
+    if keep_days is None:
+        return []
+    return store.purge_synced(definition.name, before=utcnow() - timedelta(days=keep_days))
 
 
 def _superseded_since(store: EventStore, batch: BatchRecord) -> int | None:
@@ -316,10 +379,12 @@ def stale_cleanup(
     *,
     run_id: str,
     max_removals: int | None = None,
+    requested_by: dict[str, Any] | None = None,
     is_alive: Callable[[str], bool] | None = None,
     wait_seconds: float = 0.0,
 ) -> dict[str, Any]:
-    """The daily day-based cleanup, under the same lock as the batches' syncs."""
+    """The daily day-based cleanup, under the same lock as the batches' syncs. A raised
+    ``max_removals`` is recorded as a batch cleanup's is (``override``, with who asked)."""
     take_lock(store, definition, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
     try:
         with Heartbeat(store, definition.name, run_id):
@@ -331,6 +396,7 @@ def stale_cleanup(
                 max_removals=max_removals,
                 journal=StoreJournal(store, definition.name, run_id, None),
             )
+            _override(report, CleanupOverrides(max_removals), run_id, requested_by)
             if earlier:
                 report["reconciled"] = earlier
             mark_reported(store, definition.name, run_id, earlier, STALE_REPORT)

@@ -1,0 +1,339 @@
+"""What each sync asset shows in Dagster: its materialization metadata and check results.
+
+The assets (``defs.assets``, ``defs.stale``) run a core service and hand its outcome here, so the
+metadata keys, check names and descriptions a person (and other tools) read are written once:
+the per-batch and the day-based cleanup share one builder (``cleanup_result``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import dagster as dg
+
+from ol_dagster.defs import constants as C
+from ol_dagster.defs.report import cleanup_markdown, counts_markdown, rows_markdown
+from ol_dagster.logstore_backlog import LogOutcome
+from ol_dagster.store import BatchRecord
+from ol_dagster.sync.batch import UploadDone
+from ol_dagster.sync.cleanup import (
+    CLEANUP_PERMISSION_DENIED,
+    REMOVAL_CAP_EXCEEDED,
+    REMOVAL_SHARE_EXCEEDED,
+    SHARED_SYSTEM_DOWNGRADED,
+    SUPERSEDED,
+)
+from ol_dagster.sync.graph import BatchGraph
+
+_TABLE_ROWS = 200
+
+# The batch's job runs as one table on the upload's materialization, not an event per job (each
+# costs ~20 ms on a SQLite instance). Markdown: a 1,000-row table costs ~2 ms to store, where a
+# ``MetadataValue.table`` costs ~50 ms (Dagster serializes each record, several times). Failed
+# last runs first, then the latest; a larger batch shows these and says how many more it ran.
+_JOB_RUN_ROWS = 1000
+_JOB_RUN_COLUMNS = [
+    "job",
+    "asset",
+    "lastRunStatus",
+    "lastRunTime",
+    "lastRunDurationSeconds",
+    "runs",
+    "failures",
+    "rowsWritten",
+    "bytesWritten",
+]
+
+# The checks of the two cleanup assets (declared with the asset, answered by ``cleanup_result``).
+BATCH_CLEANUP_CHECKS = (C.REMOVAL_CAP, C.CLEANUP_PERMITTED, C.OWNED_DATASET_SYSTEMS)
+STALE_CLEANUP_CHECKS = (C.REMOVAL_CAP, C.CLEANUP_PERMITTED)
+
+
+def check_spec(name: str, asset: dg.AssetKey) -> dg.AssetCheckSpec:
+    """A check of ``asset`` with its description: what it guards, what a failure means."""
+    return dg.AssetCheckSpec(name, asset=asset, description=C.CHECK_DESCRIPTIONS[name])
+
+
+def received_batch_result(
+    batch: BatchRecord,
+    counts: dict[str, dict[str, int]],
+    logged: LogOutcome | None,
+    *,
+    snapshot: bool,
+) -> dg.MaterializeResult:
+    """``received_batch``: the batch's counts, rejections and its three checks."""
+    rejected_rows = [{"index": r.get("index"), "reason": r.get("reason")} for r in batch.rejections]
+    return dg.MaterializeResult(
+        metadata={
+            "batchId": batch.id,
+            "kind": batch.kind.value,
+            "status": batch.status.value,
+            "received": batch.received_count,
+            "accepted": batch.accepted_count,
+            "rejected": batch.rejected_count,
+            "wholeSnapshot": batch.whole_snapshot,
+            "receivedAt": dg.MetadataValue.timestamp(batch.received_at),
+            "events": dg.MetadataValue.md(counts_markdown(counts)),
+            "rejections": dg.MetadataValue.md(
+                rows_markdown(rejected_rows, ["index", "reason"], _TABLE_ROWS)
+            ),
+            "dagster/row_count": batch.accepted_count,
+            **({"loggedEvents": logged.written} if logged is not None else {}),
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=C.NOT_EMPTY,
+                passed=batch.accepted_count > 0,
+                description=None
+                if batch.accepted_count
+                else "the batch holds no accepted event: cleanup is skipped (EMPTY_BATCH)",
+                metadata={"accepted": batch.accepted_count},
+            ),
+            dg.AssetCheckResult(
+                check_name=C.WHOLE_SNAPSHOT,
+                passed=(not snapshot) or batch.rejected_count == 0,
+                severity=dg.AssetCheckSeverity.WARN,
+                description=(
+                    "not a snapshot definition"
+                    if not snapshot
+                    else "every event accepted: a whole snapshot"
+                    if batch.rejected_count == 0
+                    else f"{batch.rejected_count} event(s) rejected: the batch is not a "
+                    "snapshot and gets the day-based cleanup only"
+                ),
+                metadata={"rejected": batch.rejected_count},
+            ),
+            *([log_store_check(logged)] if logged is not None else []),
+        ],
+    )
+
+
+def log_store_check(outcome: LogOutcome) -> dg.AssetCheckResult:
+    """``log_store_written``: warns when events could not be written into the log store (how
+    many, why); they are retried at the next sync, and the catalog has them all the same."""
+    waiting = outcome.failed or outcome.pending or outcome.lost
+    description = None
+    if outcome.failed:
+        description = (
+            f"{outcome.failed} event(s) not written to the log store ({outcome.reason}); "
+            f"{outcome.pending} wait(s) for the next sync. The catalog has them all."
+        )
+    elif outcome.pending:
+        description = f"{outcome.pending} event(s) wait for the next sync to be written"
+    if outcome.lost:
+        description = (description + " " if description else "") + (
+            f"{outcome.lost} event(s) were purged from the event store before they could be "
+            "written: the log store lacks them."
+        )
+    return dg.AssetCheckResult(
+        check_name=C.LOG_STORE_WRITTEN,
+        passed=not waiting,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=description,
+        metadata={
+            "written": outcome.written,
+            "retried": outcome.retried,
+            "failed": outcome.failed,
+            "pending": outcome.pending,
+            "lost": outcome.lost,
+            "reason": outcome.reason or "",
+            **({"example": outcome.example} if outcome.example else {}),
+        },
+    )
+
+
+def lineage_graph_result(built: BatchGraph) -> dg.MaterializeResult:
+    """``lineage_graph``: the graph's jobs, datasets and the flows it had to drop."""
+    graph = built.graph
+    jobs = [
+        {"namespace": j.namespace, "name": j.name, "integration": j.integration or ""}
+        for j in sorted(graph.jobs.values(), key=lambda j: j.key)
+    ]
+    datasets = [
+        {
+            "namespace": d.namespace,
+            "name": d.name,
+            "system": d.system,
+            "type": d.type,
+            "fields": len(d.fields),
+        }
+        for d in sorted(graph.datasets.values(), key=lambda d: d.key)
+    ]
+    dangling = graph.dangling_by_reason()
+    return dg.MaterializeResult(
+        metadata={
+            **graph.counts(),
+            "jobNamespaces": graph.job_namespaces,
+            "jobTable": dg.MetadataValue.md(
+                rows_markdown(jobs, ["namespace", "name", "integration"], _TABLE_ROWS)
+            ),
+            "datasetTable": dg.MetadataValue.md(
+                rows_markdown(
+                    datasets, ["namespace", "name", "system", "type", "fields"], _TABLE_ROWS
+                )
+            ),
+            "danglingFlows": dg.MetadataValue.json(dangling),
+            "skippedEvents": len(graph.skipped_events),
+            # the batch's events and the earlier events of its runs, read for the graph
+            "inputEvents": built.inputs.count,
+            "earlierRunEvents": len(built.inputs.earlier),
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=C.NO_DANGLING_FLOWS,
+                passed=not graph.dangling,
+                severity=dg.AssetCheckSeverity.WARN,
+                description=None
+                if not graph.dangling
+                else f"{len(graph.dangling)} flow(s) dropped: an end is not in the batch",
+                metadata={"danglingFlows": len(graph.dangling), **dangling},
+            )
+        ],
+    )
+
+
+def job_runs_metadata(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """``jobRuns`` (a Markdown table), ``jobsRun`` and ``jobsFailed`` of an upload's
+    materialization."""
+    if not runs:
+        return {}
+    shown = sorted(runs, key=lambda r: r["lastRunTime"] or "", reverse=True)
+    shown.sort(key=lambda r: r["lastRunStatus"] != "FAIL")  # stable: failures first, latest first
+    rows = [{**r, "job": f"{r['namespace']}.{r['name']}"} for r in shown]
+    return {
+        "jobRuns": dg.MetadataValue.md(rows_markdown(rows, _JOB_RUN_COLUMNS, _JOB_RUN_ROWS)),
+        "jobsRun": len(runs),
+        "jobsFailed": sum(1 for r in runs if r["lastRunStatus"] == "FAIL"),
+    }
+
+
+def superseded_result(newer: int | None) -> dg.MaterializeResult:
+    """``catalog_upload`` of a SUPERSEDED snapshot: nothing uploaded, and the check says why."""
+    return dg.MaterializeResult(
+        metadata={"skippedReason": SUPERSEDED, "supersededBy": newer},
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=C.UPLOAD_SUCCEEDED,
+                passed=True,
+                description=f"superseded by batch {newer}: nothing uploaded",
+            )
+        ],
+    )
+
+
+def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeResult:
+    """``catalog_upload``: the cutoff, what was written and touched per object type, the failed
+    rows, and ``job_runs`` (``job_runs_metadata``) when the upload succeeded."""
+    result = done.result
+    assert result is not None and done.cutoff is not None, "a superseded upload has no result"
+    failed_rows = [
+        {"objectType": f.object_type, "key": f.key, "reason": f.reason} for f in result.failed
+    ]
+    counts = [
+        {
+            "objectType": t,
+            "written": result.written.get(t, 0),
+            "touched": result.touched.get(t, 0),
+        }
+        for t in sorted(set(result.written) | set(result.touched))
+    ]
+    return dg.MaterializeResult(
+        metadata={
+            "cutoff": dg.MetadataValue.timestamp(done.cutoff),
+            **({"renamed": dg.MetadataValue.json(result.renamed)} if result.renamed else {}),
+            "results": dg.MetadataValue.md(
+                rows_markdown(counts, ["objectType", "written", "touched"], _TABLE_ROWS)
+            ),
+            "failed": dg.MetadataValue.md(
+                rows_markdown(failed_rows, ["objectType", "key", "reason"], _TABLE_ROWS)
+            ),
+            "dropped": dg.MetadataValue.json(result.dropped),
+            **job_runs,
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=C.UPLOAD_SUCCEEDED,
+                passed=result.succeeded,
+                description=None
+                if result.succeeded
+                else f"{len(result.failed)} row(s) failed: nothing is deleted (UPLOAD_FAILED)",
+                metadata={"failedRows": len(result.failed)},
+            )
+        ],
+    )
+
+
+def cleanup_result(report: dict[str, Any], checks: Sequence[str]) -> dg.MaterializeResult:
+    """A cleanup's report (the seed's, as JSON and as a summary table) and the results of
+    ``checks`` (``BATCH_CLEANUP_CHECKS`` or ``STALE_CLEANUP_CHECKS``). The batch cleanup also
+    shows its ``mode``; the day-based one is always DAYS."""
+    reason = report["skippedReason"]
+    results = {
+        C.REMOVAL_CAP: lambda: removal_limits_check(report),
+        C.CLEANUP_PERMITTED: lambda: dg.AssetCheckResult(
+            check_name=C.CLEANUP_PERMITTED,
+            passed=reason != CLEANUP_PERMISSION_DENIED,
+            severity=dg.AssetCheckSeverity.WARN,
+        ),
+        C.OWNED_DATASET_SYSTEMS: lambda: owned_systems_check(report),
+    }
+    per_batch = C.OWNED_DATASET_SYSTEMS in checks
+    return dg.MaterializeResult(
+        metadata={
+            "report": dg.MetadataValue.json(report),
+            "summary": dg.MetadataValue.md(cleanup_markdown(report)),
+            **({"mode": str(report["mode"])} if per_batch else {}),
+            "skippedReason": str(reason),
+            "removedJobs": len(report["removedJobs"]),
+        },
+        check_results=[results[name]() for name in checks],
+    )
+
+
+def removal_limits_check(report: dict[str, Any]) -> dg.AssetCheckResult:
+    """``removal_cap``: fails when the planned removals passed ``maxRemovalsPerRun`` or would
+    remove more than ``maxRemovalShare`` of the definition's jobs; says which, with the numbers."""
+    reason = report["skippedReason"]
+    description = None
+    if reason == REMOVAL_CAP_EXCEEDED:
+        description = (
+            f"{report.get('plannedRemovals', 0)} planned removals > maxRemovalsPerRun "
+            f"{report.get('maxRemovalsPerRun')}: nothing deleted"
+        )
+    elif reason == REMOVAL_SHARE_EXCEEDED:
+        description = (
+            f"{report.get('plannedJobRemovals', 0)} of {report.get('heldJobs', 0)} jobs would be "
+            f"removed, more than maxRemovalShare {report.get('maxRemovalShare')}: nothing deleted"
+        )
+    return dg.AssetCheckResult(
+        check_name=C.REMOVAL_CAP,
+        passed=reason not in (REMOVAL_CAP_EXCEEDED, REMOVAL_SHARE_EXCEEDED),
+        severity=dg.AssetCheckSeverity.WARN,
+        description=description,
+        metadata={
+            "plannedRemovals": report.get("plannedRemovals", 0),
+            "maxRemovalsPerRun": report.get("maxRemovalsPerRun", 0),
+            "plannedJobRemovals": report.get("plannedJobRemovals", 0),
+            "heldJobs": report.get("heldJobs", 0),
+            "maxRemovalShare": float(report.get("maxRemovalShare") or 0.0),
+        },
+    )
+
+
+def owned_systems_check(report: dict[str, Any]) -> dg.AssetCheckResult:
+    """``owned_dataset_systems``: warns when a CUTOFF System shared with another definition was
+    cleaned by age instead (SHARED_SYSTEM_DOWNGRADED), naming the Systems."""
+    downgraded = [
+        w["system"] for w in report["warnings"] if w.get("code") == SHARED_SYSTEM_DOWNGRADED
+    ]
+    return dg.AssetCheckResult(
+        check_name=C.OWNED_DATASET_SYSTEMS,
+        passed=not downgraded,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=None
+        if not downgraded
+        else "CUTOFF Systems not owned by this definition alone were cleaned with "
+        f"DAYS instead (SHARED_SYSTEM_DOWNGRADED): {', '.join(downgraded)}",
+        metadata={"downgradedSystems": len(downgraded)},
+    )

@@ -1,0 +1,55 @@
+"""The batch lifecycle the Dagster sensors only wire (``sync.batch``): a failed run leaves its
+batch FAILED for a retry, and retention purges synced batches only; on the real stores."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from ol_dagster.receiver.intake import sort_events
+from ol_dagster.settings import load_settings
+from ol_dagster.store import BatchStatus, EventStore
+from ol_dagster.sync.batch import fail_run, purge_expired
+from ol_dagster.sync.cleanup import RUN_FAILED
+from ol_dagster_tests.conftest import run_event
+
+
+def _batch(store: EventStore, definition: str) -> int:
+    accepted = sort_events([run_event("etl", "daily")], ["*"]).accepted
+    return store.add_posted_batch(definition, accepted, received=1)
+
+
+def test_a_failed_run_leaves_its_batch_failed_once_and_never_a_synced_one(
+    event_store, write_settings
+):
+    add = load_settings(write_settings()).definition("add")
+    pending, synced = _batch(event_store, "add"), _batch(event_store, "add")
+    other = _batch(event_store, "snap")
+    event_store.set_status(synced, BatchStatus.SYNCED)
+
+    assert fail_run(event_store, add, pending, "run-1")
+    batch = event_store.get_batch(pending)
+    assert batch.status is BatchStatus.FAILED
+    assert batch.cleanup_report is not None
+    assert batch.cleanup_report["skippedReason"] == RUN_FAILED
+    assert batch.cleanup_report["runId"] == "run-1"
+    # a second failure sensor tick (or the cleanup step's own report) is not overwritten
+    assert not fail_run(event_store, add, pending, "run-2")
+    assert event_store.get_batch(pending).cleanup_report["runId"] == "run-1"
+
+    assert not fail_run(event_store, add, synced, "run-3")
+    assert event_store.get_batch(synced).status is BatchStatus.SYNCED
+    assert not fail_run(event_store, add, other, "run-4")  # another definition's batch
+    assert event_store.get_batch(other).status is not BatchStatus.FAILED
+
+
+def test_retention_purges_only_old_synced_batches(event_store, write_settings):
+    add = load_settings(write_settings()).definition("add")
+    old, recent, failed = (_batch(event_store, "add") for _ in range(3))
+    long_ago = datetime.now(UTC) - timedelta(days=30)
+    event_store.set_status(old, BatchStatus.SYNCED, now=long_ago)
+    event_store.set_status(recent, BatchStatus.SYNCED)
+    event_store.set_status(failed, BatchStatus.FAILED, now=long_ago)
+
+    assert purge_expired(event_store, add, None) == []  # no keepDays: kept forever
+    assert purge_expired(event_store, add, 7) == [old]
+    assert {b.id for b in event_store.batches("add")} == {recent, failed}
