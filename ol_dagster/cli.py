@@ -143,8 +143,8 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_lineage(args: argparse.Namespace) -> int:
-    from ol_dagster.catalog.embedded.reads import NodeNotFound
     from ol_dagster.catalog.factory import open_catalog
+    from ol_dagster.catalog.lineage_reads import NodeNotFound
 
     settings = load_settings(args.settings)
     if args.definition:

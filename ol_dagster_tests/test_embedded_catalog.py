@@ -22,7 +22,7 @@ from sqlalchemy import inspect as sa_inspect
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.catalog import RETIRED_INDEXES
-from ol_dagster.catalog.embedded.reads import NodeNotFound
+from ol_dagster.catalog.lineage_reads import NodeNotFound
 from ol_dagster.catalog.protocol import (
     CleanupPermissionDenied,
     DatasetRef,

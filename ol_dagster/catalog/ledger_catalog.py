@@ -35,6 +35,7 @@ from ol_dagster.catalog.http import (
     server_time,
 )
 from ol_dagster.catalog.ledger import DATASET, EDGE, JOB, Entry, Ledger, LedgerItem
+from ol_dagster.catalog.lineage_reads import NodeNotFound, job_node, lineage_of_edges
 from ol_dagster.catalog.protocol import (
     CleanupCounts,
     CleanupPermissionDenied,
@@ -385,8 +386,6 @@ class LedgerCatalog(ABC):
     def lineage(self, node: str, *, depth: int, upstream: bool, downstream: bool) -> dict[str, Any]:
         """What this definition uploaded, read back from the ledger (the catalog's own lineage
         API is the place to see what everyone else uploaded too)."""
-        from ol_dagster.catalog.embedded.reads import NodeNotFound, job_node, lineage_of_edges
-
         edges: set[tuple[str, str]] = set()
         for item in self.ledger.all(EDGE, self.definition_name):
             src, dst = item.payload["from"], item.payload["to"]

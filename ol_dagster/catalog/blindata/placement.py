@@ -23,10 +23,9 @@ from ol_dagster.catalog.blindata.finders import (
 from ol_dagster.catalog.blindata.shapes import EntityKey, json_body, prop_list, props_of, uuid_of
 from ol_dagster.catalog.http import CatalogRefused
 from ol_dagster.catalog.protocol import FailedRow, ObjectType, UploadResult
-from ol_dagster.catalog.systems import dataset_system_rules, may_change
+from ol_dagster.catalog.renames import may_move, renames
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.lineage.naming import place_dataset
 from ol_dagster.settings import CleanupMode, Definition
 
 # a dropped row: a foreign parent job whose neutral System (named after its namespace) is in fact
@@ -41,17 +40,12 @@ def apply_renames(
     systems: dict[str, dict[str, Any]],
     result: UploadResult,
 ) -> None:
-    """A RENAME moves the entity in place (keeping its fields and flows) when the previous
-    identifier's System is this definition's (``owned_by``) and its policy lets it clean
-    there (cleanupMode not NONE), and the new name does not exist yet. Otherwise nothing
-    moves: the new name is uploaded as a new entity and the old one is left to whoever owns
-    it (and to the cleanup, where this definition may clean)."""
-    rules = dataset_system_rules(definition)
+    """Move each dataset a RENAME names when the rule says it moves (``catalog.renames``): its
+    previous System exists, both Systems are this definition's to change, the old entity
+    exists and the new name does not. Otherwise the new name is uploaded as a new entity."""
     found: dict[str, dict[str, Any] | None] = {}
-    for d in graph.datasets.values():
-        if d.previous is None:
-            continue
-        prev = place_dataset(d.previous[0], d.previous[1], system_rules=rules)
+    for r in renames(graph, definition):
+        d, prev = r.dataset, r.previous
         if prev.system not in systems and prev.system not in found:
             system = find_system(client, prev.system)
             found[prev.system] = (
@@ -62,9 +56,7 @@ def apply_renames(
         old_system = systems.get(prev.system) or found.get(prev.system)
         if old_system is None:
             continue
-        if not may_change(definition, old_system["props"]) or not may_change(
-            definition, systems[d.system]["props"]
-        ):
+        if not may_move(definition, old_system["props"], systems[d.system]["props"]):
             continue  # another owner's (or a never-cleaned) System: not ours to change
         old = find_entity(client, (old_system["uuid"], prev.schema, prev.name))
         target = (systems[d.system]["uuid"], d.schema, d.object_name)
@@ -84,7 +76,7 @@ def apply_renames(
                 ),
             },
         )
-        result.renamed.append(f"{d.previous[0]}:{d.previous[1]} -> {d.namespace}:{d.name}")
+        result.renamed.append(r.label)
 
 
 def foreign_parents(

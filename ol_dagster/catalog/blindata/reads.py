@@ -2,7 +2,7 @@
 
 Lineage is rebuilt from the flows in scopes ``ol:`` (their ``openLineageFrom``/``To`` and kind),
 and a job's existence from the entities of the job Systems, so a read never needs a ledger. The
-graph walk itself is the embedded catalog's (``lineage_of_edges``), shared so both answer alike.
+graph walk itself is every backend's (``catalog.lineage_reads``), shared so all answer alike.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from ol_dagster.catalog import blindata_api as api
 from ol_dagster.catalog.blindata.client import BlindataClient
 from ol_dagster.catalog.blindata.finders import find_system
 from ol_dagster.catalog.blindata.shapes import props_of, uuid_of
+from ol_dagster.catalog.lineage_reads import NodeNotFound, job_node, lineage_of_edges, parse_node
 
 
 def systems(client: BlindataClient) -> list[dict[str, Any]]:
@@ -48,13 +49,6 @@ def lineage(
 ) -> dict[str, Any]:
     """Lineage around a node from the OpenLineage flows in Blindata (scopes ``ol:``): a data
     flow ``A -> B`` of job J is ``A -> J -> B``; an orchestration flow is parent -> child."""
-    from ol_dagster.catalog.embedded.reads import (
-        NodeNotFound,
-        job_node,
-        lineage_of_edges,
-        parse_node,
-    )
-
     kind, _ = parse_node(node)
     edges: set[tuple[str, str]] = set()
     for f in client.pages(api.DATA_FLOWS, {"scopePrefix": "ol:"}):
@@ -81,8 +75,6 @@ def lineage(
 
 
 def _job_exists(client: BlindataClient, node: str) -> bool:
-    from ol_dagster.catalog.embedded.reads import parse_node
-
     _, candidates = parse_node(node)
     for system in client.pages(api.SYSTEMS, {}):
         if not props_of(system).get(api.PROP_JOB_SYSTEM) or not uuid_of(system):

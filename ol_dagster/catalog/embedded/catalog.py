@@ -79,12 +79,8 @@ from ol_dagster.catalog.protocol import (
     ObjectType,
     UploadResult,
 )
-from ol_dagster.catalog.systems import (
-    dataset_system_rules,
-    may_change,
-    owned_jobs,
-    wanted_systems,
-)
+from ol_dagster.catalog.renames import may_move, renames
+from ol_dagster.catalog.systems import owned_jobs, wanted_systems
 from ol_dagster.db import lock_schema, open_engine
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage import LineageGraph
@@ -97,7 +93,6 @@ from ol_dagster.lineage.graph import (
     flow_scope,
     orchestration_scope,
 )
-from ol_dagster.lineage.naming import place_dataset
 from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import Definition
 
@@ -1244,17 +1239,13 @@ class EmbeddedCatalog:
     def _apply_renames(
         self, conn: Connection, graph: LineageGraph, definition: Definition, sys_ids: dict[str, int]
     ) -> list[str]:
-        """A RENAME moves the entity in place (keeping its fields and flows) when this definition
-        may change both the System of its previous identifier and the new one (``may_change``),
-        unless the new name already exists. Otherwise the
-        old entity is left alone (to its owner, or to the cleanup) and the new name is uploaded as
-        a new entity. Returns the renames applied, as ``"ns:name -> ns:name"``."""
-        rules = dataset_system_rules(definition)
+        """Move each dataset a RENAME names when the rule says it moves (``catalog.renames``):
+        its previous System exists, both Systems are this definition's to change, the old
+        entity exists and the new name does not. Returns the renames applied, as
+        ``"ns:name -> ns:name"``."""
         renamed: list[str] = []
-        for d in graph.datasets.values():
-            if d.previous is None:
-                continue
-            prev = place_dataset(d.previous[0], d.previous[1], system_rules=rules)
+        for r in renames(graph, definition):
+            d, prev = r.dataset, r.previous
             found = conn.execute(
                 select(systems.c.id, systems.c.properties).where(systems.c.name == prev.system)
             ).first()
@@ -1265,8 +1256,7 @@ class EmbeddedCatalog:
             target_props = conn.execute(
                 select(systems.c.properties).where(systems.c.id == target)
             ).scalar()
-            # moved only from and into Systems this definition may change
-            if not (may_change(definition, props) and may_change(definition, target_props or {})):
+            if not may_move(definition, props, target_props or {}):
                 continue
             exists = conn.execute(
                 select(entities.c.id).where(
@@ -1294,7 +1284,7 @@ class EmbeddedCatalog:
                 )
             ).rowcount
             if moved:
-                renamed.append(f"{d.previous[0]}:{d.previous[1]} -> {d.namespace}:{d.name}")
+                renamed.append(r.label)
         return renamed
 
     # -- cleanup (see cleanup.py) ----------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Lineage is read the way Marquez shows it: datasets and jobs are nodes (``dataset:<ns>:<name>``,
 ``job:<ns>:<name>``), a data flow ``A -> B`` in scope ``ol:<ns>|<job>`` is the two edges
-``A -> job`` and ``job -> B``, and an orchestration flow is ``parent job -> child job``.
+``A -> job`` and ``job -> B``, and an orchestration flow is ``parent job -> child job``. Node
+parsing and ``NodeNotFound`` are every backend's (``catalog.lineage_reads``).
 """
 
 from __future__ import annotations
@@ -12,11 +13,8 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.lineage_reads import NodeNotFound, parse_node
 from ol_dagster.lineage.graph import job_of_scope
-
-
-class NodeNotFound(LookupError):
-    """The node is not in the catalog."""
 
 
 def list_systems(conn: Connection) -> list[dict[str, Any]]:
@@ -76,18 +74,6 @@ def job_entity_id(conn: Connection, namespace: str, name: str) -> int | None:
     if not found:
         return None
     return min(found, key=lambda r: ((r[1] or {}).get("kind") == t.JOB_REFERENCE, r[0]))[0]
-
-
-def parse_node(node: str) -> tuple[str, list[tuple[str, str]]]:
-    """``dataset:<namespace>:<name>`` or ``job:<namespace>:<name>``, split like Marquez node ids.
-    Namespaces and names may hold colons (``postgres://host:5432``), so every split is a
-    candidate (namespace, name); the catalog decides which one exists."""
-    kind, sep, rest = node.partition(":")
-    if kind not in ("dataset", "job") or not sep or ":" not in rest:
-        raise ValueError(
-            f"{node!r}: a node is dataset:<namespace>:<name> or job:<namespace>:<name>"
-        )
-    return kind, [(rest[:i], rest[i + 1 :]) for i, ch in enumerate(rest) if ch == ":"]
 
 
 def _find_entity(conn: Connection, node: str) -> int:
@@ -188,32 +174,4 @@ def lineage(
     return {
         "nodes": [{"id": n, "type": k} for n, k in sorted(nodes.items())],
         "edges": [{"from": a, "to": b} for a, b in sorted(edges)],
-    }
-
-
-def job_node(scope: str) -> str | None:
-    """The ``job:<ns>:<name>`` node of the job a flow scope belongs to."""
-    job = job_of_scope(scope)
-    return f"job:{job[0]}:{job[1]}" if job else None
-
-
-def lineage_of_edges(
-    node: str, edges: set[tuple[str, str]], *, depth: int, upstream: bool, downstream: bool
-) -> dict[str, Any]:
-    """Lineage around ``node`` within a known edge set (catalogs read whole from an HTTP API or
-    from the sync ledger), in the shape ``lineage`` answers."""
-    nodes, seen_edges = {node}, set()
-    for up, wanted in ((True, upstream), (False, downstream)):
-        frontier = {node}
-        for _ in range(depth if wanted else 0):
-            nxt = set()
-            for a, b in edges:
-                if (b if up else a) in frontier:
-                    seen_edges.add((a, b))
-                    nxt.add(a if up else b)
-            nodes |= nxt
-            frontier = nxt
-    return {
-        "nodes": [{"id": n, "type": n.split(":", 1)[0]} for n in sorted(nodes)],
-        "edges": [{"from": a, "to": b} for a, b in sorted(seen_edges)],
     }
