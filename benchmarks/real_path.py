@@ -525,7 +525,9 @@ def check_sync(line: dict[str, Any], n: int, snapshot: int) -> list[str]:
 
 
 @dataclass
-class SyncRow:
+class _Snapshot:
+    """One snapshot of one size on one instance: what every real-path row is measured against."""
+
     instance: str
     size: int
     snapshot: int
@@ -533,6 +535,22 @@ class SyncRow:
     batch_bytes: int
     parse_rate: float
     post: float
+
+    @property
+    def total(self) -> float:
+        raise NotImplementedError
+
+    @property
+    def ratio(self) -> float:
+        return self.events / self.total / self.parse_rate
+
+    @property
+    def rss_limit(self) -> float:
+        return run_all.rss_goal_mb(self.batch_bytes)
+
+
+@dataclass
+class SyncRow(_Snapshot):
     sync: float
     cpu: float
     sync_rss: float
@@ -547,27 +565,12 @@ class SyncRow:
         return self.post + self.sync
 
     @property
-    def ratio(self) -> float:
-        return self.events / self.total / self.parse_rate
-
-    @property
     def sync_ratio(self) -> float:
         return self.events / self.sync / self.parse_rate
 
-    @property
-    def rss_limit(self) -> float:
-        return 2 * self.batch_bytes / 2**20 + 300
-
 
 @dataclass
-class DaemonRow:
-    instance: str
-    size: int
-    snapshot: int
-    events: int
-    batch_bytes: int
-    parse_rate: float
-    post: float
+class DaemonRow(_Snapshot):
     to_created: float
     to_started: float
     run: float
@@ -577,10 +580,6 @@ class DaemonRow:
     @property
     def total(self) -> float:
         return self.post + self.to_created + self.to_started + self.run
-
-    @property
-    def ratio(self) -> float:
-        return self.events / self.total / self.parse_rate
 
 
 @dataclass

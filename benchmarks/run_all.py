@@ -628,6 +628,11 @@ def receive(
     return result, posted["batch_ids"]
 
 
+def rss_goal_mb(batch_bytes: int) -> float:
+    """Issue 14's memory goal for a process handling a batch: twice its bytes plus 300 MB."""
+    return 2 * batch_bytes / 2**20 + 300
+
+
 @dataclass
 class Row:
     backend: str
@@ -652,7 +657,7 @@ class Row:
 
     @property
     def rss_limit_mb(self) -> float:
-        return 2 * self.batch_bytes / 2**20 + 300
+        return rss_goal_mb(self.batch_bytes)
 
 
 @dataclass
