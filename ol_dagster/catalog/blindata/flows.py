@@ -15,7 +15,7 @@ from ol_dagster.catalog.blindata.finders import find_flow, flows_with_prefix
 from ol_dagster.catalog.blindata.shapes import EntityKey, FlowKey, node_id, prop_list
 from ol_dagster.catalog.protocol import ObjectType, UploadResult
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import NodeKey
+from ol_dagster.lineage.graph import NodeKey, scope_prefix
 
 
 def upload_flows(
@@ -30,7 +30,7 @@ def upload_flows(
     flows, each owned by its scope; upserted on (scope, ends)."""
     known: dict[FlowKey, str] = {}
     for ns in graph.job_namespaces:
-        known.update(flows_with_prefix(client, f"ol:{ns}|"))
+        known.update(flows_with_prefix(client, scope_prefix(ns)))
 
     def end(kind: str, key: NodeKey) -> tuple[str, str]:
         ek = node_entity[(kind, key)]

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, func, select
 
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.lineage_reads import NodeNotFound, parse_node
-from ol_dagster.lineage.graph import job_of_scope
+from ol_dagster.lineage.graph import flow_scope, job_of_scope
 
 
 def list_systems(conn: Connection) -> list[dict[str, Any]]:
@@ -125,7 +125,7 @@ def lineage(
         is_job = me.startswith("job:")
         if is_job:
             ns_, name_ = conn.execute(select(e.ol_namespace, e.ol_name).where(e.id == eid)).one()
-            scope = f"ol:{ns_}|{name_}"
+            scope = flow_scope(ns_, name_)
             col = f.from_entity if up else f.to_entity
             for (other,) in conn.execute(
                 select(col).where(f.scope == scope, f.kind == t.DATA).distinct()
