@@ -295,6 +295,12 @@ def stage_state(args: argparse.Namespace) -> dict[str, Any]:
     """A store holding the lineage state of the first snapshot's jobs, as a sync leaves it: the
     events normalized, uploaded into an embedded catalog, the catalog's state exported."""
     from ol_dagster.catalog.embedded import EmbeddedCatalog
+    from ol_dagster.defs.lineage_assets import (
+        OpenLineageTranslator,
+        batch_job_runs,
+        job_runs_key,
+        merge_job_runs,
+    )
     from ol_dagster.lineage_state import export_state
     from ol_dagster.settings import load_settings
     from ol_dagster.store import EventStore
@@ -317,6 +323,9 @@ def stage_state(args: argparse.Namespace) -> dict[str, Any]:
     store = EventStore(settings.store.url)
     try:
         store.save_lineage_state(DEFINITION, state)
+        # the jobs' last runs, as catalog_upload keeps them: the load reads both documents
+        runs = batch_job_runs(graph, OpenLineageTranslator())
+        store.save_lineage_state(job_runs_key(DEFINITION), merge_job_runs(None, runs, 1))
     finally:
         store.dispose()
     return {"jobs": len(state["jobs"]), "datasets": len(state["datasets"])}

@@ -232,6 +232,7 @@ def load(url: str, pid: int, events: list, big_posts: int, big_events: int) -> d
             posts.append(time.monotonic() - t)
             i += 1
     poster.join()
+    assert statuses == [200] * big_posts, statuses  # a refused big post is no figure
     time.sleep(2)
     peak.stop.set()
     return {

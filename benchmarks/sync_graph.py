@@ -12,11 +12,9 @@ into the embedded catalog, and reports per size:
   whole ``sync_batches`` (CPU seconds are less disturbed by a shared machine).
 
 The counters wrap the store's and normalizer's functions in this process only (a measuring
-instrument, not a test). ``--skip-observe`` replaces ``defs.assets._observe_runs`` (one Dagster
-event per synced job, item 2, measured by ``benchmarks/sync_fixed_cost.py``) with a no-op so the
-figures show the graph's cost rather than that one.
+instrument, not a test).
 
-Usage: ``.venv/bin/python benchmarks/sync_graph.py [--sizes 1000,10000] [--skip-observe]``
+Usage: ``.venv/bin/python benchmarks/sync_graph.py [--sizes 1000,10000]``
 """
 
 from __future__ import annotations
@@ -109,7 +107,7 @@ class Counters:
             setattr(EventStore, name, counted)
 
 
-def run(n: int, skip_observe: bool) -> dict[str, Any]:
+def run(n: int) -> dict[str, Any]:
     import dagster as dg
     from upload import model_event  # benchmarks/upload.py: the dbt-like snapshot generator
 
@@ -117,12 +115,6 @@ def run(n: int, skip_observe: bool) -> dict[str, Any]:
     from ol_dagster.receiver.intake import sort_events
     from ol_dagster.settings import load_settings
     from ol_dagster.store import EventStore
-
-    if skip_observe:
-        import ol_dagster.defs.assets as assets
-
-        if hasattr(assets, "_observe_runs"):
-            assets._observe_runs = lambda *a, **k: None  # type: ignore[attr-defined]
 
     with tempfile.TemporaryDirectory(prefix="ol-sync-graph-") as tmp:
         workdir = Path(tmp)
@@ -168,18 +160,15 @@ def run(n: int, skip_observe: bool) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--skip-observe", action="store_true")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a size, in this process
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run(args.one, args.skip_observe)))
+        print(json.dumps(run(args.one)))
         return
     import subprocess
 
     for size in (int(s) for s in args.sizes.split(",")):
         cmd = [sys.executable, __file__, "--one", str(size)]
-        if args.skip_observe:
-            cmd.append("--skip-observe")
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
         print(out.strip().splitlines()[-1], flush=True)
 

@@ -10,6 +10,7 @@ used as given, with connections checked before use so a restarted server is surv
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import threading
@@ -28,8 +29,12 @@ log = logging.getLogger(__name__)
 def _json_dumps(value: object) -> str:
     """JSON columns (catalog properties, the lineage state, reports) written by orjson: the
     standard library's encoder took 1.8 s of a 10,000-job sync. Non-string keys become strings,
-    as ``json.dumps`` makes them."""
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    as ``json.dumps`` makes them. What orjson refuses and ``json.dumps`` writes (an integer
+    beyond 64 bits, which the receiver keeps in facets) goes through ``json.dumps`` as before."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value)
 
 
 # every engine this project opens reads and writes its JSON columns this way

@@ -20,6 +20,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 import orjson
@@ -228,12 +229,12 @@ def _pack(graph: LineageGraph, w: _Writer) -> None:
 
 def _field_flows(graph: LineageGraph, w: _Writer) -> None:
     # most of a graph (150,000 for 10,000 dbt models): a line at a time, the lookups inline
-    flows = list(graph.field_flows)
+    flows = iter(graph.field_flows)  # not copied whole: one line's flows at a time
     fields, nodes, labels = w.fields, w.index, w.labels
-    for start in range(0, len(flows), _ROWS):
+    while chunk := list(islice(flows, _ROWS)):
         flat: list[int] = []
         add = flat.extend
-        for f in flows[start : start + _ROWS]:
+        for f in chunk:
             a, b, j = fields.get(f.source), fields.get(f.target), nodes.get(f.job)
             t, u = labels.get(f.transformation), labels.get(f.subtype)
             add(
@@ -264,11 +265,11 @@ def unpack(data: bytes) -> LineageGraph:
                         raise PackedGraphError("lines after the end of a packed graph")
                     return reader.graph
                 reader.read(line)
+        except PackedGraphError:
+            raise
         except (zlib.error, orjson.JSONDecodeError) as exc:
             raise PackedGraphError(f"not a packed graph: {exc}") from None
         except (LookupError, TypeError, ValueError, AttributeError) as exc:
-            if isinstance(exc, PackedGraphError):
-                raise
             raise PackedGraphError(f"a damaged packed graph: {type(exc).__name__}") from None
         raise PackedGraphError("a packed graph cut short (no end line)")
 
