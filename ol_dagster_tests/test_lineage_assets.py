@@ -332,10 +332,18 @@ def test_a_capped_definition_shows_its_newest_jobs_and_says_how_many_it_leaves_o
     store = EventStore(settings.store.url)
     client = TestClient(create_app(settings, store))
     old = run_event(
-        "etl", "old_job", inputs=[(PG, "a")], outputs=[(PG, "b")], event_time="2026-11-01T01:00:00Z"
+        "etl",
+        "a_old_job",
+        inputs=[(PG, "a")],
+        outputs=[(PG, "b")],
+        event_time="2026-11-01T01:00:00Z",
     )
     new = run_event(
-        "etl", "new_job", inputs=[(PG, "c")], outputs=[(PG, "d")], event_time="2026-11-01T03:00:00Z"
+        "etl",
+        "z_new_job",
+        inputs=[(PG, "c")],
+        outputs=[(PG, "d")],
+        event_time="2026-11-01T03:00:00Z",
     )
     r = client.post(
         "/api/v1/lineage/batch",
@@ -353,9 +361,9 @@ def test_a_capped_definition_shows_its_newest_jobs_and_says_how_many_it_leaves_o
     assert line["upload"]["graph"]["completedJobs"] == 2
     graph = _graph(path)
     keys = graph.get_all_asset_keys()
-    assert dg.AssetKey(["etl", "new_job"]) in keys
+    assert dg.AssetKey(["etl", "z_new_job"]) in keys
     assert dg.AssetKey(["postgres_db_5432", "c"]) in keys
-    assert dg.AssetKey(["etl", "old_job"]) not in keys
+    assert dg.AssetKey(["etl", "a_old_job"]) not in keys
     assert dg.AssetKey(["postgres_db_5432", "a"]) not in keys
     marker = graph.get(dg.AssetKey(["snap", "lineage_jobs_not_shown"]))
     assert marker.group_name == "snap_lineage"

@@ -25,10 +25,11 @@ def export_state(
     conn: Connection, uuid: str, allowed: Any, max_jobs: int | None = None
 ) -> dict[str, Any]:
     """``allowed(namespace) -> bool`` filters the job namespaces of the definition. With
-    ``max_jobs``, only that many jobs are exported, the most recently updated first (ties by
-    namespace and name), with only their flows and datasets: the asset graph shows no more
-    (``assetGraph.maxJobs``), and a sync of a 100,000-job definition should not read and store
-    them all each time. ``jobsNotShown`` counts the others."""
+    ``max_jobs``, only that many jobs are exported, newest first by their last run (as the
+    asset graph orders them: ``defs.lineage_assets.newest_jobs``; jobs that never reported a run
+    last, by last update; ties by namespace and name), with only their flows and datasets: the
+    asset graph shows no more (``assetGraph.maxJobs``), and a sync of a 100,000-job definition
+    should not read and store them all each time. ``jobsNotShown`` counts the others."""
     e = t.entities.c
     job_systems = [
         sid
@@ -37,15 +38,23 @@ def export_state(
     ]
     jobs: dict[tuple[str, str], dict[str, Any]] = {}
     job_ids: dict[int, tuple[str, str]] = {}
-    updated: dict[tuple[str, str], Any] = {}
-    for eid, ns, name, desc, props, last_update in conn.execute(
-        select(e.id, e.ol_namespace, e.ol_name, e.description, e.properties, e.last_update).where(
-            e.type == t.JOB, e.system_id.in_(job_systems)
+    newest: dict[tuple[str, str], tuple[bool, Any, Any]] = {}
+    for eid, ns, name, desc, props, last_update, last_run in conn.execute(
+        select(
+            e.id,
+            e.ol_namespace,
+            e.ol_name,
+            e.description,
+            e.properties,
+            e.last_update,
+            t.run_metrics.c.last_run,
         )
+        .outerjoin(t.run_metrics, t.run_metrics.c.entity_id == e.id)
+        .where(e.type == t.JOB, e.system_id.in_(job_systems))
     ):
         if not allowed(ns):
             continue
-        updated[(ns, name)] = last_update
+        newest[(ns, name)] = (last_run is not None, last_run or last_update, last_update)
         props = props or {}
         jobs[(ns, name)] = {
             "namespace": ns,
@@ -61,7 +70,7 @@ def export_state(
     not_shown = 0
     if max_jobs is not None and len(jobs) > max_jobs:
         by_name = sorted(jobs)
-        kept = set(sorted(by_name, key=updated.__getitem__, reverse=True)[:max_jobs])
+        kept = set(sorted(by_name, key=newest.__getitem__, reverse=True)[:max_jobs])
         not_shown = len(jobs) - len(kept)
         jobs = {k: v for k, v in jobs.items() if k in kept}
         job_ids = {i: k for i, k in job_ids.items() if k in kept}
