@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ol_dagster.run_failure import scrub
 from ol_dagster.settings import Settings, SettingsError, receiver_tokens
 
 
@@ -45,7 +46,5 @@ def open_store(settings: Settings, **kwargs: Any):
     try:
         return EventStore(url, **kwargs)
     except Exception as exc:  # noqa: BLE001 - whatever stops it, start-up stops with one line
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        if password:
-            reason = reason.replace(str(password), "***")
+        reason = scrub(str(exc) or type(exc).__name__, [str(password)] if password else [])
         raise SettingsError(f"event store {safe_url(url)} cannot be opened: {reason}") from None

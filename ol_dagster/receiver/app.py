@@ -44,7 +44,13 @@ from ol_dagster.receiver.decode import NotABatch, NotJson, decode_event, decoded
 from ol_dagster.receiver.guard import Guard
 from ol_dagster.receiver.intake import Intake, sort_events
 from ol_dagster.receiver.trim import release_free_memory
-from ol_dagster.settings import Definition, ReceiverLimits, Settings, SnapshotMode
+from ol_dagster.settings import (
+    Definition,
+    ReceiverLimits,
+    Settings,
+    SnapshotMode,
+    receiver_tokens,
+)
 from ol_dagster.store import EventStore, StoreUnavailable
 
 log = logging.getLogger("ol_dagster.receiver")
@@ -216,7 +222,10 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
 
     The app carries ``settings.receiver`` (``app.state.receiver_limits``) for the server that
     runs it (``receiver.server``): the connection, header and time limits are the server's."""
-    tenants = [_Tenant(d.receiver.token.resolve().encode(), d) for d in settings.definitions]
+    tenants = [  # every token checked as start-up checks it (blanks, two definitions, one token)
+        _Tenant(token.encode(), settings.definition(name))
+        for name, token in receiver_tokens(settings).items()
+    ]
     limits = settings.receiver
     for batch_id in store.remove_abandoned():  # a receiver killed mid-post left them unsealed
         log.warning("removed batch %s: its receiver stopped before it was stored whole", batch_id)
