@@ -90,7 +90,6 @@ def _cmd_send(args: argparse.Namespace) -> int:
 
 
 def _cmd_sync(args: argparse.Namespace) -> int:
-    from ol_dagster.run_failure import run_failure, secret_values
     from ol_dagster.startup import open_store
 
     # what cannot work stops here, in one line, before Dagster is imported
@@ -102,8 +101,6 @@ def _cmd_sync(args: argparse.Namespace) -> int:
     # long as the process: with the collector paused they are not walked again and again while
     # they are made (a fifth of the import's CPU time).
     with gc_paused():
-        import dagster as dg
-
         from ol_dagster.headless import instance_from_env, sync_batches
 
         project_dir = settings_path(args.settings).resolve().parent
@@ -112,13 +109,6 @@ def _cmd_sync(args: argparse.Namespace) -> int:
     synced_any = False
     for line in sync_batches(args.settings, definition=args.definition, instance=instance):
         synced_any = True
-        if line["status"] == "run_failed":
-            # the failing step and its error, not just "run_failed" (the rest is in the run's log)
-            records = instance.all_logs(
-                line["runId"],
-                of_type={dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE},
-            )
-            line["failure"] = run_failure(records, secret_values(settings))
         print(json.dumps(line, default=str))
         if line["status"] != "synced":
             code = 1

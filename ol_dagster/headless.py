@@ -21,6 +21,7 @@ import dagster as dg
 from ol_dagster.definitions import build_defs
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.dead_runs import fail_dead_runs, process_tags
+from ol_dagster.run_failure import run_failure, secret_values
 from ol_dagster.settings import load_settings, settings_path
 from ol_dagster.store import BatchStatus, EventStore
 
@@ -88,7 +89,7 @@ def sync_batches(
                 )
                 checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
                 done = store.get_batch(batch.id)
-                yield {
+                line = {
                     "definition": d.name,
                     "batchId": batch.id,
                     "status": done.status.value if result.success else "run_failed",
@@ -97,5 +98,8 @@ def sync_batches(
                     "cleanup": done.cleanup_report,
                     "checks": checks,
                 }
+                if not result.success:  # the failing step and its error, from the run's events
+                    line["failure"] = run_failure(result.all_events, secret_values(settings))
+                yield line
     finally:
         store.dispose()
