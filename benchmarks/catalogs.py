@@ -49,7 +49,7 @@ from ol_dagster.catalog.marquez import MarquezCatalog  # noqa: E402
 from ol_dagster.catalog.openmetadata import OpenMetadataCatalog  # noqa: E402
 from ol_dagster.lineage import LineageGraph  # noqa: E402
 from ol_dagster.receiver.server import serve_in_background  # noqa: E402
-from ol_dagster.settings import CatalogSettings, Definition  # noqa: E402
+from ol_dagster.settings import CatalogSettings, SyncDefinition  # noqa: E402
 from ol_dagster.sync.upload import build_graph  # noqa: E402
 from ol_dagster_tests.fakes.blindata_fake import BlindataFake, FakeClock  # noqa: E402
 from ol_dagster_tests.fakes.faults import serve  # noqa: E402
@@ -106,8 +106,8 @@ def make_events(count: int, columns: int) -> list[bytes]:
     return events
 
 
-def definition() -> Definition:
-    return Definition.model_validate(
+def definition() -> SyncDefinition:
+    return SyncDefinition.model_validate(
         {
             "name": "bench",
             "uuid": "44444444-4444-4444-8444-444444444444",
@@ -145,7 +145,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 def _rounds(
     events: list[bytes],
     graph: LineageGraph,
-    d: Definition,
+    d: SyncDefinition,
     repeat: int,
     serve_fake: Callable[[], tuple[Any, Any]],
     open_catalog: Callable[[str, str], LedgerCatalog],
@@ -176,7 +176,7 @@ def _rounds(
 
 
 def bench_marquez(
-    events: list[bytes], graph: LineageGraph, d: Definition, args: argparse.Namespace
+    events: list[bytes], graph: LineageGraph, d: SyncDefinition, args: argparse.Namespace
 ) -> Row:
     def fake() -> tuple[MarquezFake, Any]:
         f = MarquezFake()
@@ -191,7 +191,7 @@ def bench_marquez(
 
 
 def bench_openmetadata(
-    events: list[bytes], graph: LineageGraph, d: Definition, args: argparse.Namespace
+    events: list[bytes], graph: LineageGraph, d: SyncDefinition, args: argparse.Namespace
 ) -> Row:
     os.environ[TOKEN_ENV] = TOKEN
 
@@ -221,7 +221,7 @@ def bench_openmetadata(
 
 
 def bench_blindata(
-    events: list[bytes], graph: LineageGraph, d: Definition, args: argparse.Namespace
+    events: list[bytes], graph: LineageGraph, d: SyncDefinition, args: argparse.Namespace
 ) -> Row:
     tenant, key_env = "bench-tenant", "OL_BENCH_BLINDATA_APIKEY"
     os.environ[key_env] = "bench-api-key"
@@ -251,7 +251,9 @@ def bench_blindata(
     return Row("blindata", f"concurrency {args.concurrency}", len(events), rounds)
 
 
-BACKENDS: dict[str, Callable[[list[bytes], LineageGraph, Definition, argparse.Namespace], Row]] = {
+BACKENDS: dict[
+    str, Callable[[list[bytes], LineageGraph, SyncDefinition, argparse.Namespace], Row]
+] = {
     "marquez": bench_marquez,
     "openmetadata": bench_openmetadata,
     "blindata": bench_blindata,

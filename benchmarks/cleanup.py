@@ -38,7 +38,7 @@ import sqlalchemy  # noqa: E402
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog  # noqa: E402
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope  # noqa: E402
-from ol_dagster.settings import Definition  # noqa: E402
+from ol_dagster.settings import SyncDefinition  # noqa: E402
 from ol_dagster.sync.cleanup import BatchFacts, run_cleanup  # noqa: E402
 from ol_dagster.sync.upload import build_graph, graph_facts, upload_graph  # noqa: E402
 
@@ -117,8 +117,8 @@ def event(i: int) -> bytes:
     )
 
 
-def definition() -> Definition:
-    return Definition.model_validate(
+def definition() -> SyncDefinition:
+    return SyncDefinition.model_validate(
         {
             "name": "bench",
             "uuid": "44444444-4444-4444-8444-444444444444",

@@ -157,7 +157,7 @@ def command(name: str) -> list[str]:
     if path.exists():
         return [str(path)]
     if name == "ol-dagster":
-        return [sys.executable, "-m", "ol_dagster.cli"]
+        return [sys.executable, "-m", "ol_dagster.commands.cli"]
     raise SystemExit(f"{name} is not installed in {BIN}")
 
 
@@ -653,7 +653,7 @@ def sync_path(
                 "-o",
                 str(prof),
                 "-m",
-                "ol_dagster.cli",
+                "ol_dagster.commands.cli",
                 "sync",
             ]
         m = run_measured(cmd, project.env, project.dir, SYNC_TIMEOUT)

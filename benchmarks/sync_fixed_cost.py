@@ -16,7 +16,7 @@ catalog, one BATCH_SNAPSHOT definition):
 2. ``--repeat`` times: a batch posted to the real receiver (in process, not timed), then
    ``ol-dagster --settings ... sync`` run as a subprocess: its wall and CPU seconds are the
    headline figures (CPU because the machine may be shared: wall time then varies twofold);
-3. ``--repeat`` times: a batch posted, then ``ol_dagster.cli.main([... "sync"])`` run in an
+3. ``--repeat`` times: a batch posted, then ``ol_dagster.commands.cli.main([... "sync"])`` run in an
    instrumented child (this file with ``--child``), which takes the CPU seconds of the phases
    (the wall seconds of a phase are the machine's load as much as its work): imports, instance,
    definitions, ``execute_in_process`` and within it the event-log writes (rows and seconds, by
@@ -197,9 +197,10 @@ class Timer:
 
 
 def child(settings: str, profile: str | None) -> None:
-    """``ol-dagster sync`` itself (``ol_dagster.cli.main``), timed from inside: the phases are
-    marked by wrapping what the command calls, installed the moment ``ol_dagster.headless`` is
-    first imported (by the command, lazily), so the command runs as it does for a user."""
+    """``ol-dagster sync`` itself (``ol_dagster.commands.cli.main``), timed from inside: the
+    phases are marked by wrapping what the command calls, installed the moment
+    ``ol_dagster.commands.headless`` is first imported (by the command, lazily), so the command
+    runs as it does for a user."""
     t0 = time.process_time()
     prof = None
     if profile:
@@ -266,13 +267,13 @@ def child(settings: str, profile: str | None) -> None:
 
     def hooked_import(name: str, *args: Any, **kwargs: Any) -> Any:
         module = real_import(name, *args, **kwargs)
-        if name == "ol_dagster.headless" and "imports" not in marks:
+        if name == "ol_dagster.commands.headless" and "imports" not in marks:
             marks["imports"] = time.process_time() - t0
             instrument(sys.modules[name])
         return module
 
     builtins.__import__ = hooked_import
-    from ol_dagster.cli import main
+    from ol_dagster.commands.cli import main
 
     code = main(["--settings", settings, "sync"])
     t_end = time.process_time()

@@ -111,7 +111,7 @@ def run(n: int) -> dict[str, Any]:
     import dagster as dg
     from upload import model_event  # benchmarks/upload.py: the dbt-like snapshot generator
 
-    from ol_dagster.headless import sync_batches
+    from ol_dagster.commands.headless import sync_batches
     from ol_dagster.receiver.intake import sort_events
     from ol_dagster.settings import load_settings
     from ol_dagster.store import EventStore

@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ol_dagster.catalog.embedded import EmbeddedCatalog  # noqa: E402
 from ol_dagster.catalog.protocol import UploadResult  # noqa: E402
 from ol_dagster.lineage import LineageGraph  # noqa: E402
-from ol_dagster.settings import Definition, parse_settings  # noqa: E402
+from ol_dagster.settings import SyncDefinition, parse_settings  # noqa: E402
 from ol_dagster.sync.upload import build_graph  # noqa: E402
 
 PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.40.0/integration/dbt"
@@ -175,7 +175,7 @@ class Upload:
 
 
 def timed_upload(
-    catalog: EmbeddedCatalog, graph: LineageGraph, definition: Definition, profile: bool
+    catalog: EmbeddedCatalog, graph: LineageGraph, definition: SyncDefinition, profile: bool
 ) -> tuple[Upload, str]:
     statements = 0
 
@@ -275,7 +275,7 @@ def run_backend(
     name: str,
     url: Callable[[], str],
     snapshots: list[Callable[[], LineageGraph]],
-    definition: Definition,
+    definition: SyncDefinition,
     want: dict[str, int],
     profile: bool,
     compare: bool,

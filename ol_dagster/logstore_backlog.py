@@ -29,7 +29,7 @@ from ol_dagster.store import EventStore
 
 
 def backlog_key(definition: str) -> str:
-    """The store document of a definition's backlog. Definition names are Dagster names
+    """The store document of a definition's backlog. Sync definition names are Dagster names
     (letters, digits, ``_``): no definition's own lineage state can take this key."""
     return f"{definition}/logStoreBacklog"
 

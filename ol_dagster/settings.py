@@ -29,7 +29,7 @@ DEFAULT_SETTINGS_FILE = "ol_dagster.yaml"
 DEFAULT_STORE_URL = "sqlite:///.ol_dagster/store.db"
 DEFAULT_CATALOG_URL = "sqlite:///.ol_dagster/catalog.db"
 
-# Definition names become Dagster asset-key prefixes, group names and partition-set names.
+# Sync definition names become Dagster asset-key prefixes, group names and partition-set names.
 _DAGSTER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -169,7 +169,7 @@ class AssetGraphSettings(_Model):
     maxJobs: Annotated[int, Field(ge=0)] = 10_000
 
 
-class Definition(_Model):
+class SyncDefinition(_Model):
     """One sync definition: a producer (or repository of producers) and the catalog it feeds."""
 
     name: str
@@ -247,7 +247,7 @@ class Settings(_Model):
     databaseUrl: str | None = None
     store: StoreSettings = StoreSettings()
     catalogs: dict[str, CatalogSettings] = {"main": CatalogSettings()}
-    definitions: list[Definition] = []
+    definitions: list[SyncDefinition] = []
     analysisWindowDays: Annotated[int, Field(ge=1)] = 30
     retention: RetentionSettings = RetentionSettings()
     receiver: ReceiverLimits = ReceiverLimits()
@@ -291,7 +291,7 @@ class Settings(_Model):
                 )
         return self
 
-    def definition(self, name: str) -> Definition:
+    def definition(self, name: str) -> SyncDefinition:
         for d in self.definitions:
             if d.name == name:
                 return d

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from ol_dagster import cli
+from ol_dagster.commands import cli
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.store import EventStore
 from ol_dagster_tests.fakes.blindata_fake import BlindataFake, FakeClock

@@ -11,9 +11,9 @@ from sqlalchemy import select
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded.tables import entities
+from ol_dagster.commands.headless import sync_batches
 from ol_dagster.defs.analysis import JOBS_ON_SCHEDULE, RUN_PROFILES, analyses
 from ol_dagster.defs.resources import StoreResource
-from ol_dagster.headless import sync_batches
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import load_settings
 from ol_dagster.store import EventStore

@@ -27,11 +27,11 @@ from ol_dagster.catalog.blindata import BlindataCatalog
 from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.catalog.http import CatalogRefused
 from ol_dagster.catalog.protocol import CleanupPermissionDenied, DatasetRef, ObjectType
-from ol_dagster.headless import sync_batches
+from ol_dagster.commands.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.receiver.server import serve_in_background
-from ol_dagster.settings import CatalogSettings, Definition, SettingsError, load_settings
+from ol_dagster.settings import CatalogSettings, SettingsError, SyncDefinition, load_settings
 from ol_dagster.store import EventStore
 from ol_dagster.sync.batch import cleanup_batch, upload_batch
 from ol_dagster.sync.upload import UploadOutcome, build_graph
@@ -146,7 +146,7 @@ class Harness:
     uploads: list[UploadOutcome] = field(default_factory=list)
 
     def sync(
-        self, d: Definition, events: list[dict[str, Any]], *, hours: float = 1
+        self, d: SyncDefinition, events: list[dict[str, Any]], *, hours: float = 1
     ) -> dict[str, Any]:
         self.fake.clock.advance(hours=hours)  # type: ignore[attr-defined]
         intake = sort_events(list(events), d.allowedJobNamespaces)
@@ -244,7 +244,7 @@ def shop() -> list[dict[str, Any]]:
     ]
 
 
-def snap(**overrides: Any) -> Definition:
+def snap(**overrides: Any) -> SyncDefinition:
     """BATCH_SNAPSHOT over namespace etl; the bucket is a CUTOFF System it owns."""
     return definition(
         datasetSystems=[{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": "CUTOFF"}],

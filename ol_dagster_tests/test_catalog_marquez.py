@@ -29,7 +29,7 @@ from ol_dagster.catalog.http import CatalogUnavailable
 from ol_dagster.catalog.ledger import DATASET, EDGE, JOB
 from ol_dagster.catalog.marquez import MarquezCatalog
 from ol_dagster.catalog.protocol import DatasetRef
-from ol_dagster.headless import sync_batches
+from ol_dagster.commands.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import CatalogSettings, load_settings
 from ol_dagster.store import EventStore

@@ -25,7 +25,7 @@ from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.catalog.http import CatalogRefused
 from ol_dagster.catalog.ledger import DATASET, EDGE, JOB
 from ol_dagster.catalog.openmetadata import OpenMetadataCatalog, service_for
-from ol_dagster.headless import sync_batches
+from ol_dagster.commands.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import CatalogSettings, load_settings
 from ol_dagster.store import EventStore

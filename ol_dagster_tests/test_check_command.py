@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ol_dagster import cli
 from ol_dagster.catalog import blindata_api
 from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.commands import cli
 from ol_dagster_tests.check_against_fakes import (
     RECEIVER_TOKEN,
     SERVICE,

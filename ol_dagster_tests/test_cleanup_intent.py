@@ -18,7 +18,7 @@ import pytest
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.defs.report import cleanup_markdown
 from ol_dagster.receiver.intake import sort_events
-from ol_dagster.settings import Definition, load_settings
+from ol_dagster.settings import SyncDefinition, load_settings
 from ol_dagster.store import EventStore, JournalStatus
 from ol_dagster.sync.batch import cleanup_batch, sync_batch, upload_batch
 from ol_dagster.sync.graph import batch_graph
@@ -34,7 +34,7 @@ def snapshot(*jobs: str) -> list[dict[str, Any]]:
     ]
 
 
-def post(store: EventStore, d: Definition, events: list[dict[str, Any]]) -> int:
+def post(store: EventStore, d: SyncDefinition, events: list[dict[str, Any]]) -> int:
     intake = sort_events(events, d.allowedJobNamespaces)
     batch_id = store.add_posted_batch(
         d.name, intake.accepted, received=intake.received, snapshot=True

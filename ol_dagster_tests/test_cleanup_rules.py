@@ -29,7 +29,7 @@ from ol_dagster.catalog.embedded.catalog import naive
 from ol_dagster.catalog.protocol import CleanupCounts
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope
 from ol_dagster.receiver.intake import sort_events
-from ol_dagster.settings import Definition, SnapshotMode
+from ol_dagster.settings import SnapshotMode, SyncDefinition
 from ol_dagster.store import EventStore
 from ol_dagster.sync.batch import CleanupOverrides, cleanup_batch, upload_batch
 from ol_dagster.sync.cleanup import run_stale_cleanup
@@ -50,7 +50,7 @@ REJECTED = {"eventTime": "not a time"}  # an event the intake rejects
 # -- definitions and events ------------------------------------------------------------------------
 
 
-def definition(**overrides: Any) -> Definition:
+def definition(**overrides: Any) -> SyncDefinition:
     """The ``snap`` definition: BATCH_SNAPSHOT over job namespace ``etl``; override anything."""
     data: dict[str, Any] = {
         "name": "snap",
@@ -61,10 +61,10 @@ def definition(**overrides: Any) -> Definition:
         "receiver": {"token": {"env": "OL_TEST_TOKEN_SNAP"}},
     }
     data.update(overrides)
-    return Definition.model_validate(data)
+    return SyncDefinition.model_validate(data)
 
 
-def other_definition(**overrides: Any) -> Definition:
+def other_definition(**overrides: Any) -> SyncDefinition:
     """Another producer's definition, feeding the same catalog."""
     return definition(
         name="other", uuid=OTHER_UUID, receiver={"token": {"env": "OL_TEST_TOKEN_ADD"}}, **overrides
@@ -178,7 +178,9 @@ class Harness:
     store: EventStore
     uploads: list[UploadOutcome] = field(default_factory=list)
 
-    def receive(self, d: Definition, events: list[dict[str, Any]], *, stream: bool = False) -> int:
+    def receive(
+        self, d: SyncDefinition, events: list[dict[str, Any]], *, stream: bool = False
+    ) -> int:
         """Events in as the receiver takes them: one ``/lineage/batch`` post, or single events
         (a stream batch, sealed at once); the batch id."""
         intake = sort_events(list(events), d.allowedJobNamespaces)
@@ -199,7 +201,7 @@ class Harness:
 
     def sync(
         self,
-        d: Definition,
+        d: SyncDefinition,
         events: list[dict[str, Any]],
         *,
         stream: bool = False,
@@ -689,7 +691,7 @@ REPLACEMENTS = {
 }
 
 
-def _replacement_world(h: Harness, d: Definition) -> None:
+def _replacement_world(h: Harness, d: SyncDefinition) -> None:
     """etl.x reads a and b into c, under etl.dag; etl.x2 and etl.y have flows of their own."""
     h.sync(
         d,
@@ -955,7 +957,7 @@ def test_objects_of_crawler_and_other_definition_systems_are_never_touched(h: Ha
 # == Job Systems ==================================================================================
 
 
-def _moved_namespace(former: str) -> tuple[Definition, Definition, str]:
+def _moved_namespace(former: str) -> tuple[SyncDefinition, SyncDefinition, str]:
     """A definition before and after its ``etl`` namespace moved to the job System ``new_jobs``,
     and the former job System: its ``openLineageSystem``, or a System it created by a rule."""
     if former == "openLineageSystem":
@@ -1331,7 +1333,7 @@ def test_removal_counts_of_every_call_former_job_systems_included_sum_towards_th
     """Guards: "summed over the calls". Job Systems: "The removals count towards
     maxRemovalsPerRun." """
 
-    def d(job_system: str, **extra: Any) -> Definition:
+    def d(job_system: str, **extra: Any) -> SyncDefinition:
         return definition(
             jobSystems=[{"namespaces": "etl", "system": job_system}],
             datasetSystems=[

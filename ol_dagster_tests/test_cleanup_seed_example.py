@@ -20,8 +20,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.commands.headless import QUIET, sync_batches
 from ol_dagster.definitions import build_defs
-from ol_dagster.headless import QUIET, sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import load_settings
 from ol_dagster.store import BatchStatus, EventStore

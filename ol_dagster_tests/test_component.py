@@ -21,9 +21,9 @@ from dagster.components.core.package_entry import discover_entry_point_package_o
 from dagster_shared.serdes.objects import EnvRegistryKey
 from starlette.testclient import TestClient
 
+from ol_dagster.commands.headless import sync_batches
 from ol_dagster.definitions import build_defs
 from ol_dagster.defs.component import OpenLineageSyncComponent
-from ol_dagster.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import load_settings
 from ol_dagster.store import EventStore

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from ol_dagster.eventfiles import UnreadableFile, read_events
-from ol_dagster.inspection import inspect_files
+from ol_dagster.commands.eventfiles import UnreadableFile, read_events
+from ol_dagster.commands.inspection import inspect_files
 from ol_dagster.lineage import normalize
 from ol_dagster.lineage.naming import normalize_namespace
 from ol_dagster.openlineage.envelope import EventRejected

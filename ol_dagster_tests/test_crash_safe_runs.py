@@ -81,7 +81,7 @@ def post(project: dict[str, Any], events: list[dict[str, Any]]) -> int:
 
 
 def sync_command(project: dict[str, Any]) -> list[str]:
-    return [sys.executable, "-m", "ol_dagster.cli", "--settings", project["path"], "sync"]
+    return [sys.executable, "-m", "ol_dagster.commands.cli", "--settings", project["path"], "sync"]
 
 
 def env_of(project: dict[str, Any]) -> dict[str, str]:

@@ -30,7 +30,7 @@ from ol_dagster.catalog.protocol import (
     UploadResult,
 )
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.settings import Definition, parse_settings
+from ol_dagster.settings import SyncDefinition, parse_settings
 from ol_dagster.sync.upload import build_graph, upload_graph
 from ol_dagster_tests.conftest import run_event, settings_data
 
@@ -75,7 +75,7 @@ def catalog(catalog_url: str) -> Iterator[EmbeddedCatalog]:
 
 
 @pytest.fixture
-def definition(tmp_path: Path) -> Callable[..., Definition]:
+def definition(tmp_path: Path) -> Callable[..., SyncDefinition]:
     """``definition(**snap_overrides)``; ``definition(data=..., name=...)`` for a full mapping."""
 
     def make(name: str = "snap", data: dict[str, Any] | None = None, **overrides: Any):
@@ -155,7 +155,7 @@ def dataset_event(dataset: dict[str, Any], minute: int = 30) -> dict[str, Any]:
     }
 
 
-def graph_of(events: list[dict], definition: Definition) -> LineageGraph:
+def graph_of(events: list[dict], definition: SyncDefinition) -> LineageGraph:
     return build_graph([json.dumps(e).encode() for e in events], definition)
 
 

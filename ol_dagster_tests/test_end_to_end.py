@@ -13,8 +13,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.commands.headless import sync_batches
 from ol_dagster.definitions import build_defs
-from ol_dagster.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import load_settings
 from ol_dagster.store import BatchStatus, EventStore
@@ -203,7 +203,7 @@ def test_sync_command_prints_one_json_line_per_batch(write_settings, tokens, tmp
     home = tmp_path / "home"
     home.mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "ol_dagster.cli", "--settings", str(path), "sync"],
+        [sys.executable, "-m", "ol_dagster.commands.cli", "--settings", str(path), "sync"],
         capture_output=True,
         text=True,
         cwd=PROJECT_ROOT,

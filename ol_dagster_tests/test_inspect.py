@@ -33,7 +33,7 @@ NOT_JSON = "events/flink/datahub__flink_job_test.json"
 
 def inspect(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ol_dagster.cli", "inspect", *args],
+        [sys.executable, "-m", "ol_dagster.commands.cli", "inspect", *args],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,

@@ -9,10 +9,10 @@ import dagster as dg
 import pytest
 from starlette.testclient import TestClient
 
+from ol_dagster.commands.headless import sync_batches
 from ol_dagster.definitions import build_defs
 from ol_dagster.defs.assets import job_runs_metadata
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_specs
-from ol_dagster.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import load_settings
 from ol_dagster.store import EventStore

@@ -74,7 +74,15 @@ def settings_file(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 
 def lineage(settings: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ol_dagster.cli", "--settings", str(settings), "lineage", *args],
+        [
+            sys.executable,
+            "-m",
+            "ol_dagster.commands.cli",
+            "--settings",
+            str(settings),
+            "lineage",
+            *args,
+        ],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,

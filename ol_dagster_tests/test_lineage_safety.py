@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ol_dagster.catalog.embedded import tables as t
-from ol_dagster.settings import Definition
+from ol_dagster.settings import SyncDefinition
 from ol_dagster.sync.batch import CleanupOverrides, SyncBusy, cleanup_batch, upload_batch
 from ol_dagster_tests.test_cleanup_rules import (  # noqa: F401 (fixtures)
     BUCKET,
@@ -44,7 +44,7 @@ from ol_dagster_tests.test_cleanup_rules import (  # noqa: F401 (fixtures)
 AIRFLOW_UUID = "44444444-4444-4444-8444-444444444444"
 
 
-def airflow_definition(**overrides: Any) -> Definition:
+def airflow_definition(**overrides: Any) -> SyncDefinition:
     """The orchestrator's own definition: the DAGs of namespace ``airflow``."""
     return definition(
         name="dags",
@@ -56,7 +56,9 @@ def airflow_definition(**overrides: Any) -> Definition:
     )
 
 
-def post(h: Harness, d: Definition, events: list[dict[str, Any]], *, stream: bool = False) -> int:
+def post(
+    h: Harness, d: SyncDefinition, events: list[dict[str, Any]], *, stream: bool = False
+) -> int:
     return h.receive(d, events, stream=stream)
 
 
@@ -172,7 +174,7 @@ def _dropped(name: str) -> dict[str, Any]:
     return d
 
 
-def _owner_of_bucket(**overrides: Any) -> Definition:
+def _owner_of_bucket(**overrides: Any) -> SyncDefinition:
     return definition(
         datasetSystems=[{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": "CUTOFF"}],
         **overrides,

@@ -58,9 +58,9 @@ from sqlalchemy import select
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
-from ol_dagster.headless import sync_batches
+from ol_dagster.commands.headless import sync_batches
 from ol_dagster.receiver.intake import sort_events
-from ol_dagster.settings import Definition
+from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import BatchStatus, EventStore
 from ol_dagster.store import schema as store_schema
 from ol_dagster.sync.batch import CleanupOverrides, SyncBusy, cleanup_batch, upload_batch
@@ -363,7 +363,7 @@ class Driver:
     def __init__(self, env: Env, universe: tuple[DefinitionSpec, ...]) -> None:
         self.env = env
         self.specs = {s.name: s for s in universe}
-        self.defs = {s.name: Definition.model_validate(definition_data(s)) for s in universe}
+        self.defs = {s.name: SyncDefinition.model_validate(definition_data(s)) for s in universe}
         self.model = ReferenceModel(list(universe))
         self.job_systems = set().union(*(s.job_systems for s in universe))
         self.runs = itertools.count(1)

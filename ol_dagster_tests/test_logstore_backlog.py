@@ -19,8 +19,8 @@ from sqlalchemy import select
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded.tables import JOB, entities
+from ol_dagster.commands.headless import sync_batches
 from ol_dagster.defs import constants as C
-from ol_dagster.headless import sync_batches
 from ol_dagster.logstore import encode_component, iter_logged_files
 from ol_dagster.logstore_backlog import backlog_key, log_batch
 from ol_dagster.receiver.intake import sort_events

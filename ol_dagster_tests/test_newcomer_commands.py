@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
-from ol_dagster.demo import lineage_command
+from ol_dagster.commands.demo import lineage_command
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.receiver.server import serve_in_background
@@ -40,7 +40,7 @@ def cli(
     """``ol-dagster ARGS`` in a process of its own, without the test tokens in its environment."""
     base = {k: v for k, v in os.environ.items() if k not in TOKENS and k != "OL_DAGSTER_SETTINGS"}
     return subprocess.run(
-        [sys.executable, "-m", "ol_dagster.cli", *args],
+        [sys.executable, "-m", "ol_dagster.commands.cli", *args],
         cwd=cwd,
         capture_output=True,
         text=True,

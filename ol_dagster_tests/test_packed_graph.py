@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from ol_dagster.eventfiles import BrokenLine, read_events
+from ol_dagster.commands.eventfiles import BrokenLine, read_events
 from ol_dagster.lineage import LineageGraph, normalize
 from ol_dagster.lineage import graph as g
 from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from ol_dagster.demo import TEMPLATES, demo_settings
-from ol_dagster.inspection import inspect_files
+from ol_dagster.commands.demo import TEMPLATES, demo_settings
+from ol_dagster.commands.inspection import inspect_files
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "ol_dagster"

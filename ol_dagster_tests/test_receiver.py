@@ -842,7 +842,7 @@ def test_send_prints_each_answer_and_says_when_a_post_is_a_whole_snapshot(
 ):
     """``ol-dagster send``: one JSON answer per file on stdout (as before), and a
     ``whole snapshot:`` line on stderr for the file stored as a whole snapshot only."""
-    from ol_dagster.cli import main
+    from ol_dagster.commands.cli import main
 
     client, store = served
     whole, partial = tmp_path / "one_event.json", tmp_path / "partial.ndjson"
@@ -877,7 +877,7 @@ def test_send_to_a_receiver_that_is_not_there_ends_with_one_line_and_exit_code_2
     line, not a traceback, and the token is not in it."""
     import socket
 
-    from ol_dagster.cli import main
+    from ol_dagster.commands.cli import main
 
     with socket.socket() as s:  # a port nothing listens on: bound, never listening
         s.bind(("127.0.0.1", 0))

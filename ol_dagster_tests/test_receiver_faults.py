@@ -102,7 +102,7 @@ def _spawn(settings: Path, log: Path) -> Served:
         [
             sys.executable,
             "-m",
-            "ol_dagster.cli",
+            "ol_dagster.commands.cli",
             "--settings",
             str(settings),
             "serve",

@@ -38,7 +38,7 @@ from ol_dagster.catalog.embedded.catalog import PG_FILLFACTOR, STAMPED_TABLES
 from ol_dagster.catalog.protocol import UploadResult
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import flow_scope, scope_prefix
-from ol_dagster.settings import Definition, parse_settings
+from ol_dagster.settings import SyncDefinition, parse_settings
 from ol_dagster.sync.upload import UploadOutcome, build_graph, upload_graph
 from ol_dagster_tests.conftest import settings_data
 from ol_dagster_tests.test_embedded_catalog import (
@@ -65,7 +65,7 @@ def new_url(request: pytest.FixtureRequest) -> Iterator[URL]:
         yield lambda: f"sqlite:///{Path(tmp) / f'{uuid.uuid4().hex}.db'}"
 
 
-def definition(tmp: Path) -> Definition:
+def definition(tmp: Path) -> SyncDefinition:
     return parse_settings(
         settings_data(
             tmp, datasetSystems=[{"namespace": LAKE, "system": "lake", "cleanupMode": "CUTOFF"}]
@@ -81,7 +81,7 @@ class Tracked:
         self.stamps: list[datetime] = []
         self.cutoff: datetime | None = None
 
-    def upload(self, graph: LineageGraph, d: Definition) -> UploadOutcome:
+    def upload(self, graph: LineageGraph, d: SyncDefinition) -> UploadOutcome:
         outcome = upload_graph(self.catalog, graph, d)
         with self.catalog.engine.connect() as conn:
             self.stamps.append(conn.execute(select(t.clock.c.last_stamp)).scalar_one())
@@ -495,7 +495,7 @@ def lose(catalogs: list[Tracked], table: str, key: Any) -> None:
             conn.execute(delete(target).where(column == row_id))
 
 
-def cleanup(c: Tracked, d: Definition) -> None:
+def cleanup(c: Tracked, d: SyncDefinition) -> None:
     """The cutoff cleanup of a snapshot of the definition's namespaces, with the last cutoff."""
     assert c.cutoff is not None
     catalog, before = c.catalog, c.cutoff

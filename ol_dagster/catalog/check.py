@@ -50,7 +50,7 @@ import httpx
 from sqlalchemy.engine import make_url
 
 from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable, server_time
-from ol_dagster.settings import CatalogSettings, Definition, Settings, SettingsError
+from ol_dagster.settings import CatalogSettings, Settings, SettingsError, SyncDefinition
 
 # OpenMetadata reads of the check (the client's own paths are imported from its module)
 OM_LOGGED_IN_USER = "/api/v1/users/loggedInUser"
@@ -370,7 +370,7 @@ def check_openmetadata(
     name: str,
     cfg: CatalogSettings,
     settings: Settings,
-    definition: Definition | None,
+    definition: SyncDefinition | None,
     store: Any,
 ) -> list[Finding]:
     from ol_dagster.catalog.openmetadata import BATCH, VERSION, OpenMetadataCatalog, service_for
@@ -566,7 +566,7 @@ def _om_namespaces(
 
 
 def check_marquez(
-    name: str, cfg: CatalogSettings, settings: Settings, definition: Definition | None
+    name: str, cfg: CatalogSettings, settings: Settings, definition: SyncDefinition | None
 ) -> list[Finding]:
     from ol_dagster.catalog.marquez import LINEAGE, MarquezCatalog, segment
 
@@ -659,7 +659,7 @@ def check_marquez(
 
 
 def check_blindata(
-    name: str, cfg: CatalogSettings, settings: Settings, definition: Definition | None
+    name: str, cfg: CatalogSettings, settings: Settings, definition: SyncDefinition | None
 ) -> list[Finding]:
     from ol_dagster.catalog import blindata_api as api
     from ol_dagster.catalog.blindata import BlindataCatalog
@@ -764,7 +764,7 @@ def _refused(exc: CatalogRefused) -> str:
     )
 
 
-def _some_system(prober: Prober, api: Any, definition: Definition | None) -> str | None:
+def _some_system(prober: Prober, api: Any, definition: SyncDefinition | None) -> str | None:
     """A System to ask for a dry-run cleanup: the definition's job System, else any."""
     wanted = [{"name": definition.job_system}] if definition else []
     for params in [*wanted, {}]:
@@ -832,7 +832,7 @@ def _client(
     name: str,
     cfg: CatalogSettings,
     settings: Settings,
-    definition: Definition | None,
+    definition: SyncDefinition | None,
 ) -> Iterator[_Client | Finding]:
     """The catalog's own client (its URL, headers and timeout), or the finding why it cannot be
     opened (a secret not in the environment...)."""
@@ -859,9 +859,9 @@ def _client(
 # -- the whole check -------------------------------------------------------------------------------
 
 
-def check(settings: Settings, definitions: list[Definition], *, source: str) -> list[Report]:
+def check(settings: Settings, definitions: list[SyncDefinition], *, source: str) -> list[Report]:
     """One report per definition (its catalog), or per catalog when there is no definition."""
-    targets: list[tuple[Definition | None, str]] = (
+    targets: list[tuple[SyncDefinition | None, str]] = (
         [(d, d.catalog) for d in definitions]
         if definitions
         else [(None, name) for name in settings.catalogs]

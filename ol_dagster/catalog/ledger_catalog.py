@@ -49,7 +49,7 @@ from ol_dagster.catalog.systems import owned_jobs, wanted_systems
 from ol_dagster.db import open_engine
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import DataFlow, NodeKey, job_of_scope
-from ol_dagster.settings import CatalogSettings, Definition
+from ol_dagster.settings import CatalogSettings, SyncDefinition
 
 
 @dataclass(slots=True)
@@ -169,7 +169,7 @@ class LedgerCatalog(ABC):
     def upload(
         self,
         graph: LineageGraph,
-        definition: Definition,
+        definition: SyncDefinition,
         raw_events: Callable[[], Iterable[bytes]] | None = None,
     ) -> UploadResult:
         result = UploadResult()
@@ -402,7 +402,7 @@ class LedgerCatalog(ABC):
             raise NodeNotFound(f"{node} is not in what this definition uploaded")
         return lineage_of_edges(node, edges, depth=depth, upstream=upstream, downstream=downstream)
 
-    def export_state(self, definition: Definition) -> dict[str, Any]:
+    def export_state(self, definition: SyncDefinition) -> dict[str, Any]:
         """What this definition uploaded (jobs, their datasets), for the asset graph."""
         jobs: dict[str, dict[str, Any]] = {
             f"{i.payload['namespace']}|{i.payload['name']}": {

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.settings import Definition
+from ol_dagster.settings import SyncDefinition
 
 
 class ObjectType(StrEnum):
@@ -112,7 +112,7 @@ class Catalog(Protocol):
     def upload(
         self,
         graph: LineageGraph,
-        definition: Definition,
+        definition: SyncDefinition,
         raw_events: Callable[[], Iterable[bytes]] | None = None,
     ) -> UploadResult:
         """Write everything the graph describes. Catalogs that take OpenLineage events (Marquez,

@@ -19,7 +19,7 @@ from ol_dagster.catalog.systems import dataset_system_rules, may_change
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import DatasetNode
 from ol_dagster.lineage.naming import Placement, place_dataset
-from ol_dagster.settings import Definition
+from ol_dagster.settings import SyncDefinition
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,7 @@ class Rename:
     label: str  # "ns:name -> ns:name"
 
 
-def renames(graph: LineageGraph, definition: Definition) -> list[Rename]:
+def renames(graph: LineageGraph, definition: SyncDefinition) -> list[Rename]:
     """The graph's datasets that carry a RENAME's previous identifier, with the System, schema
     and name that identifier is filed under by this definition's ``datasetSystems`` rules."""
     rules = dataset_system_rules(definition)
@@ -48,7 +48,7 @@ def renames(graph: LineageGraph, definition: Definition) -> list[Rename]:
 
 
 def may_move(
-    definition: Definition, old_system: dict[str, Any], new_system: dict[str, Any]
+    definition: SyncDefinition, old_system: dict[str, Any], new_system: dict[str, Any]
 ) -> bool:
     """Whether a rename may move an entity from the System of its previous name into that of its
     new one (their properties): only from and into Systems this definition may change."""

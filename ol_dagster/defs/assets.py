@@ -34,7 +34,7 @@ from ol_dagster.defs.results import (
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage_state import export_state
 from ol_dagster.logstore_backlog import LogOutcome, log_batch
-from ol_dagster.settings import Definition, SnapshotMode
+from ol_dagster.settings import SnapshotMode, SyncDefinition
 from ol_dagster.store import BatchRecord, EventStore
 from ol_dagster.sync.batch import (
     CleanupOverrides,
@@ -73,7 +73,7 @@ def run_alive(instance: dg.DagsterInstance) -> Callable[[str], bool]:
 
 
 def _batch(
-    context: dg.AssetExecutionContext, store: EventStore, definition: Definition
+    context: dg.AssetExecutionContext, store: EventStore, definition: SyncDefinition
 ) -> BatchRecord:
     try:
         return definition_batch(store, definition, int(context.partition_key))
@@ -82,7 +82,7 @@ def _batch(
 
 
 def remember_job_runs(
-    store: EventStore, definition: Definition, runs: list[dict[str, Any]], batch_id: int
+    store: EventStore, definition: SyncDefinition, runs: list[dict[str, Any]], batch_id: int
 ) -> None:
     """The jobs' last runs for their asset pages (``lineage_assets``), shown from the next load
     of the code location, like the lineage itself."""
@@ -90,7 +90,9 @@ def remember_job_runs(
     store.save_lineage_state(key, merge_job_runs(store.lineage_state(key), runs, batch_id))
 
 
-def _log_events(store: EventStore, batch: BatchRecord, definition: Definition) -> LogOutcome | None:
+def _log_events(
+    store: EventStore, batch: BatchRecord, definition: SyncDefinition
+) -> LogOutcome | None:
     """Egeria's file-based log store, when configured: each accepted event as one JSON file under
     ``<folder>/<namespace>/<job>/`` (names encoded so no event can write outside the folder). An
     event that cannot be written waits for the next sync; the batch goes on to the catalog."""
@@ -101,7 +103,10 @@ def _log_events(store: EventStore, batch: BatchRecord, definition: Definition) -
 
 
 def refresh_lineage_state(
-    context: dg.AssetExecutionContext, catalog: Catalog, definition: Definition, store: EventStore
+    context: dg.AssetExecutionContext,
+    catalog: Catalog,
+    definition: SyncDefinition,
+    store: EventStore,
 ) -> None:
     """After a sync, snapshot what the definition has synced for the asset graph. The UI shows new
     nodes when the code location is next loaded (a reload, or the next process start)."""
@@ -117,7 +122,7 @@ def refresh_lineage_state(
 
 
 def build_assets(
-    definition: Definition,
+    definition: SyncDefinition,
     partitions: dg.DynamicPartitionsDefinition,
     translator: OpenLineageTranslator,
 ) -> list[dg.AssetsDefinition]:

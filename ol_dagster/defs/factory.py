@@ -9,11 +9,11 @@ from ol_dagster.defs.assets import build_assets
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator
 from ol_dagster.defs.sensors import build_failure_sensor, build_sensor
 from ol_dagster.defs.stale import build_stale_cleanup
-from ol_dagster.settings import Definition
+from ol_dagster.settings import SyncDefinition
 
 
 def build_definition_defs(
-    definition: Definition, *, translator: OpenLineageTranslator
+    definition: SyncDefinition, *, translator: OpenLineageTranslator
 ) -> dg.Definitions:
     partitions = dg.DynamicPartitionsDefinition(name=definition.partitions_name)
     assets = build_assets(definition, partitions, translator)

@@ -348,7 +348,7 @@ JOB_RUNS_VERSION = 1
 
 
 def job_runs_key(definition: str) -> str:
-    """The store document holding a definition's jobs' last runs. Definition names are Dagster
+    """The store document holding a definition's jobs' last runs. Sync definition names are Dagster
     names (letters, digits, ``_``), so no definition's own lineage state can take this key."""
     return f"{definition}/jobRuns"
 

@@ -21,7 +21,7 @@ import dagster as dg
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.dead_runs import fail_dead_runs
 from ol_dagster.defs.resources import StoreResource
-from ol_dagster.settings import Definition
+from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import BatchStatus
 from ol_dagster.sync.batch import fail_run, purge_expired
 
@@ -36,7 +36,7 @@ SyncJob: TypeAlias = "dg.JobDefinition | UnresolvedAssetJobDefinition"
 
 
 def build_sensor(
-    definition: Definition,
+    definition: SyncDefinition,
     partitions: dg.DynamicPartitionsDefinition,
     job: SyncJob,
 ) -> dg.SensorDefinition:
@@ -110,7 +110,7 @@ def build_sensor(
     return new_batches
 
 
-def build_failure_sensor(definition: Definition, job: SyncJob) -> dg.SensorDefinition:
+def build_failure_sensor(definition: SyncDefinition, job: SyncJob) -> dg.SensorDefinition:
     """A sync run that failed before its cleanup (a crash, a killed worker) must not leave its
     batch waiting for nothing: the batch becomes FAILED, keeps its events, gets a RUN_FAILED
     report, and the new-batches sensor retries it after its backoff (``sync.batch.fail_run``)."""

@@ -15,12 +15,12 @@ from ol_dagster.defs import constants as C
 from ol_dagster.defs.assets import CleanupConfig, refresh_lineage_state, run_alive
 from ol_dagster.defs.resources import CatalogResource, StoreResource
 from ol_dagster.defs.results import STALE_CLEANUP_CHECKS, check_spec, cleanup_result
-from ol_dagster.settings import Definition
+from ol_dagster.settings import SyncDefinition
 from ol_dagster.sync import batch as sync_batch
 
 
 def build_stale_cleanup(
-    definition: Definition,
+    definition: SyncDefinition,
 ) -> tuple[dg.AssetsDefinition, dg.ScheduleDefinition]:
     key = dg.AssetKey([definition.name, C.STALE_CLEANUP])
 

@@ -45,10 +45,10 @@ from ol_dagster.receiver.guard import Guard
 from ol_dagster.receiver.intake import Intake, sort_events
 from ol_dagster.receiver.trim import release_free_memory
 from ol_dagster.settings import (
-    Definition,
     ReceiverLimits,
     Settings,
     SnapshotMode,
+    SyncDefinition,
     receiver_tokens,
 )
 from ol_dagster.store import EventStore, StoreUnavailable
@@ -61,7 +61,7 @@ _JSON_TYPES = ("application/json", "application/x-ndjson", "text/json", "applica
 @dataclass(frozen=True)
 class _Tenant:
     token: bytes
-    definition: Definition
+    definition: SyncDefinition
 
 
 def _answer(status_code: int, status: str, message: str, **extra: object) -> JSONResponse:
@@ -191,7 +191,7 @@ def _summary_answer(
     )
 
 
-def _snapshot_note(definition: Definition, intake: Intake) -> tuple[bool, str]:
+def _snapshot_note(definition: SyncDefinition, intake: Intake) -> tuple[bool, str]:
     """Whether a stored ``/batch`` post is a whole snapshot (as the store decides: a
     BATCH_SNAPSHOT definition, every event accepted, at least one), and the sentence that tells
     the producer what that means at the next sync."""
@@ -232,7 +232,7 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
     large = _LargePosts(limits)
     writes = _Writes()
 
-    def authenticate(request: Request) -> Definition | None:
+    def authenticate(request: Request) -> SyncDefinition | None:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token:
@@ -245,7 +245,7 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
         return found
 
     async def receive(
-        request: Request, process: Callable[[Definition, _Body], JSONResponse]
+        request: Request, process: Callable[[SyncDefinition, _Body], JSONResponse]
     ) -> JSONResponse:
         """Authenticate, read the body within the limits, then ``process`` it in a worker
         thread: the event loop only reads bytes."""
@@ -280,7 +280,9 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
             slot.release()
 
     def in_worker(
-        process: Callable[[Definition, _Body], JSONResponse], definition: Definition, held: _Body
+        process: Callable[[SyncDefinition, _Body], JSONResponse],
+        definition: SyncDefinition,
+        held: _Body,
     ) -> JSONResponse:
         """A small post is processed with the collector running as usual, so its cycles are
         collected as they come. A large one with the collector paused (``gcpause``) from its
@@ -293,7 +295,7 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
         release_free_memory()
         return response
 
-    def process_event(definition: Definition, held: _Body) -> JSONResponse:
+    def process_event(definition: SyncDefinition, held: _Body) -> JSONResponse:
         body = held.take()
         try:
             parsed = decode_event(body)
@@ -318,7 +320,7 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
         writes.succeeded()
         return _summary_answer(intake, batch_id)
 
-    def process_batch(definition: Definition, held: _Body) -> JSONResponse:
+    def process_batch(definition: SyncDefinition, held: _Body) -> JSONResponse:
         body = held.take()
         try:
             raw_events = split_batch(body, precise_below=limits.largePostBytes)

@@ -35,7 +35,7 @@ from typing import Any
 
 from ol_dagster.catalog.protocol import Catalog, DatasetRef, UploadResult
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.settings import Definition
+from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
 from ol_dagster.store.event_store import utcnow
 from ol_dagster.store.holder import this_process
@@ -106,7 +106,7 @@ class UploadDone:
         return self.record.get("supersededBy")
 
 
-def definition_batch(store: EventStore, definition: Definition, batch_id: int) -> BatchRecord:
+def definition_batch(store: EventStore, definition: SyncDefinition, batch_id: int) -> BatchRecord:
     """The batch, which must belong to ``definition`` (``WrongDefinition`` otherwise)."""
     batch = store.get_batch(batch_id)
     if batch.definition != definition.name:
@@ -118,7 +118,7 @@ def definition_batch(store: EventStore, definition: Definition, batch_id: int) -
 
 def take_lock(
     store: EventStore,
-    definition: Definition,
+    definition: SyncDefinition,
     holder: str,
     *,
     is_alive: Callable[[str], bool] | None = None,
@@ -145,7 +145,7 @@ def take_lock(
 def upload_batch(
     store: EventStore,
     catalog: Catalog,
-    definition: Definition,
+    definition: SyncDefinition,
     batch_id: int,
     *,
     run_id: str,
@@ -173,7 +173,7 @@ def upload_batch(
 
 
 def _upload_locked(
-    store: EventStore, catalog: Catalog, definition: Definition, batch: BatchRecord, run_id: str
+    store: EventStore, catalog: Catalog, definition: SyncDefinition, batch: BatchRecord, run_id: str
 ) -> UploadDone:
     newer = store.newer_synced_snapshot(definition.name, batch.id) if batch.whole_snapshot else None
     if newer is not None:
@@ -223,7 +223,7 @@ def batch_facts(store: EventStore, batch: BatchRecord, upload: dict[str, Any]) -
 def cleanup_batch(
     store: EventStore,
     catalog: Catalog,
-    definition: Definition,
+    definition: SyncDefinition,
     batch_id: int,
     *,
     run_id: str,
@@ -263,7 +263,7 @@ def cleanup_batch(
 def _cleanup_locked(
     store: EventStore,
     catalog: Catalog,
-    definition: Definition,
+    definition: SyncDefinition,
     batch_id: int,
     run_id: str,
     over: CleanupOverrides,
@@ -324,7 +324,7 @@ def _override(
     }
 
 
-def fail_run(store: EventStore, definition: Definition, batch_id: int, run_id: str) -> bool:
+def fail_run(store: EventStore, definition: SyncDefinition, batch_id: int, run_id: str) -> bool:
     """A sync run that failed before its cleanup (a crash, a killed worker) must not leave its
     batch waiting for nothing: the batch becomes FAILED, keeps its events and gets a RUN_FAILED
     report, so the sensor retries it after its backoff. False when there is nothing to mark: the
@@ -340,7 +340,9 @@ def fail_run(store: EventStore, definition: Definition, batch_id: int, run_id: s
     return True
 
 
-def purge_expired(store: EventStore, definition: Definition, keep_days: int | None) -> list[int]:
+def purge_expired(
+    store: EventStore, definition: SyncDefinition, keep_days: int | None
+) -> list[int]:
     """``retention.keepDays``: the definition's synced batches older than that go, with their
     events; returns their ids (their partitions go too). Pending work is never purged."""
     if keep_days is None:
@@ -357,7 +359,7 @@ def _superseded_since(store: EventStore, batch: BatchRecord) -> int | None:
 def sync_batch(
     store: EventStore,
     catalog: Catalog,
-    definition: Definition,
+    definition: SyncDefinition,
     batch_id: int,
     *,
     run_id: str,
@@ -375,7 +377,7 @@ def sync_batch(
 def stale_cleanup(
     store: EventStore,
     catalog: Catalog,
-    definition: Definition,
+    definition: SyncDefinition,
     *,
     run_id: str,
     max_removals: int | None = None,

@@ -44,7 +44,7 @@ from ol_dagster.catalog.protocol import (
 from ol_dagster.catalog.systems import job_system_for, may_change, owned_by
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope, scope_prefix
 from ol_dagster.openlineage.envelope import namespace_allowed
-from ol_dagster.settings import CleanupMode, Definition, LineageReplacement, SnapshotMode
+from ol_dagster.settings import CleanupMode, LineageReplacement, SnapshotMode, SyncDefinition
 
 CUTOFF = "CUTOFF"
 DAYS = "DAYS"
@@ -145,7 +145,7 @@ class _Call:
         }
 
 
-def cleanup_mode(definition: Definition, facts: BatchFacts) -> str:
+def cleanup_mode(definition: SyncDefinition, facts: BatchFacts) -> str:
     if (
         definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT
         and facts.posted
@@ -155,14 +155,14 @@ def cleanup_mode(definition: Definition, facts: BatchFacts) -> str:
     return DAYS
 
 
-def owned_namespaces(definition: Definition, namespaces: list[str]) -> list[str]:
+def owned_namespaces(definition: SyncDefinition, namespaces: list[str]) -> list[str]:
     """The job namespaces among ``namespaces`` the definition owns: the only possible scopes."""
     return sorted(
         ns for ns in set(namespaces) if namespace_allowed(ns, definition.allowedJobNamespaces)
     )
 
 
-def replaced_jobs(definition: Definition, facts: BatchFacts) -> list[tuple[str, str]]:
+def replaced_jobs(definition: SyncDefinition, facts: BatchFacts) -> list[tuple[str, str]]:
     """Jobs this batch fully describes one by one (outside a snapshot): JobEvents, and runs
     completed in it when ``lineageReplacement`` is JOB (judged whole: see ``sync.batch``)."""
     jobs = set(facts.described_jobs)
@@ -171,13 +171,13 @@ def replaced_jobs(definition: Definition, facts: BatchFacts) -> list[tuple[str, 
     return sorted(j for j in jobs if namespace_allowed(j[0], definition.allowedJobNamespaces))
 
 
-def owns_cutoff(definition: Definition, properties: dict[str, Any]) -> bool:
+def owns_cutoff(definition: SyncDefinition, properties: dict[str, Any]) -> bool:
     """CUTOFF is safe on a dataset System only if this definition is its only producer."""
     patterns = definition.allowedJobNamespaces
     return owned_by(definition, properties) and len(patterns) == 1 and "*" not in patterns[0]
 
 
-def former_job_systems(definition: Definition, systems: list[dict[str, Any]]) -> list[str]:
+def former_job_systems(definition: SyncDefinition, systems: list[dict[str, Any]]) -> list[str]:
     """The definition's ``openLineageSystem`` when it exists, and every System whose
     ``openLineageJobSystem`` holds the definition's uuid, unless another definition created it."""
     uuid = str(definition.uuid)
@@ -190,7 +190,7 @@ def former_job_systems(definition: Definition, systems: list[dict[str, Any]]) ->
 
 
 class _Planner:
-    def __init__(self, catalog: Catalog, definition: Definition, cutoff: datetime) -> None:
+    def __init__(self, catalog: Catalog, definition: SyncDefinition, cutoff: datetime) -> None:
         self.catalog = catalog
         self.definition = definition
         self.cutoff = cutoff
@@ -338,7 +338,7 @@ class _Planner:
 
 
 def plan_batch(
-    catalog: Catalog, definition: Definition, facts: BatchFacts, cutoff: datetime
+    catalog: Catalog, definition: SyncDefinition, facts: BatchFacts, cutoff: datetime
 ) -> tuple[str, _Planner]:
     """The calls a synced batch makes, by the rules of the seed."""
     mode = cleanup_mode(definition, facts)
@@ -363,7 +363,9 @@ def plan_batch(
     return mode, p
 
 
-def plan_stale(catalog: Catalog, definition: Definition, cutoff: datetime) -> tuple[str, _Planner]:
+def plan_stale(
+    catalog: Catalog, definition: SyncDefinition, cutoff: datetime
+) -> tuple[str, _Planner]:
     """The daily day-based cleanup: every job namespace the catalog holds for this definition."""
     p = _Planner(catalog, definition, cutoff)
     stale = p.days_ago(definition.cleanup.staleJobDays)
@@ -423,7 +425,7 @@ def _removed_share(
 
 def execute(
     catalog: Catalog,
-    definition: Definition,
+    definition: SyncDefinition,
     mode: str,
     planner: _Planner,
     report: dict[str, Any],
@@ -513,7 +515,7 @@ def _totals(counts) -> dict[str, int]:
 
 def run_cleanup(
     catalog: Catalog,
-    definition: Definition,
+    definition: SyncDefinition,
     facts: BatchFacts,
     *,
     cutoff: datetime,
@@ -546,7 +548,7 @@ def run_cleanup(
 
 def run_stale_cleanup(
     catalog: Catalog,
-    definition: Definition,
+    definition: SyncDefinition,
     *,
     max_removals: int | None = None,
     journal: Journal | None = None,

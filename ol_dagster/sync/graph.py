@@ -24,7 +24,7 @@ import orjson
 from ol_dagster.catalog.systems import dataset_system_rules
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack
-from ol_dagster.settings import Definition, SnapshotMode
+from ol_dagster.settings import SnapshotMode, SyncDefinition
 from ol_dagster.store import BatchRecord, EventStore
 from ol_dagster.sync.upload import build_graph
 
@@ -63,7 +63,7 @@ class GraphInputs:
             yield e.raw
 
 
-def graph_inputs(store: EventStore, definition: Definition, batch: BatchRecord) -> GraphInputs:
+def graph_inputs(store: EventStore, definition: SyncDefinition, batch: BatchRecord) -> GraphInputs:
     """What the batch is judged by: its own events and the earlier parts of its runs that the
     store keeps in earlier batches. An ACCUMULATIVE run's events each hold part of it ("consumers
     need to combine all events for a specific run"), so a run is judged whole, or a split run
@@ -98,7 +98,7 @@ def graph_inputs(store: EventStore, definition: Definition, batch: BatchRecord) 
 
 
 def batch_events(
-    store: EventStore, definition: Definition, batch: BatchRecord
+    store: EventStore, definition: SyncDefinition, batch: BatchRecord
 ) -> Callable[[], Iterator[bytes]]:
     """The raw events the batch is judged by (``graph_inputs``), read when called."""
     return graph_inputs(store, definition, batch).events
@@ -119,7 +119,7 @@ class BatchGraph:
 
 def batch_graph(
     store: EventStore,
-    definition: Definition,
+    definition: SyncDefinition,
     batch: BatchRecord,
     *,
     inputs: GraphInputs | None = None,

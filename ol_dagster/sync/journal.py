@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ol_dagster.catalog.protocol import Catalog, ObjectType
-from ol_dagster.settings import Definition
+from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import EventStore, JournalEntry, JournalStatus
 from ol_dagster.sync.cleanup import invoke
 
@@ -49,7 +49,9 @@ class StoreJournal:
         self.store.journal_finish(entry, removed, status=JournalStatus.DONE)
 
 
-def reconcile(store: EventStore, catalog: Catalog, definition: Definition) -> list[JournalEntry]:
+def reconcile(
+    store: EventStore, catalog: Catalog, definition: SyncDefinition
+) -> list[JournalEntry]:
     """Complete the entries a dead process left open, from what the catalog still holds; call it
     under the definition's sync lock, before the upload. Returns the entries it completed."""
     done: list[JournalEntry] = []

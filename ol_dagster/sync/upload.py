@@ -14,7 +14,7 @@ from datetime import datetime
 from ol_dagster.catalog.protocol import Catalog, FailedRow, UploadResult
 from ol_dagster.catalog.systems import dataset_system_rules
 from ol_dagster.lineage import LineageGraph, normalize
-from ol_dagster.settings import Definition
+from ol_dagster.settings import SyncDefinition
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +23,7 @@ class UploadOutcome:
     result: UploadResult
 
 
-def build_graph(raw_events: Iterable[bytes], definition: Definition) -> LineageGraph:
+def build_graph(raw_events: Iterable[bytes], definition: SyncDefinition) -> LineageGraph:
     """The batch's graph, with datasets placed by the definition's ``datasetSystems`` rules."""
     return normalize(raw_events, dataset_systems=dataset_system_rules(definition))
 
@@ -48,7 +48,7 @@ def graph_facts(graph: LineageGraph) -> dict[str, list]:
 def upload_graph(
     catalog: Catalog,
     graph: LineageGraph,
-    definition: Definition,
+    definition: SyncDefinition,
     raw_events: Callable[[], Iterable[bytes]] | None = None,
 ) -> UploadOutcome:
     cutoff = catalog.clock()

@@ -19,7 +19,7 @@ from typing import Any
 from ol_dagster.catalog.protocol import Catalog, UploadResult
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.receiver.intake import sort_events
-from ol_dagster.settings import Definition, SnapshotMode
+from ol_dagster.settings import SnapshotMode, SyncDefinition
 from ol_dagster.store import EventStore
 from ol_dagster.sync.batch import CleanupOverrides, cleanup_batch, upload_batch
 from ol_dagster.sync.graph import batch_graph
@@ -104,7 +104,7 @@ def job_event(
     }
 
 
-def definition(**overrides: Any) -> Definition:
+def definition(**overrides: Any) -> SyncDefinition:
     """The repository's ``snap`` definition: BATCH_SNAPSHOT over job namespace ``repo``, with the
     anomalies bucket a CUTOFF dataset System it owns alone."""
     data: dict[str, Any] = {
@@ -117,7 +117,7 @@ def definition(**overrides: Any) -> Definition:
         "receiver": {"token": {"env": "OL_TEST_TOKEN_SNAP"}},
     }
     data.update(overrides)
-    return Definition.model_validate(data)
+    return SyncDefinition.model_validate(data)
 
 
 @dataclass
@@ -140,7 +140,7 @@ class Syncer:
     def sync(
         self,
         catalog: Catalog,
-        d: Definition,
+        d: SyncDefinition,
         events: list[dict[str, Any]],
         *,
         max_removals: int | None = None,

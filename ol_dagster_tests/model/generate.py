@@ -170,7 +170,7 @@ def definition_spec(name: str = "snap", **overrides: Any) -> DefinitionSpec:
 
 
 def definition_data(spec: DefinitionSpec, catalog: str = "main") -> dict[str, Any]:
-    """The settings of a definition (``Definition.model_validate`` or the YAML file)."""
+    """The settings of a definition (``SyncDefinition.model_validate`` or the YAML file)."""
     return {
         "name": spec.name,
         "uuid": spec.uuid,

@@ -18,7 +18,7 @@ from ol_dagster.catalog.blindata import upload as upload_ops
 from ol_dagster.catalog.blindata.client import BlindataClient
 from ol_dagster.catalog.protocol import CleanupCounts, DatasetRef, UploadResult
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.settings import CatalogSettings, Definition
+from ol_dagster.settings import CatalogSettings, SyncDefinition
 
 
 class BlindataCatalog:
@@ -64,7 +64,7 @@ class BlindataCatalog:
     def upload(
         self,
         graph: LineageGraph,
-        definition: Definition,
+        definition: SyncDefinition,
         raw_events: Callable[[], Iterable[bytes]] | None = None,
     ) -> UploadResult:
         """Write everything the graph describes (``raw_events`` is for event-taking catalogs)."""

@@ -26,7 +26,7 @@ from ol_dagster.catalog.protocol import FailedRow, ObjectType, UploadResult
 from ol_dagster.catalog.renames import may_move, renames
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.settings import CleanupMode, Definition
+from ol_dagster.settings import CleanupMode, SyncDefinition
 
 # a dropped row: a foreign parent job whose neutral System (named after its namespace) is in fact
 # another definition's, so neither it nor the orchestration flow to it can be written safely
@@ -36,7 +36,7 @@ PARENT_NOT_PLACED = "FOREIGN_PARENT_NOT_PLACED"
 def apply_renames(
     client: BlindataClient,
     graph: LineageGraph,
-    definition: Definition,
+    definition: SyncDefinition,
     systems: dict[str, dict[str, Any]],
     result: UploadResult,
 ) -> None:

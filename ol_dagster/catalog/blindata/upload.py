@@ -31,7 +31,7 @@ from ol_dagster.catalog.protocol import FailedRow, ObjectType, UploadResult
 from ol_dagster.catalog.systems import foreign_job, job_system_for, wanted_systems
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.settings import Definition
+from ol_dagster.settings import SyncDefinition
 
 SYSTEMS = "systems"
 
@@ -39,7 +39,7 @@ NodeEntity = dict[tuple[str, NodeKey], EntityKey]  # ("job" | "dataset", node) -
 
 
 def upload_systems(
-    graph: LineageGraph, definition: Definition, job_sys: Mapping[NodeKey, str]
+    graph: LineageGraph, definition: SyncDefinition, job_sys: Mapping[NodeKey, str]
 ) -> dict[str, dict]:
     """The Systems an upload writes to (``wanted_systems``), with Blindata's property names."""
     wanted = wanted_systems(graph, definition)
@@ -48,7 +48,7 @@ def upload_systems(
     return wanted
 
 
-def upload(client: BlindataClient, graph: LineageGraph, definition: Definition) -> UploadResult:
+def upload(client: BlindataClient, graph: LineageGraph, definition: SyncDefinition) -> UploadResult:
     """Write everything the graph describes; a failure outside a row is a row of its phase."""
     result = UploadResult()
     phase = [SYSTEMS]  # what was being written, for a failure outside a row
@@ -64,7 +64,7 @@ def upload(client: BlindataClient, graph: LineageGraph, definition: Definition) 
 def _upload(
     client: BlindataClient,
     graph: LineageGraph,
-    definition: Definition,
+    definition: SyncDefinition,
     result: UploadResult,
     phase: list[str],
 ) -> None:

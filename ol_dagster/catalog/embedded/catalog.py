@@ -94,7 +94,7 @@ from ol_dagster.lineage.graph import (
     orchestration_scope,
 )
 from ol_dagster.openlineage.envelope import namespace_allowed
-from ol_dagster.settings import Definition
+from ol_dagster.settings import SyncDefinition
 
 CHUNK = 500
 STAMP_CHUNK = 5_000  # values of an IN list, well within SQLite's 32,766 variables
@@ -471,7 +471,7 @@ class EmbeddedCatalog:
     def upload(
         self,
         graph: LineageGraph,
-        definition: Definition,
+        definition: SyncDefinition,
         raw_events: Callable[[], Iterable[bytes]] | None = None,
     ) -> UploadResult:
         """``raw_events`` is for catalogs that take OpenLineage events; this one takes the graph."""
@@ -482,7 +482,7 @@ class EmbeddedCatalog:
         with gc_paused():
             return self._upload(graph, definition)
 
-    def _upload(self, graph: LineageGraph, definition: Definition) -> UploadResult:
+    def _upload(self, graph: LineageGraph, definition: SyncDefinition) -> UploadResult:
         result = UploadResult()
         try:
             now = self._claim_stamp()
@@ -1237,7 +1237,11 @@ class EmbeddedCatalog:
                 return row[0]
 
     def _apply_renames(
-        self, conn: Connection, graph: LineageGraph, definition: Definition, sys_ids: dict[str, int]
+        self,
+        conn: Connection,
+        graph: LineageGraph,
+        definition: SyncDefinition,
+        sys_ids: dict[str, int],
     ) -> list[str]:
         """Move each dataset a RENAME names when the rule says it moves (``catalog.renames``):
         its previous System exists, both Systems are this definition's to change, the old
@@ -1403,7 +1407,7 @@ class EmbeddedCatalog:
         with self.engine.connect() as conn:
             return reads.lineage(conn, node, depth=depth, upstream=upstream, downstream=downstream)
 
-    def export_state(self, definition: Definition) -> dict[str, Any]:
+    def export_state(self, definition: SyncDefinition) -> dict[str, Any]:
         """What ``definition`` has synced here, for the asset graph (see ``lineage_state``)."""
         with self.engine.connect() as conn:
             return export.export_state(

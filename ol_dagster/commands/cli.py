@@ -27,9 +27,9 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 5000
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from ol_dagster.commands.startup import open_store, refuse_unservable
     from ol_dagster.receiver.app import create_app
     from ol_dagster.receiver.server import serve
-    from ol_dagster.startup import open_store, refuse_unservable
 
     path = settings_path(args.settings)
     settings = load_settings(path)
@@ -46,7 +46,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_send(args: argparse.Namespace) -> int:
     import httpx
 
-    from ol_dagster.sender import (
+    from ol_dagster.commands.sender import (
         UnreadableFile,
         batch_url,
         post_batch,
@@ -90,7 +90,7 @@ def _cmd_send(args: argparse.Namespace) -> int:
 
 
 def _cmd_sync(args: argparse.Namespace) -> int:
-    from ol_dagster.startup import open_store
+    from ol_dagster.commands.startup import open_store
 
     # what cannot work stops here, in one line, before Dagster is imported
     settings = load_settings(args.settings)
@@ -101,7 +101,7 @@ def _cmd_sync(args: argparse.Namespace) -> int:
     # long as the process: with the collector paused they are not walked again and again while
     # they are made (a fifth of the import's CPU time).
     with gc_paused():
-        from ol_dagster.headless import instance_from_env, sync_batches
+        from ol_dagster.commands.headless import instance_from_env, sync_batches
 
         project_dir = settings_path(args.settings).resolve().parent
         instance = instance_from_env(project_dir)
@@ -125,7 +125,7 @@ def _cmd_sync(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from ol_dagster.inspection import inspect_files, render_table
+    from ol_dagster.commands.inspection import inspect_files, render_table
 
     result = inspect_files(args.files, lenient=args.lenient)
     print(json.dumps(result, indent=2) if args.json else render_table(result))
@@ -190,7 +190,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ol_dagster.demo import demo_settings, run_demo
+    from ol_dagster.commands.demo import demo_settings, run_demo
 
     settings_file = demo_settings(args.settings)
     for d in load_settings(settings_file).definitions:

@@ -23,12 +23,12 @@ import httpx
 from ol_dagster.catalog.check import check as check_catalog
 from ol_dagster.catalog.check import render
 from ol_dagster.catalog.factory import open_catalog
-from ol_dagster.demo_events import FOCUS as DEMO_FOCUS
-from ol_dagster.demo_events import demo_batches, history
-from ol_dagster.headless import instance_from_env, sync_batches
+from ol_dagster.commands.demo_events import FOCUS as DEMO_FOCUS
+from ol_dagster.commands.demo_events import demo_batches, history
+from ol_dagster.commands.headless import instance_from_env, sync_batches
+from ol_dagster.commands.sender import post_batch
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.server import serve_in_background
-from ol_dagster.sender import post_batch
 from ol_dagster.settings import (
     SETTINGS_ENV,
     SettingsError,
@@ -92,9 +92,9 @@ def _run_analyses(path: str, instance) -> list[str]:
     """Materialize the daily analyses once, on the same instance, and summarize them."""
     import dagster as dg
 
+    from ol_dagster.commands.headless import QUIET
     from ol_dagster.defs.analysis import JOBS_ON_SCHEDULE, RUN_PROFILES, analyses
     from ol_dagster.defs.resources import StoreResource
-    from ol_dagster.headless import QUIET
 
     result = dg.materialize(
         [analyses],

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ol_dagster.run_failure import scrub
+from ol_dagster.commands.run_failure import scrub
 from ol_dagster.settings import Settings, SettingsError, receiver_tokens
 
 

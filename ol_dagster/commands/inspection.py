@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ol_dagster.eventfiles import BrokenLine, UnreadableFile, read_events
+from ol_dagster.commands.eventfiles import BrokenLine, UnreadableFile, read_events
 from ol_dagster.lineage import normalize
 from ol_dagster.openlineage.envelope import EventRejected
 from ol_dagster.openlineage.models import (

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from ol_dagster.eventfiles import BrokenLine, UnreadableFile, read_events
+from ol_dagster.commands.eventfiles import BrokenLine, UnreadableFile, read_events
 
 __all__ = [
     "BATCH_PATH",

@@ -18,10 +18,10 @@ from typing import Any
 
 import dagster as dg
 
+from ol_dagster.commands.run_failure import run_failure, secret_values
 from ol_dagster.definitions import build_defs
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.dead_runs import fail_dead_runs, process_tags
-from ol_dagster.run_failure import run_failure, secret_values
 from ol_dagster.settings import load_settings, settings_path
 from ol_dagster.store import BatchStatus, EventStore
 
