@@ -49,7 +49,12 @@ from ol_dagster.catalog.marquez import MarquezCatalog  # noqa: E402
 from ol_dagster.catalog.openmetadata import OpenMetadataCatalog  # noqa: E402
 from ol_dagster.lineage import LineageGraph  # noqa: E402
 from ol_dagster.receiver.server import serve_in_background  # noqa: E402
-from ol_dagster.settings import CatalogSettings, SyncDefinition  # noqa: E402
+from ol_dagster.settings import (  # noqa: E402
+    BlindataCatalogSettings,
+    MarquezCatalogSettings,
+    OpenMetadataCatalogSettings,
+    SyncDefinition,
+)
 from ol_dagster.sync.upload import build_graph  # noqa: E402
 from ol_dagster_tests.fakes.blindata_fake import BlindataFake, FakeClock  # noqa: E402
 from ol_dagster_tests.fakes.faults import serve  # noqa: E402
@@ -183,7 +188,7 @@ def bench_marquez(
         return f, f.server
 
     def catalog(url: str, store_url: str) -> LedgerCatalog:
-        cfg = CatalogSettings(kind="marquez", url=url, concurrency=args.concurrency)
+        cfg = MarquezCatalogSettings(url=url, concurrency=args.concurrency)
         return MarquezCatalog("main", cfg, store_url=store_url, definition=d.name)
 
     rounds = _rounds(events, graph, d, args.repeat, fake, catalog, lambda f: len(f.visible_jobs()))
@@ -205,7 +210,7 @@ def bench_openmetadata(
         return f, f.server
 
     def catalog(url: str, store_url: str) -> LedgerCatalog:
-        cfg = CatalogSettings.model_validate(
+        cfg = OpenMetadataCatalogSettings.model_validate(
             {
                 "kind": "openmetadata",
                 "url": url,
@@ -230,7 +235,7 @@ def bench_blindata(
         fake = BlindataFake(FakeClock(start=None))  # the real time
         fake.add_user("ol-dagster", tenant=tenant, api_key=os.environ[key_env])
         with serve_in_background(fake.app, date_header=False) as url:  # type: ignore[arg-type]
-            cfg = CatalogSettings.model_validate(
+            cfg = BlindataCatalogSettings.model_validate(
                 {
                     "kind": "blindata",
                     "url": url,

@@ -755,7 +755,9 @@ class TreeRss:
 
 def _sensor_ticked(project: Project) -> bool:
     """Whether the new-batches sensor has ticked once (its tick stored in the instance)."""
-    sensor = f"{DEFINITION}__new_batches"
+    from ol_dagster.defs import names
+
+    sensor = names.new_batches_sensor(DEFINITION)
     if project.dagster_pg:
         from sqlalchemy import create_engine, text
 

@@ -18,10 +18,14 @@ import time
 from pathlib import Path
 
 import orjson
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import BigInteger, Connection, Engine, Integer, create_engine, event
 from sqlalchemy.engine import make_url
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+# the type of an auto-incremented id column: SQLite only auto-increments INTEGER PRIMARY KEY,
+# PostgreSQL gets a 64-bit one
+AUTO_ID = BigInteger().with_variant(Integer(), "sqlite")
 
 log = logging.getLogger(__name__)
 

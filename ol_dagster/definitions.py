@@ -18,13 +18,14 @@ from ol_dagster.defs.lineage_assets import (
     with_job_runs,
 )
 from ol_dagster.defs.resources import CatalogResource, StoreResource
+from ol_dagster.lineage_state import LineageState, stored_state
 from ol_dagster.settings import Settings, SettingsError, load_settings, settings_path
 from ol_dagster.store import EventStore
 
 log = logging.getLogger(__name__)
 
 
-def _lineage_states(settings: Settings) -> dict[str, dict]:
+def _lineage_states(settings: Settings) -> dict[str, LineageState]:
     """The synced-lineage snapshots with their jobs' last runs, read from the store (two queries
     per definition). A store that cannot be read leaves the lineage out rather than failing the
     whole code location."""
@@ -37,7 +38,8 @@ def _lineage_states(settings: Settings) -> dict[str, dict]:
         return {
             d.name: newest_jobs(
                 with_job_runs(
-                    store.lineage_state(d.name) or {}, store.lineage_state(job_runs_key(d.name))
+                    stored_state(store.lineage_state(d.name)),
+                    store.lineage_state(job_runs_key(d.name)),
                 ),
                 d.assetGraph.maxJobs,
             )

@@ -19,10 +19,24 @@ import re
 import uuid
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeAlias
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from ol_dagster.kafka.settings import KafkaSettings
+from ol_dagster.run_lineage_settings import RunLineageSettings
+from ol_dagster.settings_cache import FileVersionCache
 
 SETTINGS_ENV = "OL_DAGSTER_SETTINGS"
 DEFAULT_SETTINGS_FILE = "ol_dagster.yaml"
@@ -89,31 +103,117 @@ class StoreSettings(_Model):
     url: str = DEFAULT_STORE_URL
 
 
-class CatalogSettings(_Model):
-    """A catalog: ``embedded`` (a database URL) or an HTTP server (its base URL)."""
+# -- catalogs: one model per kind, chosen by ``kind`` --------------------------------------------
+# Each kind accepts only the keys its backend reads, so ``tenant`` on a Marquez catalog fails at
+# load (``catalogs.main.tenant: unknown key for a marquez catalog``) instead of being ignored.
 
-    kind: Literal["embedded", "openmetadata", "marquez", "blindata"] = "embedded"
+
+class EmbeddedCatalogSettings(_Model):
+    """The embedded catalog: a database (its own, or ``databaseUrl``'s)."""
+
+    kind: Literal["embedded"] = "embedded"
     url: str = DEFAULT_CATALOG_URL
-    token: EnvSecret | None = None  # bearer token (OpenMetadata JWT, Blindata token)
-    apiKey: EnvSecret | None = None  # Blindata API key (with ``user``), instead of a token
-    tenant: str | None = None  # Blindata X-BD-Tenant
-    user: str = "ol-dagster"  # the cleanup user (embedded; Blindata API-key user)
+    user: str = "ol-dagster"  # the cleanup user: the catalog checks its SYSTEMS_ADMIN permission
+
+    def secrets(self) -> list[EnvSecret]:
+        return []
+
+
+class HttpCatalogSettings(_Model):
+    """What every catalog behind an HTTP API has: its base URL, and how long and how often a
+    request is tried (``catalog.http``)."""
+
+    url: str
+    # bearer token: an OpenMetadata bot's JWT, a Blindata token, a proxy's in front of Marquez
+    token: EnvSecret | None = None
     timeoutSeconds: Annotated[float, Field(gt=0)] = 30.0
     maxRetries: Annotated[int, Field(ge=0)] = 4
-    chunkSize: Annotated[int, Field(ge=1)] = 100  # events per OpenMetadata batch request
-    concurrency: Annotated[int, Field(ge=1)] = 8  # parallel Marquez posts
-    serviceMapping: dict[str, str] = {}  # OpenMetadata: OL namespace -> OM service (for FQNs)
-    # OpenMetadata: the run event types its server writes edges for (its own ``eventTypeFilter``
-    # setting, COMPLETE by default): an edge only other types carry is never there to delete
+
+    def secrets(self) -> list[EnvSecret]:
+        """Where this catalog's secrets come from (errors and logs hide their values)."""
+        return [self.token] if self.token is not None else []
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"needs an http(s) URL, not {value!r}")
+        return value
+
+
+class OpenMetadataCatalogSettings(HttpCatalogSettings):
+    """OpenMetadata: events through its OpenLineage endpoint, edges read back and deleted."""
+
+    kind: Literal["openmetadata"] = "openmetadata"
+    chunkSize: Annotated[int, Field(ge=1)] = 100  # events per batch request
+    serviceMapping: dict[str, str] = {}  # OL namespace -> OM database service (for FQNs)
+    # the run event types its server writes edges for (its own ``eventTypeFilter`` setting,
+    # COMPLETE by default): an edge only other types carry is never there to delete
     eventTypeFilter: list[str] = ["COMPLETE"]
 
+
+class MarquezCatalogSettings(HttpCatalogSettings):
+    """Marquez: events through its lineage endpoint, jobs and datasets deleted by name."""
+
+    kind: Literal["marquez"] = "marquez"
+    concurrency: Annotated[int, Field(ge=1)] = 8  # parallel posts (one lane per job)
+
+
+class BlindataCatalogSettings(HttpCatalogSettings):
+    """Blindata: its REST API, one tenant, a bearer token or an API key with its user."""
+
+    kind: Literal["blindata"] = "blindata"
+    tenant: Annotated[str, Field(min_length=1)]  # the X-BD-Tenant header
+    apiKey: EnvSecret | None = None  # instead of ``token``: an API key, sent with ``user``
+    user: str = "ol-dagster"  # the API key's user
+    concurrency: Annotated[int, Field(ge=1)] = 8  # parallel writes
+
+    def secrets(self) -> list[EnvSecret]:
+        return [*super().secrets(), *([self.apiKey] if self.apiKey is not None else [])]
+
     @model_validator(mode="after")
-    def _http_url(self) -> CatalogSettings:
-        if self.kind != "embedded" and not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"a {self.kind} catalog needs an http(s) URL, not {self.url!r}")
-        if self.kind == "blindata" and not self.tenant:
-            raise ValueError("a blindata catalog needs 'tenant' (the X-BD-Tenant header)")
+    def _one_credential(self) -> BlindataCatalogSettings:
+        if (self.token is None) == (self.apiKey is None):
+            raise ValueError(
+                "a blindata catalog needs either 'token' (a bearer token) or 'apiKey' (with "
+                "'user'), each as {env: NAME}" + (", not both" if self.token is not None else "")
+            )
         return self
+
+
+CATALOG_KINDS = ("embedded", "openmetadata", "marquez", "blindata")
+
+
+def _catalog_kind(value: object) -> str | None:
+    """The model a catalog's keys are read with: its ``kind``, ``embedded`` when it has none."""
+    if isinstance(value, dict):
+        kind = value.get("kind", "embedded")
+        return kind if kind in CATALOG_KINDS else None
+    # a model already built, or not a mapping at all (the embedded model says it wants one)
+    return getattr(value, "kind", "embedded")
+
+
+CatalogSettings: TypeAlias = Annotated[
+    Annotated[EmbeddedCatalogSettings, Tag("embedded")]
+    | Annotated[OpenMetadataCatalogSettings, Tag("openmetadata")]
+    | Annotated[MarquezCatalogSettings, Tag("marquez")]
+    | Annotated[BlindataCatalogSettings, Tag("blindata")],
+    Discriminator(
+        _catalog_kind,
+        custom_error_type="catalog_kind",
+        custom_error_message="'kind' must be one of " + ", ".join(CATALOG_KINDS),
+    ),
+]
+_CATALOG = TypeAdapter(CatalogSettings)
+
+
+def parse_catalog(data: object, name: str = "main") -> CatalogSettings:
+    """One catalog's settings as they would be read under ``catalogs.<name>`` (tests and
+    benchmarks build a backend's settings with it)."""
+    try:
+        return _CATALOG.validate_python(data)
+    except ValidationError as exc:
+        raise SettingsError(_format_errors(exc, f"catalog {name!r}", ("catalogs", name))) from None
 
 
 class JobSystemRule(_Model):
@@ -174,7 +274,11 @@ class SyncDefinition(_Model):
 
     name: str
     uuid: uuid.UUID
-    catalog: str
+    # the catalog it feeds, or ``catalogs``: several, each with its own upload, cutoff, cleanup
+    # and report (the first is the primary: the asset graph's lineage is read from it). Read
+    # both through ``catalog_keys``.
+    catalog: str | None = None
+    catalogs: list[str] | None = None
     snapshotMode: SnapshotMode = SnapshotMode.ADDITIVE
     lineageReplacement: LineageReplacement = LineageReplacement.NONE
     allowedJobNamespaces: Annotated[
@@ -189,6 +293,7 @@ class SyncDefinition(_Model):
     receiver: ReceiverSettings
     logStore: LogStoreSettings | None = None
     assetGraph: AssetGraphSettings = AssetGraphSettings()
+    openLineage: RunLineageSettings | None = None  # its own runs as OpenLineage events
 
     @field_validator("name")
     @classmethod
@@ -200,22 +305,32 @@ class SyncDefinition(_Model):
             )
         return value
 
+    @model_validator(mode="after")
+    def _catalog_or_catalogs(self) -> SyncDefinition:
+        if (self.catalog is None) == (self.catalogs is None):
+            raise ValueError("give exactly one of 'catalog' (one key) and 'catalogs' (a list)")
+        keys = self.catalogs or []
+        if self.catalogs is not None and not keys:
+            raise ValueError("catalogs: names no catalog (give at least one key)")
+        for i, key in enumerate(keys):
+            if not _DAGSTER_NAME.match(key):
+                raise ValueError(
+                    f"catalogs.{i}: {key!r} must start with a letter or '_' and hold only "
+                    "letters, digits and '_' (it becomes part of Dagster asset keys)"
+                )
+            if key in keys[:i]:
+                raise ValueError(f"catalogs.{i}: {key!r} is listed twice")
+        return self
+
+    @property
+    def catalog_keys(self) -> tuple[str, ...]:
+        """The catalogs this definition feeds, the primary first (``catalog`` or ``catalogs``)."""
+        return (self.catalog,) if self.catalog is not None else tuple(self.catalogs or ())
+
     @property
     def job_system(self) -> str:
         """The default job System: ``openLineageSystem``, or one derived from the name."""
         return self.openLineageSystem or f"{self.name}_jobs"
-
-    @property
-    def partitions_name(self) -> str:
-        return f"{self.name}__batches"
-
-    @property
-    def sensor_name(self) -> str:
-        return f"{self.name}__new_batches"
-
-    @property
-    def job_name(self) -> str:
-        return f"{self.name}__sync"
 
 
 class RetentionSettings(_Model):
@@ -246,11 +361,18 @@ class Settings(_Model):
     # its own go to this database (their tables do not clash).
     databaseUrl: str | None = None
     store: StoreSettings = StoreSettings()
-    catalogs: dict[str, CatalogSettings] = {"main": CatalogSettings()}
+    catalogs: dict[str, CatalogSettings] = {"main": EmbeddedCatalogSettings()}
     definitions: list[SyncDefinition] = []
     analysisWindowDays: Annotated[int, Field(ge=1)] = 30
     retention: RetentionSettings = RetentionSettings()
     receiver: ReceiverLimits = ReceiverLimits()
+    kafka: KafkaSettings | None = None  # ``ol-dagster consume`` (ol_dagster/kafka/)
+
+    @model_validator(mode="after")
+    def _kafka_topics(self) -> Settings:
+        if self.kafka is not None:
+            self.kafka.check_definitions({d.name: d.snapshotMode for d in self.definitions})
+        return self
 
     @model_validator(mode="after")
     def _one_database(self) -> Settings:
@@ -260,7 +382,7 @@ class Settings(_Model):
             object.__setattr__(self, "store", StoreSettings(url=self.databaseUrl))
         catalogs = {
             k: c.model_copy(update={"url": self.databaseUrl})
-            if c.kind == "embedded" and "url" not in c.model_fields_set
+            if isinstance(c, EmbeddedCatalogSettings) and "url" not in c.model_fields_set
             else c
             for k, c in self.catalogs.items()
         }
@@ -283,12 +405,14 @@ class Settings(_Model):
                         f"each definition needs its own {key.split('.')[0]}"
                     )
                 seen[key][value] = i
-            if d.catalog not in self.catalogs:
-                known = ", ".join(sorted(self.catalogs)) or "none"
-                raise ValueError(
-                    f"definitions.{i}.catalog: {d.catalog!r} is not a key of 'catalogs' "
-                    f"(known: {known})"
-                )
+            for j, key in enumerate(d.catalog_keys):
+                if key not in self.catalogs:
+                    known = ", ".join(sorted(self.catalogs)) or "none"
+                    where = "catalog" if d.catalog is not None else f"catalogs.{j}"
+                    raise ValueError(
+                        f"definitions.{i}.{where}: {key!r} is not a key of 'catalogs' "
+                        f"(known: {known})"
+                    )
         return self
 
     def definition(self, name: str) -> SyncDefinition:
@@ -327,14 +451,26 @@ def receiver_tokens(settings: Settings) -> dict[str, str]:
     return tokens
 
 
-def _format_errors(exc: ValidationError, source: str) -> str:
+def _format_errors(exc: ValidationError, source: str, prefix: tuple[str | int, ...] = ()) -> str:
     """One line (``ol-dagster`` prints it as its only line), every error in it."""
     parts = []
     for err in exc.errors():
-        path = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = (*prefix, *err["loc"])
+        kind = None
+        # pydantic puts the kind whose model read a catalog into the path: say it in the message
+        if len(loc) >= 3 and loc[0] == "catalogs" and loc[2] in CATALOG_KINDS:
+            kind, loc = loc[2], (*loc[:2], *loc[3:])
+        path = ".".join(str(p) for p in loc) or "(top level)"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+            msg = (
+                f"unknown key for a{'n' if kind == 'embedded' else ''} {kind} catalog"
+                if kind
+                else "unknown key"
+            )
+        elif err["type"] == "catalog_kind":
+            given = err["input"].get("kind") if isinstance(err["input"], dict) else None
+            msg = f"kind {given!r} is not one of {', '.join(CATALOG_KINDS)}"
         parts.append(f"{path}: {msg}")
     return f"invalid settings in {source}: " + "; ".join(parts)
 
@@ -380,7 +516,7 @@ def parse_settings(data: object, source: str = "<settings>", base: Path | None =
             "store": StoreSettings(url=_anchor_sqlite(settings.store.url, base)),
             "catalogs": {
                 k: c.model_copy(update={"url": _anchor_sqlite(c.url, base)})
-                if c.kind == "embedded"
+                if isinstance(c, EmbeddedCatalogSettings)
                 else c
                 for k, c in settings.catalogs.items()
             },
@@ -394,9 +530,17 @@ def settings_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     return Path(os.environ.get(SETTINGS_ENV) or DEFAULT_SETTINGS_FILE)
 
 
+# the parsed settings, by version of the file
+SETTINGS_CACHE: FileVersionCache[Settings] = FileVersionCache()
+
+
 def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
-    """Load and validate the settings file; every error names the key it is about."""
-    p = settings_path(path)
+    """Load and validate the settings file; every error names the key it is about. An unchanged
+    file is parsed once (``settings_cache``): the same ``Settings`` object is returned."""
+    return SETTINGS_CACHE.get(settings_path(path), _read_settings)
+
+
+def _read_settings(p: Path) -> Settings:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -329,7 +329,9 @@ def test_sources_bytes_parsed_stored_and_prepared_agree() -> None:
     as_bytes = raw(events)
     parsed = [parse_event(b) for b in as_bytes]
     stored = [
-        StoredEvent(i, b, "RunEvent", d["eventType"], e.eventTime, "p", "etl", "hourly", None)
+        StoredEvent(
+            b, "RunEvent", d["eventType"], e.eventTime, "p", "etl", "hourly", None, position=i
+        )
         for i, (b, e, d) in enumerate(zip(as_bytes, parsed, events, strict=True))
     ]
     expected = compute_run_profiles(as_bytes, now=now).rows()

@@ -31,7 +31,13 @@ from ol_dagster.commands.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.receiver.server import serve_in_background
-from ol_dagster.settings import CatalogSettings, SettingsError, SyncDefinition, load_settings
+from ol_dagster.settings import (
+    BlindataCatalogSettings,
+    SettingsError,
+    SyncDefinition,
+    load_settings,
+    parse_catalog,
+)
 from ol_dagster.store import EventStore
 from ol_dagster.sync.batch import cleanup_batch, upload_batch
 from ol_dagster.sync.upload import UploadOutcome, build_graph
@@ -100,7 +106,7 @@ def secrets_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
 
 
-def catalog_settings(url: str, **overrides: Any) -> CatalogSettings:
+def catalog_settings(url: str, **overrides: Any) -> BlindataCatalogSettings:
     data: dict[str, Any] = {
         "kind": "blindata",
         "url": url,
@@ -111,7 +117,7 @@ def catalog_settings(url: str, **overrides: Any) -> CatalogSettings:
         "timeoutSeconds": 5,
     }
     data.update(overrides)
-    return CatalogSettings.model_validate(data)
+    return BlindataCatalogSettings.model_validate(data)
 
 
 @pytest.fixture
@@ -738,8 +744,11 @@ def test_credentials_come_from_the_environment_when_the_catalog_opens(
         BlindataCatalog("main", catalog_settings(url), store_url="", definition="snap")
     assert KEY_ENV in str(exc.value)
 
-    with pytest.raises(SettingsError, match="token"):
-        BlindataCatalog("main", catalog_settings(url, apiKey=None), store_url="", definition="snap")
+    # no credential at all is refused when the settings load, before anything opens
+    with pytest.raises(SettingsError) as exc:
+        parse_catalog({"kind": "blindata", "url": url, "tenant": TENANT})
+    assert "catalogs.main: " in str(exc.value)
+    assert "needs either 'token' (a bearer token) or 'apiKey'" in str(exc.value)
 
 
 # == reads ========================================================================================

@@ -4,37 +4,32 @@ The fake (``fakes/openmetadata_fake.py``) is written from the OpenMetadata seed 
 not from the client, and answers as either generation (2.0: summary and failedEvents only; 2.1:
 ``partial``, ``unresolvedDatasets``/``unresolvedJobs`` and a 400 when every event failed). Syncs
 go the way the assets run them, and assertions are on what an OpenMetadata user sees: the lineage
-edges between table FQNs, and the report.
+edges between table FQNs, and the report. What it does as every ledger catalog does (retries,
+failures that delete nothing, a refused cleanup, job counts, secrets, the run through Dagster) is
+in ``test_ledger_catalogs.py``.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import dagster as dg
 import pytest
-from starlette.testclient import TestClient
 
-from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.catalog.http import CatalogRefused
 from ol_dagster.catalog.ledger import DATASET, EDGE, JOB
 from ol_dagster.catalog.openmetadata import OpenMetadataCatalog, service_for
-from ol_dagster.commands.headless import sync_batches
-from ol_dagster.receiver.app import create_app
-from ol_dagster.settings import CatalogSettings, load_settings
+from ol_dagster.settings import OpenMetadataCatalogSettings
 from ol_dagster.store import EventStore
-from ol_dagster_tests.conftest import settings_data
 from ol_dagster_tests.fakes.faults import Clock, Fault, serve
 from ol_dagster_tests.fakes.harness import (
     ANOMALIES,
     BUCKET,
-    BUCKET_SYSTEM,
     KPI,
     NS,
     WH,
@@ -92,7 +87,7 @@ class Env:
     made: list[OpenMetadataCatalog]
 
     def catalog(self, definition: str = "snap", **cfg: Any) -> OpenMetadataCatalog:
-        settings = CatalogSettings.model_validate(
+        settings = OpenMetadataCatalogSettings.model_validate(
             {
                 "kind": "openmetadata",
                 "url": self.url,
@@ -302,28 +297,6 @@ def test_a_400_without_an_openlineage_answer_refuses_the_whole_upload(env: Env):
 # == failures and retries ==========================================================================
 
 
-@pytest.mark.parametrize(
-    ("status", "attempts"),
-    [(401, 1), (403, 1), (429, 4), (500, 4), (502, 4), (503, 4)],
-)
-def test_every_failure_status_fails_the_upload_and_deletes_nothing(
-    env: Env, status: int, attempts: int
-):
-    catalog = env.catalog(maxRetries=3)
-    env.syncer.sync(catalog, definition(), snapshot())
-    before = env.posts()
-    env.fake.server.burst(status, 10, method="POST", path=BATCH)
-
-    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
-
-    (row,) = synced.result.failed
-    assert row.key == "*" and f"HTTP {status}" in row.reason
-    assert env.posts() - before == attempts
-    assert len(env.sleeps) == attempts - 1
-    assert synced.report["skippedReason"] == "UPLOAD_FAILED" and synced.report["calls"] == []
-    assert env.fake.edge_pairs() == {KPI_EDGE, ANOMALIES_EDGE}
-
-
 def test_a_bot_without_edit_lineage_is_refused_and_nothing_is_deleted(env: Env):
     catalog = env.catalog()
     env.syncer.sync(catalog, definition(), snapshot())
@@ -360,47 +333,6 @@ def test_a_wrong_token_fails_at_the_clock_without_showing_the_token(
     assert str(raised.value) == "GET /api/v1/users/loggedInUser: HTTP 401"
     assert JWT not in str(raised.value) and JWT not in raised.value.body
     assert env.fake.server.requests[-1].headers["authorization"] == f"Bearer not-the-{JWT}"
-
-
-def test_retries_that_succeed_upload_and_clean(env: Env):
-    catalog = env.catalog(maxRetries=4)
-    env.syncer.sync(catalog, definition(), snapshot())
-    env.fake.server.inject(
-        Fault(status=502, method="POST", path=BATCH),
-        Fault(status=503, method="POST", path=BATCH),
-        Fault(status=429, retry_after="3", method="POST", path=BATCH),
-    )
-
-    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
-
-    assert synced.result.succeeded
-    assert len(env.sleeps) == 3 and env.sleeps[-1] == 3.0  # Retry-After honoured
-    assert synced.report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
-    assert env.fake.edge_pairs() == {KPI_EDGE}
-
-
-def test_a_slow_answer_times_out_and_is_retried(env: Env):
-    catalog = env.catalog(timeoutSeconds=0.3)
-    env.fake.server.inject(Fault(delay=1.0, method="POST", path=BATCH))
-
-    synced = env.syncer.sync(catalog, definition(), [kpi()])
-
-    assert synced.result.succeeded
-    assert len(env.sleeps) == 1
-    assert env.fake.edge_pairs() == {KPI_EDGE}
-
-
-def test_answers_that_stay_too_slow_fail_the_upload_and_delete_nothing(env: Env):
-    catalog = env.catalog(timeoutSeconds=0.2, maxRetries=1)
-    env.syncer.sync(catalog, definition(), snapshot())
-    env.fake.server.inject(*(Fault(delay=0.6, method="POST", path=BATCH) for _ in range(2)))
-
-    synced = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
-
-    (row,) = synced.result.failed
-    assert row.reason == f"POST {BATCH}: ReadTimeout after 2 attempt(s)"
-    assert synced.report["skippedReason"] == "UPLOAD_FAILED"
-    assert ANOMALIES_EDGE in env.fake.edge_pairs()
 
 
 # == cleanup =======================================================================================
@@ -555,41 +487,7 @@ def test_a_drop_only_leaves_the_ledger_through_the_cleanup(env: Env):
     assert fqn("kpi_daily") in env.fake.tables
 
 
-def test_count_jobs_counts_this_definitions_jobs_in_a_system(env: Env):
-    catalog = env.catalog()
-    env.syncer.sync(catalog, definition(), snapshot())
-
-    assert catalog.count_jobs("snap_jobs", schemas=[NS]) == 2
-    assert catalog.count_jobs("snap_jobs", schemas=None) == 2
-    assert catalog.count_jobs("snap_jobs", schemas=[]) == 0
-    assert catalog.count_jobs("other_jobs", schemas=None) == 0
-    assert env.catalog("other").count_jobs("snap_jobs", schemas=None) == 0
-
-
-def test_a_refused_cleanup_deletes_nothing_and_the_next_run_does_it(env: Env):
-    """Guards: "The user that runs the cleanup is refused (403, CLEANUP_PERMISSION_DENIED):
-    nothing is deleted and the run ends in warning." Here the bot loses EditLineage between the
-    upload and the cleanup."""
-    catalog = env.catalog()
-    env.syncer.sync(catalog, definition(), snapshot())
-
-    def revoke() -> None:
-        env.fake.tokens[JWT] = {CREATE}
-
-    refused = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False), between=revoke)
-
-    assert refused.result.succeeded
-    assert refused.report["skippedReason"] == "CLEANUP_PERMISSION_DENIED"
-    assert env.fake.edge_pairs() == {KPI_EDGE, ANOMALIES_EDGE}
-    assert JWT not in json.dumps(refused.report, default=str)
-
-    env.fake.tokens[JWT] = {EDIT_LINEAGE, CREATE}
-    allowed = env.syncer.sync(catalog, definition(), snapshot(with_anomalies=False))
-    assert allowed.report["removedJobs"] == [f"{NS}.{ANOMALIES}"]
-    assert env.fake.edge_pairs() == {KPI_EDGE}
-
-
-# == identity and secrets ==========================================================================
+# == identity ======================================================================================
 
 
 @pytest.mark.parametrize(
@@ -608,80 +506,3 @@ def test_namespaces_map_to_services_as_openmetadata_maps_them(
     """OpenLineageNamespaceMapping: the client reads back under the service the server maps to."""
     fake = OpenMetadataFake(mapping=mapping)
     assert service_for(namespace, mapping) == fake.service_for(namespace) == expected
-
-
-def test_the_jwt_is_sent_as_a_bearer_token_and_never_shows_in_results(env: Env):
-    catalog = env.catalog()
-    env.fake.server.burst(401, 1, method="POST", path=BATCH)
-
-    synced = env.syncer.sync(catalog, definition(), [kpi()])
-
-    assert {r.headers.get("authorization") for r in env.fake.server.requests} == {f"Bearer {JWT}"}
-    assert synced.result.failed[0].reason == f"POST {BATCH}: HTTP 401"
-    text = json.dumps(synced.result.as_dict()) + json.dumps(synced.report, default=str)
-    assert JWT not in text and JWT not in repr(catalog.cfg)
-
-
-# == through Dagster ==============================================================================
-
-
-@pytest.fixture
-def dagster_env(
-    env: Env, tmp_path: Path, tokens: dict[str, str], write_settings: Callable[..., Path]
-) -> Iterator[dict[str, Any]]:
-    data = settings_data(
-        tmp_path,
-        allowedJobNamespaces=[NS],
-        datasetSystems=[{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": "CUTOFF"}],
-    )
-    data["catalogs"] = {
-        "main": {
-            "kind": "openmetadata",
-            "url": env.url,
-            "token": {"env": TOKEN_ENV},
-            "maxRetries": 0,
-            "chunkSize": 1,
-            "serviceMapping": {WH: SERVICE},
-        }
-    }
-    path = write_settings(data)
-    settings = load_settings(path)
-    store = EventStore(settings.store.url)
-    (tmp_path / "dagster_home").mkdir()
-    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster_home")) as instance:
-        yield {
-            "path": str(path),
-            "settings": settings,
-            "client": TestClient(create_app(settings, store)),
-            "auth": {"Authorization": f"Bearer {tokens['snap']}"},
-            "instance": instance,
-        }
-    store.dispose()
-
-
-def test_the_seed_example_through_dagster_with_an_openmetadata_catalog(env: Env, dagster_env):
-    d = dagster_env
-    catalog = open_catalog(d["settings"], "main", definition="snap")
-    assert isinstance(catalog, OpenMetadataCatalog)
-    catalog.close()
-
-    def post_and_sync(events: list[dict[str, Any]]) -> dict[str, Any]:
-        env.fake.clock.advance(minutes=1)
-        response = d["client"].post(
-            "/api/v1/lineage/batch", json={"events": events}, headers=d["auth"]
-        )
-        assert response.status_code == 200, response.text
-        (line,) = sync_batches(d["path"], definition="snap", instance=d["instance"])
-        return line
-
-    first = post_and_sync(snapshot())
-    assert first["status"] == "synced", first
-    assert first["upload"]["dropped"] == {"notFound": 1}
-    assert env.fake.edge_pairs() == {KPI_EDGE, ANOMALIES_EDGE}
-
-    second = post_and_sync(snapshot(with_anomalies=False))
-
-    assert second["status"] == "synced"
-    assert second["cleanup"]["removedJobs"] == [f"{NS}.{ANOMALIES}"]
-    assert second["checks"]["upload_succeeded"] and second["checks"]["cleanup_permitted"]
-    assert env.fake.edge_pairs() == {KPI_EDGE}

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from ol_dagster.catalog.marquez import MarquezCatalog
-from ol_dagster.settings import CatalogSettings
+from ol_dagster.settings import MarquezCatalogSettings
 from ol_dagster.store import EventStore
 from ol_dagster_tests.fakes.faults import Clock, Fault, serve
 from ol_dagster_tests.fakes.harness import ANOMALIES, KPI, NS, Syncer, definition, pg, run
@@ -40,7 +40,7 @@ def env(tmp_path: Path) -> Iterator[tuple[MarquezFake, str, MarquezCatalog, Sync
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
     store = EventStore(store_url)
     with serve(fake.server) as url:
-        settings = CatalogSettings.model_validate(
+        settings = MarquezCatalogSettings.model_validate(
             {"kind": "marquez", "url": url, "maxRetries": 0, "timeoutSeconds": 5}
         )
         catalog = MarquezCatalog("main", settings, store_url=store_url, definition="snap")

@@ -25,7 +25,7 @@ from sqlalchemy import and_, select, update
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
-from ol_dagster.catalog.embedded.catalog import naive
+from ol_dagster.catalog.embedded.bulk import Bulk, naive
 from ol_dagster.catalog.protocol import CleanupCounts
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope
 from ol_dagster.receiver.intake import sort_events
@@ -561,7 +561,7 @@ def test_one_dry_run_then_one_real_call_per_set_and_no_real_call_before_every_dr
 
     def spy(name: str, fn: Callable[..., CleanupCounts]) -> Callable[..., CleanupCounts]:
         def call(*args: Any, **kwargs: Any) -> CleanupCounts:
-            rehearsed = h.catalog._rehearsal is not None
+            rehearsed = h.catalog.sessions.rehearsing is not None
             seen.append((name, kwargs["dry_run"] or rehearsed))
             return fn(*args, **kwargs)
 
@@ -1285,14 +1285,14 @@ def test_a_failed_upload_deletes_nothing(h: Harness, monkeypatch: pytest.MonkeyP
     before = snapshot_of_catalog(h.catalog)
     from sqlalchemy.exc import OperationalError
 
-    real_upsert = EmbeddedCatalog._upsert
+    real_upsert = Bulk.upsert
 
     def failing_upsert(self, conn, table, *args, **kwargs):
         if table is t.data_flows:  # entities and routines are written, the flows are not
             raise OperationalError("INSERT INTO cat_data_flows", {}, Exception("disk I/O error"))
         return real_upsert(self, conn, table, *args, **kwargs)
 
-    monkeypatch.setattr(EmbeddedCatalog, "_upsert", failing_upsert)
+    monkeypatch.setattr(Bulk, "upsert", failing_upsert)
 
     report = h.sync(d, batch)  # the same snapshot: its flows were not re-touched
 

@@ -38,6 +38,7 @@ from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.definitions import build_defs
 from ol_dagster.defs import constants as C
+from ol_dagster.defs import names
 from ol_dagster.defs.dead_runs import PROCESS_TAG
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import load_settings
@@ -244,7 +245,7 @@ def test_a_killed_sync_run_does_not_keep_the_sensor_runs_queued(project) -> None
     with dg.DagsterInstance.from_config(str(project["home"])) as instance:
         # a run the sensor requested for the batch, waiting in the queue (as the daemon submits
         # it: with the origin of the code location it launches the run from)
-        job = defs.resolve_job_def(d.job_name)
+        job = defs.resolve_job_def(names.job(d.name))
         location = InProcessCodeLocationOrigin(
             LoadableTargetOrigin(module_name="ol_dagster.definitions", attribute="defs"),
             location_name="ol_dagster",
@@ -267,13 +268,13 @@ def test_a_killed_sync_run_does_not_keep_the_sensor_runs_queued(project) -> None
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            sensor = defs.get_sensor_def(d.sensor_name)
+            sensor = defs.get_sensor_def(names.new_batches_sensor(d.name))
         context = dg.build_sensor_context(
             instance=instance,
             instance_ref=instance.get_ref(),
             definitions=defs,
             resources=defs.resources,
-            sensor_name=d.sensor_name,
+            sensor_name=names.new_batches_sensor(d.name),
         )
         with context:
             tick = sensor.evaluate_tick(context)

@@ -21,7 +21,7 @@ from sqlalchemy import inspect as sa_inspect
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
-from ol_dagster.catalog.embedded.catalog import RETIRED_INDEXES
+from ol_dagster.catalog.embedded.schema import RETIRED_INDEXES
 from ol_dagster.catalog.lineage_reads import NodeNotFound
 from ol_dagster.catalog.protocol import (
     CleanupPermissionDenied,
@@ -1293,7 +1293,7 @@ def test_a_refused_call_in_a_rehearsal_keeps_the_earlier_ones(retired) -> None:
     with catalog.rehearsal():
         plan[0][1](False)
         # the permission is read on the rehearsal's connection: revoke it there
-        conn = catalog._rehearsal  # noqa: SLF001
+        conn = catalog.sessions.rehearsing
         assert conn is not None
 
         def grant(permissions: list[str]) -> None:

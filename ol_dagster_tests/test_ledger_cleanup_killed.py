@@ -24,7 +24,7 @@ from ol_dagster.catalog.ledger import LedgerItem
 from ol_dagster.catalog.marquez import MarquezCatalog
 from ol_dagster.catalog.protocol import Removal
 from ol_dagster.receiver.intake import sort_events
-from ol_dagster.settings import CatalogSettings
+from ol_dagster.settings import MarquezCatalogSettings
 from ol_dagster.store import EventStore, JournalStatus
 from ol_dagster.sync.batch import sync_batch
 from ol_dagster.sync.graph import batch_graph
@@ -46,7 +46,7 @@ def snapshot(n: int) -> list[dict[str, Any]]:
 
 
 def catalog(url: str, store_url: str, cls: type[MarquezCatalog] = MarquezCatalog) -> MarquezCatalog:
-    cfg = CatalogSettings.model_validate({"kind": "marquez", "url": url, "maxRetries": 0})
+    cfg = MarquezCatalogSettings.model_validate({"kind": "marquez", "url": url, "maxRetries": 0})
     return cls("main", cfg, store_url=store_url, definition="snap")
 
 

@@ -369,6 +369,8 @@ class Driver:
         self.runs = itertools.count(1)
         self.live: set[str] = set()  # runs still running (the lock's liveness check)
         self.inflight: dict[str, tuple[str, int]] = {}  # definition -> (run, batch) past upload
+        # the definitions' catalog this driver syncs (None: their primary, their only one)
+        self.catalog_key: str | None = None
 
     def _run_id(self) -> str:
         return f"run-{next(self.runs)}"
@@ -448,6 +450,7 @@ class Driver:
                 batch_id,
                 run_id=run_id,
                 is_alive=self.live.__contains__,
+                catalog_key=self.catalog_key,
             )
             got = _classify(done.record)
         except SyncBusy:
@@ -493,6 +496,7 @@ class Driver:
                 uploaded_in_this_run=not rerun,
                 overrides=CleanupOverrides(cap, share) if overrides else None,
                 is_alive=self.live.__contains__,
+                catalog_key=self.catalog_key,
             )
         except SyncBusy:
             assert exp is None, "cleanup refused as busy, the model: it runs"

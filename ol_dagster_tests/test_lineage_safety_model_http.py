@@ -80,7 +80,7 @@ from ol_dagster.catalog.blindata import BlindataCatalog
 from ol_dagster.catalog.marquez import MarquezCatalog
 from ol_dagster.catalog.openmetadata import OpenMetadataCatalog
 from ol_dagster.receiver.server import serve_in_background
-from ol_dagster.settings import CatalogSettings
+from ol_dagster.settings import CatalogSettings, parse_catalog
 from ol_dagster.store import BatchStatus, EventStore
 from ol_dagster_tests.fakes.blindata_fake import BlindataFake, FakeClock
 from ol_dagster_tests.fakes.faults import Clock
@@ -337,7 +337,7 @@ def serve_backend(
 
 
 def _settings(data: dict[str, Any]) -> CatalogSettings:
-    return CatalogSettings.model_validate({"maxRetries": 2, "timeoutSeconds": 5, **data})
+    return parse_catalog({"maxRetries": 2, "timeoutSeconds": 5, **data})
 
 
 def _no_sleep(_: float) -> None:

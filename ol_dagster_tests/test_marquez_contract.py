@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from ol_dagster.catalog.marquez import MarquezCatalog
-from ol_dagster.settings import CatalogSettings
+from ol_dagster.settings import MarquezCatalogSettings
 from ol_dagster.store import EventStore
 from ol_dagster_tests.contracts.marquez import (
     FORMATS,
@@ -78,7 +78,7 @@ def test_every_request_the_client_sends_is_an_operation_of_openapi_yml(tmp_path:
     f = MarquezFake(Clock(START))
     store = EventStore(f"sqlite:///{tmp_path / 'store.db'}")
     with serve(f.server) as url:
-        settings = CatalogSettings.model_validate({"kind": "marquez", "url": url, "maxRetries": 0})
+        settings = MarquezCatalogSettings(url=url, maxRetries=0)
         catalog = MarquezCatalog(
             "main", settings, store_url=f"sqlite:///{tmp_path / 'store.db'}", definition="snap"
         )

@@ -43,7 +43,7 @@ from ol_dagster.catalog.openmetadata_events import is_uri as conform_uri
 from ol_dagster.catalog.openmetadata_events import is_uuid as conform_uuid
 from ol_dagster.openlineage.envelope import EventRejected
 from ol_dagster.openlineage.models import RunEvent, parse_event
-from ol_dagster.settings import CatalogSettings
+from ol_dagster.settings import OpenMetadataCatalogSettings
 from ol_dagster_tests.contracts import openmetadata as contract
 from ol_dagster_tests.fakes.faults import Clock, serve
 from ol_dagster_tests.fakes.harness import WH, facet, pg, run
@@ -150,7 +150,7 @@ class Env:
     made: list[OpenMetadataCatalog]
 
     def catalog(self, **cfg: Any) -> OpenMetadataCatalog:
-        settings = CatalogSettings.model_validate(
+        settings = OpenMetadataCatalogSettings.model_validate(
             {
                 "kind": "openmetadata",
                 "url": self.url,

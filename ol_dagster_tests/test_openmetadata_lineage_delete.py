@@ -24,7 +24,7 @@ import pytest
 
 from ol_dagster.catalog.ledger import EDGE, LedgerItem
 from ol_dagster.catalog.openmetadata import OpenMetadataCatalog
-from ol_dagster.settings import CatalogSettings
+from ol_dagster.settings import OpenMetadataCatalogSettings
 from ol_dagster.store import EventStore
 from ol_dagster_tests.fakes.faults import Clock, serve
 from ol_dagster_tests.fakes.harness import NS, WH, Syncer, calls, definition, ds, pg, run
@@ -51,7 +51,7 @@ class Env:
     made: list[OpenMetadataCatalog]
 
     def catalog(self, definition_name: str = "snap", **cfg: Any) -> OpenMetadataCatalog:
-        settings = CatalogSettings.model_validate(
+        settings = OpenMetadataCatalogSettings.model_validate(
             {
                 "kind": "openmetadata",
                 "url": self.url,

@@ -355,7 +355,7 @@ def test_definitions_are_loadable(
     assert {"snap__sync", "add__sync"} <= {j.name for j in repo.get_all_jobs()}
     keys = {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
     for name in ("snap", "add"):
-        for asset in (C.RECEIVED_BATCH, C.LINEAGE_GRAPH, C.CATALOG_UPLOAD, C.CATALOG_CLEANUP):
+        for asset in ("received_batch", "lineage_graph", "catalog_upload", "catalog_cleanup"):
             assert f"{name}/{asset}" in keys
     snap_sensor = repo.get_sensor_def(SNAP_SENSOR)
     assert snap_sensor.job_name == "snap__sync"

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import os
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import pytest
 import yaml
 
 from ol_dagster.settings import (
+    SETTINGS_CACHE,
     SETTINGS_ENV,
     EnvSecret,
     LineageReplacement,
@@ -19,6 +23,7 @@ from ol_dagster.settings import (
     load_settings,
     receiver_tokens,
 )
+from ol_dagster.settings_cache import CacheStats
 from ol_dagster_tests.conftest import TOKENS, settings_data
 
 MINIMAL_DEFINITION = {
@@ -306,7 +311,6 @@ def test_wrong_values_are_rejected_with_their_path(
         (("receiver",), "definitions.0.receiver"),
         (("uuid",), "definitions.0.uuid"),
         (("name",), "definitions.0.name"),
-        (("catalog",), "definitions.0.catalog"),
     ],
 )
 def test_missing_required_keys_are_named(
@@ -319,6 +323,16 @@ def test_missing_required_keys_are_named(
     path = _write(tmp_path / "ol_dagster.yaml", base)
 
     assert f"{key_path}: Field required" in _error(path)
+
+
+def test_a_definition_without_a_catalog_is_named(tmp_path: Path, base: dict[str, Any]) -> None:
+    del base["definitions"][0]["catalog"]
+    path = _write(tmp_path / "ol_dagster.yaml", base)
+
+    message = _error(path)
+
+    assert " definitions.0: " in message
+    assert "'catalog'" in message.split(" definitions.0: ", 1)[1]
 
 
 def test_literal_token_is_refused_and_not_echoed(tmp_path: Path, base: dict[str, Any]) -> None:
@@ -618,3 +632,253 @@ def test_receiver_tokens_name_every_problem_at_once(
         "minimal": "b",
         "fourth": "c",
     }
+
+
+# -- catalogs: one model per kind -----------------------------------------------------------------
+
+
+def _catalog_error(tmp_path: Path, base: dict[str, Any], catalog: dict[str, Any]) -> str:
+    base["catalogs"]["main"] = catalog
+    return _error(_write(tmp_path / "ol_dagster.yaml", base))
+
+
+@pytest.mark.parametrize(
+    ("catalog", "key", "kind"),
+    [
+        ({"kind": "marquez", "url": "http://m:5000", "tenant": "t"}, "tenant", "marquez"),
+        ({"kind": "marquez", "url": "http://m:5000", "chunkSize": 10}, "chunkSize", "marquez"),
+        (
+            {"kind": "openmetadata", "url": "http://om", "apiKey": {"env": "K"}},
+            "apiKey",
+            "openmetadata",
+        ),
+        (
+            {"kind": "openmetadata", "url": "http://om", "concurrency": 2},
+            "concurrency",
+            "openmetadata",
+        ),
+        (
+            {
+                "kind": "blindata",
+                "url": "http://bd",
+                "tenant": "t",
+                "token": {"env": "T"},
+                "serviceMapping": {},
+            },
+            "serviceMapping",
+            "blindata",
+        ),  # fmt: skip
+        (
+            {"url": "sqlite:///x.db", "token": {"env": "T"}},
+            "token",
+            "embedded",
+        ),  # no kind: embedded
+        ({"kind": "embedded", "maxRetries": 2}, "maxRetries", "embedded"),
+    ],
+)
+def test_a_key_of_another_catalog_kind_is_named_with_the_kind(
+    tmp_path: Path, base: dict[str, Any], catalog: dict[str, Any], key: str, kind: str
+) -> None:
+    message = _catalog_error(tmp_path, base, catalog)
+
+    article = "an" if kind == "embedded" else "a"
+    assert f"catalogs.main.{key}: unknown key for {article} {kind} catalog" in message
+    assert message.count(": unknown key") == 1  # the kind's own keys are accepted
+
+
+def test_each_catalog_kind_reads_its_own_keys(tmp_path: Path, no_tokens: None) -> None:
+    from ol_dagster.settings import (
+        BlindataCatalogSettings,
+        EmbeddedCatalogSettings,
+        MarquezCatalogSettings,
+        OpenMetadataCatalogSettings,
+    )
+
+    data = {
+        "catalogs": {
+            "plain": {"url": "sqlite:///plain.db", "user": "cleaner"},
+            "om": {
+                "kind": "openmetadata",
+                "url": "https://om.example.com",
+                "token": {"env": "OM_JWT"},
+                "chunkSize": 50,
+                "serviceMapping": {"postgres://db:5432": "warehouse"},
+                "eventTypeFilter": ["COMPLETE", "FAIL"],
+                "timeoutSeconds": 5,
+            },
+            "mq": {"kind": "marquez", "url": "http://mq:5000", "concurrency": 2, "maxRetries": 0},
+            "bd": {
+                "kind": "blindata",
+                "url": "https://bd.example.com",
+                "tenant": "acme",
+                "apiKey": {"env": "BD_KEY"},
+                "user": "svc",
+            },
+        }
+    }
+    catalogs = load_settings(_write(tmp_path / "ol_dagster.yaml", data)).catalogs
+
+    plain, om, mq, bd = (catalogs[k] for k in ("plain", "om", "mq", "bd"))
+    assert isinstance(plain, EmbeddedCatalogSettings) and plain.user == "cleaner"
+    assert plain.url == f"sqlite:///{tmp_path / 'plain.db'}"  # anchored, embedded only
+    assert isinstance(om, OpenMetadataCatalogSettings)
+    assert (om.chunkSize, om.eventTypeFilter, om.timeoutSeconds) == (50, ["COMPLETE", "FAIL"], 5)
+    assert om.serviceMapping == {"postgres://db:5432": "warehouse"}
+    assert [s.env for s in om.secrets()] == ["OM_JWT"]
+    assert isinstance(mq, MarquezCatalogSettings) and (mq.concurrency, mq.maxRetries) == (2, 0)
+    assert mq.secrets() == []
+    assert isinstance(bd, BlindataCatalogSettings)
+    assert (bd.tenant, bd.user, [s.env for s in bd.secrets()]) == ("acme", "svc", ["BD_KEY"])
+
+
+@pytest.mark.parametrize(
+    ("catalog", "key_path", "hint"),
+    [
+        pytest.param(
+            {"kind": "marquz", "url": "http://m"},
+            "catalogs.main",
+            "kind 'marquz' is not one of embedded, openmetadata, marquez, blindata",
+            id="kind",
+        ),  # fmt: skip
+        pytest.param({"kind": "marquez"}, "catalogs.main.url", "Field required", id="http-url"),
+        pytest.param(
+            {"kind": "marquez", "url": "sqlite:///x.db"},
+            "catalogs.main.url",
+            "needs an http(s) URL",
+            id="not-http",
+        ),  # fmt: skip
+        pytest.param(
+            {"kind": "blindata", "url": "http://b", "token": {"env": "T"}},
+            "catalogs.main.tenant",
+            "Field required",
+            id="tenant",
+        ),  # fmt: skip
+        pytest.param(
+            {"kind": "blindata", "url": "http://b", "tenant": "t"},
+            "catalogs.main",
+            "needs either 'token'",
+            id="no-credential",
+        ),  # fmt: skip
+        pytest.param(
+            {
+                "kind": "blindata",
+                "url": "http://b",
+                "tenant": "t",
+                "token": {"env": "T"},
+                "apiKey": {"env": "K"},
+            },
+            "catalogs.main",
+            "not both",
+            id="two-credentials",
+        ),  # fmt: skip
+    ],
+)
+def test_a_catalog_that_cannot_work_is_named(
+    tmp_path: Path, base: dict[str, Any], catalog: dict[str, Any], key_path: str, hint: str
+) -> None:
+    message = _catalog_error(tmp_path, base, catalog)
+
+    assert "\n" not in message
+    assert f" {key_path}: " in message, message
+    assert hint in message.split(f" {key_path}: ", 1)[1].split("; ")[0]
+
+
+# -- read once per version of the file, per sensor tick, per run ----------------------------------
+
+
+def _settle(path: Path, age_seconds: float) -> None:
+    """Date the file back, as a file edited a while ago is (a fresh write's time can be shared
+    with the next write: the cache re-reads such a file until it is older)."""
+    when = time.time() - age_seconds
+    os.utime(path, (when, when))
+
+
+def _loads(before: CacheStats) -> tuple[int, int]:
+    """(loads, parses) of the settings since ``before``."""
+    after = SETTINGS_CACHE.stats()
+    parses = after.parses - before.parses
+    return after.hits - before.hits + parses, parses
+
+
+def test_an_unchanged_file_is_parsed_once_and_an_edited_one_again(tmp_path: Path) -> None:
+    path = _write(tmp_path / "ol_dagster.yaml", {"analysisWindowDays": 7})
+    _settle(path, 60)
+    before = SETTINGS_CACHE.stats()
+
+    first = load_settings(path)
+    assert load_settings(path) is first
+    assert _loads(before) == (2, 1)
+
+    _write(path, {"analysisWindowDays": 9})  # same size, new time
+    _settle(path, 30)
+    assert load_settings(path).analysisWindowDays == 9
+    assert _loads(before) == (3, 2)
+
+
+def test_a_file_written_just_now_is_read_again(tmp_path: Path) -> None:
+    """Two writes within the file system's time granularity may share a time and a size: a file
+    this young is never answered from the cache."""
+    path = _write(tmp_path / "ol_dagster.yaml", {"analysisWindowDays": 7})
+    assert load_settings(path).analysisWindowDays == 7
+    path.write_text(yaml.safe_dump({"analysisWindowDays": 8}), encoding="utf-8")
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns))  # no time change
+
+    assert load_settings(path).analysisWindowDays == 8
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def test_a_sensor_tick_reads_the_settings_once_and_sees_an_edit_at_the_next(
+    write_settings: Callable[..., Path], instance: dg.DagsterInstance
+) -> None:
+    from ol_dagster_tests.test_sensor import Harness, ev, keys_of
+
+    path = write_settings(limits={"batchWindowSeconds": 3600, "maxEventsPerRun": 1000})
+    _settle(path, 60)
+    h = Harness(path, instance)
+    try:
+        batch = h.store.add_stream_events("snap", [ev(0), ev(1)], received=2)
+
+        before = SETTINGS_CACHE.stats()
+        first = h.tick()
+        assert first.run_requests == []  # an hour's window: still open
+        assert _loads(before)[0] == 1  # one read of the file (here from the cache) per tick
+
+        write_settings(limits={"batchWindowSeconds": 0, "maxEventsPerRun": 1000})
+        _settle(path, 30)
+        before = SETTINGS_CACHE.stats()
+        second = h.tick()
+
+        assert _loads(before) == (1, 1)  # read once, and parsed: the file changed
+        assert keys_of(second) == [str(batch)]  # sealed by the window of the edited file
+    finally:
+        h.close()
+
+
+def test_a_sync_run_reads_the_settings_once(
+    write_settings: Callable[..., Path], instance: dg.DagsterInstance
+) -> None:
+    from ol_dagster.defs import names
+    from ol_dagster_tests.test_sensor import Harness, ev
+
+    path = write_settings()
+    _settle(path, 60)
+    h = Harness(path, instance)
+    try:
+        batch = h.store.add_posted_batch("add", [ev(0)], received=1)
+        instance.add_dynamic_partitions(names.partitions("add"), [str(batch)])
+        before = SETTINGS_CACHE.stats()
+
+        result = h.defs.resolve_job_def(names.job("add")).execute_in_process(
+            instance=instance, partition_key=str(batch), raise_on_error=False
+        )
+
+        assert result.success
+        # the store and the catalog resource of the run share one read
+        assert _loads(before) == (1, 0)
+    finally:
+        h.close()

@@ -222,7 +222,7 @@ def test_sync_prints_the_failing_step_and_its_error(tmp_path: Path) -> None:
 def test_a_failure_reason_is_the_innermost_error_without_secrets() -> None:
     import dagster as dg
 
-    from ol_dagster.commands.run_failure import run_failure
+    from ol_dagster.sync.run_failure import run_failure
 
     secret = "catalog-token-value"
 

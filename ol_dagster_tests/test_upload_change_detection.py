@@ -34,7 +34,7 @@ from sqlalchemy import delete, select
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
-from ol_dagster.catalog.embedded.catalog import PG_FILLFACTOR, STAMPED_TABLES
+from ol_dagster.catalog.embedded.schema import PG_FILLFACTOR, STAMPED_TABLES
 from ol_dagster.catalog.protocol import UploadResult
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import flow_scope, scope_prefix

@@ -50,7 +50,16 @@ import httpx
 from sqlalchemy.engine import make_url
 
 from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable, server_time
-from ol_dagster.settings import CatalogSettings, Settings, SettingsError, SyncDefinition
+from ol_dagster.settings import (
+    BlindataCatalogSettings,
+    EmbeddedCatalogSettings,
+    HttpCatalogSettings,
+    MarquezCatalogSettings,
+    OpenMetadataCatalogSettings,
+    Settings,
+    SettingsError,
+    SyncDefinition,
+)
 
 # OpenMetadata reads of the check (the client's own paths are imported from its module)
 OM_LOGGED_IN_USER = "/api/v1/users/loggedInUser"
@@ -266,12 +275,11 @@ def _reachable(prober: Prober, method: str, path: str, **kw: Any) -> tuple[Findi
     return Finding("reachable", True, f"{method} {path} answered HTTP {answer.status}"), answer
 
 
-def _secrets(cfg: CatalogSettings) -> list[str]:
+def _secrets(cfg: HttpCatalogSettings) -> list[str]:
     out = []
-    for secret in (cfg.token, cfg.apiKey):
-        if secret is not None:
-            with suppress(SettingsError):  # a missing secret is reported where it is used
-                out.append(secret.resolve())
+    for secret in cfg.secrets():
+        with suppress(SettingsError):  # a missing secret is reported where it is used
+            out.append(secret.resolve())
     return out
 
 
@@ -312,7 +320,7 @@ def stored_dataset_namespaces(store: Any, definition: str) -> Counter[str]:
 # -- per kind --------------------------------------------------------------------------------------
 
 
-def check_embedded(cfg: CatalogSettings) -> list[Finding]:
+def check_embedded(cfg: EmbeddedCatalogSettings) -> list[Finding]:
     from sqlalchemy import inspect, select
 
     from ol_dagster.catalog.embedded import EmbeddedCatalog
@@ -368,7 +376,7 @@ def check_embedded(cfg: CatalogSettings) -> list[Finding]:
 
 def check_openmetadata(
     name: str,
-    cfg: CatalogSettings,
+    cfg: OpenMetadataCatalogSettings,
     settings: Settings,
     definition: SyncDefinition | None,
     store: Any,
@@ -495,7 +503,7 @@ def _om_openlineage_endpoint(prober: Prober, batch: str) -> Finding:
 
 
 def _om_namespaces(
-    prober: Prober, namespaces: Counter[str], cfg: CatalogSettings, service_for: Any
+    prober: Prober, namespaces: Counter[str], cfg: OpenMetadataCatalogSettings, service_for: Any
 ) -> list[Finding]:
     if not namespaces:
         return [
@@ -566,7 +574,7 @@ def _om_namespaces(
 
 
 def check_marquez(
-    name: str, cfg: CatalogSettings, settings: Settings, definition: SyncDefinition | None
+    name: str, cfg: MarquezCatalogSettings, settings: Settings, definition: SyncDefinition | None
 ) -> list[Finding]:
     from ol_dagster.catalog.marquez import LINEAGE, MarquezCatalog, segment
 
@@ -659,7 +667,7 @@ def check_marquez(
 
 
 def check_blindata(
-    name: str, cfg: CatalogSettings, settings: Settings, definition: SyncDefinition | None
+    name: str, cfg: BlindataCatalogSettings, settings: Settings, definition: SyncDefinition | None
 ) -> list[Finding]:
     from ol_dagster.catalog import blindata_api as api
     from ol_dagster.catalog.blindata import BlindataCatalog
@@ -830,7 +838,7 @@ class _Client:
 def _client(
     backend: Any,
     name: str,
-    cfg: CatalogSettings,
+    cfg: HttpCatalogSettings,
     settings: Settings,
     definition: SyncDefinition | None,
 ) -> Iterator[_Client | Finding]:
@@ -847,7 +855,8 @@ def _client(
         yield Finding("credentials", False, str(exc))
         return
     except Exception as exc:  # noqa: BLE001 - e.g. the ledger's tables in an unreachable store
-        where = "its sync ledger is in the event store: " if cfg.kind != "blindata" else ""
+        ledger = not isinstance(cfg, BlindataCatalogSettings)  # Blindata cleans by scope itself
+        where = "its sync ledger is in the event store: " if ledger else ""
         yield Finding("catalog client", False, f"cannot open ({where}{_one_line(str(exc))})")
         return
     try:
@@ -862,7 +871,7 @@ def _client(
 def check(settings: Settings, definitions: list[SyncDefinition], *, source: str) -> list[Report]:
     """One report per definition (its catalog), or per catalog when there is no definition."""
     targets: list[tuple[SyncDefinition | None, str]] = (
-        [(d, d.catalog) for d in definitions]
+        [(d, key) for d in definitions for key in d.catalog_keys]
         if definitions
         else [(None, name) for name in settings.catalogs]
     )

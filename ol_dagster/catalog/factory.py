@@ -1,4 +1,5 @@
-"""Open the catalog a definition names in the settings."""
+"""Open the catalog a definition names in the settings: the backend of its ``kind``, given the
+settings model of that kind (``settings.CatalogSettings``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from importlib import import_module
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.protocol import Catalog
-from ol_dagster.settings import Settings, SettingsError
+from ol_dagster.settings import EmbeddedCatalogSettings, Settings, SettingsError
 
 # kind -> (module, class) of the HTTP backends, imported only when used
 HTTP_BACKENDS = {
@@ -22,7 +23,7 @@ def open_catalog(settings: Settings, name: str, *, definition: str | None = None
         cfg = settings.catalogs[name]
     except KeyError:
         raise SettingsError(f"no catalog named {name!r} in 'catalogs'") from None
-    if cfg.kind == "embedded":
+    if isinstance(cfg, EmbeddedCatalogSettings):
         return EmbeddedCatalog(cfg.url, user=cfg.user)
     module, cls = HTTP_BACKENDS[cfg.kind]
     backend = getattr(import_module(module), cls)

@@ -18,9 +18,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from ol_dagster.settings import HttpCatalogSettings
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -98,6 +101,25 @@ class HttpCatalogClient:
             headers=dict(headers or {}),
             timeout=timeout,
             transport=transport,
+        )
+
+    @classmethod
+    def for_catalog(
+        cls,
+        cfg: HttpCatalogSettings,
+        headers: Mapping[str, str],
+        *,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> HttpCatalogClient:
+        """The client a catalog's settings describe: its URL, timeout and retries."""
+        return cls(
+            cfg.url,
+            headers=headers,
+            timeout=cfg.timeoutSeconds,
+            policy=RetryPolicy(max_retries=cfg.maxRetries),
+            transport=transport,
+            sleep=time.sleep if sleep is None else sleep,  # a recorder may be empty, so falsy
         )
 
     def close(self) -> None:

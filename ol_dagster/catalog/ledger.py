@@ -19,12 +19,10 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
-    BigInteger,
     Column,
     DateTime,
     Engine,
     Index,
-    Integer,
     MetaData,
     String,
     Table,
@@ -37,13 +35,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ol_dagster.db import lock_schema
+from ol_dagster.db import AUTO_ID, lock_schema
 
 EDGE = "edge"
 JOB = "job"
 DATASET = "dataset"
 
-_Id = BigInteger().with_variant(Integer(), "sqlite")
 _CHUNK = 500
 _SCHEMA_LOCK = 0x6F6C5F6C65646772  # "ol_ledgr": the advisory lock of this schema's changes
 
@@ -52,7 +49,7 @@ metadata = MetaData()
 items = Table(
     "ol_ledger_items",
     metadata,
-    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("id", AUTO_ID, primary_key=True, autoincrement=True),
     Column("catalog", String(200), nullable=False),
     Column("definition", String(200), nullable=False),
     Column("kind", String(16), nullable=False),

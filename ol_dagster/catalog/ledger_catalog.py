@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -31,7 +31,6 @@ from ol_dagster.catalog.http import (
     CatalogRefused,
     CatalogUnavailable,
     HttpCatalogClient,
-    RetryPolicy,
     server_time,
 )
 from ol_dagster.catalog.ledger import DATASET, EDGE, JOB, Entry, Ledger, LedgerItem
@@ -49,7 +48,11 @@ from ol_dagster.catalog.systems import owned_jobs, wanted_systems
 from ol_dagster.db import open_engine
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import DataFlow, NodeKey, job_of_scope
-from ol_dagster.settings import CatalogSettings, SyncDefinition
+from ol_dagster.lineage_state import DatasetState, JobState, LineageState, new_state
+from ol_dagster.settings import HttpCatalogSettings, SyncDefinition
+
+# the settings model of the backend's kind (``OpenMetadataCatalogSettings``...)
+CfgT = TypeVar("CfgT", bound=HttpCatalogSettings)
 
 
 @dataclass(slots=True)
@@ -77,7 +80,7 @@ def edge_identity(flow: DataFlow) -> str:
     return f"{flow.scope}|{node_identity(flow.source)}|{node_identity(flow.target)}"
 
 
-class LedgerCatalog(ABC):
+class LedgerCatalog(ABC, Generic[CfgT]):
     """Base of the event-taking HTTP catalogs; ``definition`` scopes the ledger."""
 
     kind = "ledger"
@@ -87,7 +90,7 @@ class LedgerCatalog(ABC):
     def __init__(
         self,
         name: str,
-        cfg: CatalogSettings,
+        cfg: CfgT,
         *,
         store_url: str,
         definition: str,
@@ -97,14 +100,8 @@ class LedgerCatalog(ABC):
         self.name = name
         self.cfg = cfg
         self.definition_name = definition
-        kwargs: dict[str, Any] = {"sleep": sleep} if sleep else {}
-        self.http = HttpCatalogClient(
-            cfg.url,
-            headers=self.headers(cfg),
-            timeout=cfg.timeoutSeconds,
-            policy=RetryPolicy(max_retries=cfg.maxRetries),
-            transport=transport,
-            **kwargs,
+        self.http = HttpCatalogClient.for_catalog(
+            cfg, self.headers(cfg), transport=transport, sleep=sleep
         )
         self._engine = open_engine(store_url)
         self.ledger = Ledger(self._engine, name)
@@ -115,7 +112,7 @@ class LedgerCatalog(ABC):
 
     # -- what a backend provides ----------------------------------------------------------------
 
-    def headers(self, cfg: CatalogSettings) -> dict[str, str]:
+    def headers(self, cfg: HttpCatalogSettings) -> dict[str, str]:
         """Auth headers; the secret is read from the environment here, when the catalog opens."""
         return {"Authorization": f"Bearer {cfg.token.resolve()}"} if cfg.token else {}
 
@@ -402,9 +399,9 @@ class LedgerCatalog(ABC):
             raise NodeNotFound(f"{node} is not in what this definition uploaded")
         return lineage_of_edges(node, edges, depth=depth, upstream=upstream, downstream=downstream)
 
-    def export_state(self, definition: SyncDefinition) -> dict[str, Any]:
+    def export_state(self, definition: SyncDefinition) -> LineageState:
         """What this definition uploaded (jobs, their datasets), for the asset graph."""
-        jobs: dict[str, dict[str, Any]] = {
+        jobs: dict[str, JobState] = {
             f"{i.payload['namespace']}|{i.payload['name']}": {
                 "namespace": i.payload["namespace"],
                 "name": i.payload["name"],
@@ -417,7 +414,7 @@ class LedgerCatalog(ABC):
             }
             for i in self.ledger.all(JOB, self.definition_name)
         }
-        datasets: dict[str, dict[str, Any]] = {}
+        datasets: dict[str, DatasetState] = {}
         for i in self.ledger.all(DATASET, self.definition_name):
             datasets[i.identity] = {
                 "namespace": i.payload["namespace"],
@@ -434,14 +431,8 @@ class LedgerCatalog(ABC):
             if job is None:
                 continue
             src, dst = i.payload["from"], i.payload["to"]
-            for side, end in (("inputs", src), ("outputs", dst)):
+            for side, end in ((job["inputs"], src), (job["outputs"], dst)):
                 pair = [end["namespace"], end["name"]]
-                if pair not in job[side]:
-                    job[side].append(pair)
-        return {
-            "version": 1,
-            "jobs": sorted(jobs.values(), key=lambda j: (j["namespace"], j["name"])),
-            "datasets": sorted(datasets.values(), key=lambda d: (d["namespace"], d["name"])),
-            "parents": [],
-            "columnLineage": [],
-        }
+                if pair not in side:
+                    side.append(pair)
+        return new_state(jobs.values(), datasets.values())

@@ -57,6 +57,7 @@ from ol_dagster.catalog.ledger import JOB, LedgerItem
 from ol_dagster.catalog.ledger_catalog import LedgerCatalog, SendOutcome
 from ol_dagster.catalog.protocol import Removal
 from ol_dagster.lineage.graph import NodeKey
+from ol_dagster.settings import MarquezCatalogSettings
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ def _job_key(event: dict[str, Any]) -> tuple[str, ...]:
     return ("job", str(job.get("namespace")), str(job.get("name")))
 
 
-class MarquezCatalog(LedgerCatalog):
+class MarquezCatalog(LedgerCatalog[MarquezCatalogSettings]):
     kind = "marquez"
 
     clock_call = (CLOCK, {"limit": 1})  # a cheap read (Marquez has no authentication)

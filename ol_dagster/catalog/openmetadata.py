@@ -82,6 +82,7 @@ from ol_dagster.catalog.protocol import Removal
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import DataFlow, NodeKey
 from ol_dagster.lineage.naming import normalize_namespace
+from ol_dagster.settings import OpenMetadataCatalogSettings
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ def _edge_payload(source: NodeKey, target: NodeKey, src: Table, dst: Table) -> d
     }
 
 
-class OpenMetadataCatalog(LedgerCatalog):
+class OpenMetadataCatalog(LedgerCatalog[OpenMetadataCatalogSettings]):
     kind = "openmetadata"
 
     clock_call = (CLOCK, {})  # an authenticated read; its ``Date`` is the clock

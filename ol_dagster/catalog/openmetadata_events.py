@@ -174,11 +174,20 @@ def _facet(facet: dict[str, Any]) -> dict[str, Any]:
 
 
 def _objects(
-    value: Any, keep: Callable[[dict[str, Any]], dict[str, Any] | None]
-) -> list[dict[str, Any]]:
-    return [
-        shaped for item in value if isinstance(item, dict) and (shaped := keep(item)) is not None
-    ]
+    out: dict[str, Any], key: str, keep: Callable[[dict[str, Any]], dict[str, Any] | None]
+) -> dict[str, Any]:
+    """``out[key]``, a list of objects, with each object shaped by ``keep`` (None: left out);
+    anything else under ``key`` is left out whole."""
+    value = out.get(key)
+    if isinstance(value, list):
+        out[key] = [
+            shaped
+            for item in value
+            if isinstance(item, dict) and (shaped := keep(item)) is not None
+        ]
+    else:
+        out.pop(key, None)
+    return out
 
 
 def _schema_field(field: dict[str, Any]) -> dict[str, Any] | None:
@@ -192,13 +201,7 @@ def _schema_field(field: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _schema(facet: dict[str, Any]) -> dict[str, Any] | None:
-    out = _facet(facet)
-    if "fields" in out:
-        if isinstance(out["fields"], list):
-            out["fields"] = _objects(out["fields"], _schema_field)
-        else:
-            del out["fields"]
-    return out
+    return _objects(_facet(facet), "fields", _schema_field)
 
 
 def _symlink(identifier: dict[str, Any]) -> dict[str, Any] | None:
@@ -211,13 +214,7 @@ def _symlink(identifier: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _symlinks(facet: dict[str, Any]) -> dict[str, Any] | None:
-    out = _facet(facet)
-    if "identifiers" in out:
-        if isinstance(out["identifiers"], list):
-            out["identifiers"] = _objects(out["identifiers"], _symlink)
-        else:
-            del out["identifiers"]
-    return out
+    return _objects(_facet(facet), "identifiers", _symlink)
 
 
 def _input_field(field: dict[str, Any]) -> dict[str, Any] | None:
@@ -227,8 +224,7 @@ def _input_field(field: dict[str, Any]) -> dict[str, Any] | None:
 def _column_lineage_field(field: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(field.get("inputFields"), list):
         return None  # no lineage to tell; the server skips such a field anyway
-    out = dict(field)
-    out["inputFields"] = _objects(field["inputFields"], _input_field)
+    out = _objects(dict(field), "inputFields", _input_field)
     _strings(out, "transformationDescription", "transformationType")
     return out
 
@@ -255,13 +251,7 @@ def _owner(owner: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _ownership(facet: dict[str, Any]) -> dict[str, Any] | None:
-    out = _facet(facet)
-    if "owners" in out:
-        if isinstance(out["owners"], list):
-            out["owners"] = _objects(out["owners"], _owner)
-        else:
-            del out["owners"]
-    return out
+    return _objects(_facet(facet), "owners", _owner)
 
 
 def _datasource(facet: dict[str, Any]) -> dict[str, Any] | None:

@@ -4,18 +4,28 @@ Shaped by the Blindata seed: the cutoff is read from the catalog's own clock, th
 every object it sends (changed or not), and cleanup calls delete what a scope owns and was last
 updated before a time, always with a dry run first so the removal cap can be checked before
 anything is deleted.
+
+Some backends can do more, and the sync uses it when they can: rehearse a plan for real and roll
+it back (``Rehearsing``), take the batch's events (``TakesEvents``), export what a definition has
+synced for the asset graph (``ExportsState``), hold analysis results (``Annotating``). Each is a
+protocol here, found on a catalog with ``isinstance`` (``runtime_checkable``), and pyright checks
+each backend that has one against it (``catalog.conformance``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.settings import SyncDefinition
+
+if TYPE_CHECKING:  # lineage_state finds ``ExportsState`` here
+    from ol_dagster.lineage_state import LineageState
 
 
 class ObjectType(StrEnum):
@@ -39,6 +49,24 @@ class FailedRow:
     reason: str
 
 
+class FailedRowRecord(TypedDict):
+    objectType: str
+    key: str
+    reason: str
+
+
+class UploadResultRecord(TypedDict):
+    """An ``UploadResult`` as JSON (``UploadResult.as_dict``): what the store keeps of it."""
+
+    written: dict[str, int]
+    touched: dict[str, int]
+    failed: list[FailedRowRecord]
+    dropped: dict[str, int]
+    removed: dict[str, int]
+    renamed: list[str]
+    succeeded: bool
+
+
 @dataclass(slots=True)
 class UploadResult:
     """Per-row outcome of an upload, by object type."""
@@ -54,7 +82,7 @@ class UploadResult:
     def succeeded(self) -> bool:
         return not self.failed
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> UploadResultRecord:
         return {
             "written": dict(self.written),
             "touched": dict(self.touched),
@@ -176,3 +204,41 @@ class Catalog(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+# -- what some backends can do beyond the protocol ------------------------------------------------
+
+# an analysis result for one entity: (kind "job" or "dataset", namespace, name, properties)
+AnalysisItem = tuple[str, str, str, dict[str, Any]]
+
+
+@runtime_checkable
+class Rehearsing(Protocol):
+    """A catalog that can run a cleanup plan for real inside a transaction it rolls back: each
+    call's rehearsed count is then exactly what its real call removes (``sync.cleanup``)."""
+
+    def rehearsal(self) -> AbstractContextManager[None]: ...
+
+
+@runtime_checkable
+class TakesEvents(Protocol):
+    """A catalog that receives the batch's OpenLineage events itself (Marquez, OpenMetadata): the
+    sync reads them once and hands them to ``upload`` (``sync.batch``)."""
+
+    takes_events: bool
+
+
+@runtime_checkable
+class ExportsState(Protocol):
+    """A catalog that can say what a definition has synced, as the lineage state the asset graph
+    is built from (``lineage_state``)."""
+
+    def export_state(self, definition: SyncDefinition) -> LineageState: ...
+
+
+@runtime_checkable
+class Annotating(Protocol):
+    """A catalog that holds analysis results on its entities (``defs.analysis``); returns how
+    many entities it wrote."""
+
+    def annotate(self, key: str, items: list[AnalysisItem]) -> int: ...

@@ -145,7 +145,7 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
         names = ", ".join(d.name for d in settings.definitions)
         raise SettingsError(f"several definitions ({names}): choose one with --definition")
     both = not (args.upstream or args.downstream)
-    catalog = open_catalog(settings, definition.catalog, definition=definition.name)
+    catalog = open_catalog(settings, definition.catalog_keys[0], definition=definition.name)
     try:
         result = catalog.lineage(
             args.node,
@@ -197,6 +197,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         # The demo's own receiver needs every definition's token; invent any that is not set.
         os.environ.setdefault(d.receiver.token.env, secrets.token_urlsafe(24))
     return run_demo(str(settings_file))
+
+
+def _cmd_consume(args: argparse.Namespace) -> int:
+    from ol_dagster.commands.consume import consume
+
+    return consume(args.settings, idle_exit=args.idle_exit)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -258,6 +264,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="everything on embedded defaults with sample events")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("consume", help="read OpenLineage events from the settings' Kafka topics")
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        metavar="SECONDS",
+        help="stop after this long without a message (default: run until SIGTERM or SIGINT)",
+    )
+    p.set_defaults(func=_cmd_consume)
 
     for p in sub.choices.values():
         p.add_argument("--settings", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

@@ -4,7 +4,9 @@ It starts with ``ol-dagster check`` for the demo definition (the first thing to 
 catalog), then serves the real receiver on a loopback port, posts two snapshot batches of a small
 warehouse (the second one without the Spark export), syncs each through the Dagster job on the local
 instance and prints what happened: what was uploaded, what the cleanup removed, what the catalog
-holds now.
+holds now. The demo definition feeds two catalogs (``catalogs: [main, lineage_store]``, both
+embedded, so it runs offline): each batch is uploaded to and cleaned in each, on its own, and the
+summary shows each catalog's part.
 
 Run where there are no settings (a plain ``pip install``, an empty directory), it first writes the
 checkout's own ``ol_dagster.yaml`` and ``dagster.yaml``, shipped in the package, so the demo from a
@@ -122,10 +124,12 @@ def run_demo(path: str) -> int:
     instance = instance_from_env(settings_path(path).resolve().parent)
     store = EventStore(settings.store.url)
     lines = []
-    print(f"ol-dagster demo: definition {definition.name!r}, catalog {definition.catalog!r}\n")
+    keys = definition.catalog_keys
+    print(f"ol-dagster demo: definition {definition.name!r}, catalogs {', '.join(keys)}\n")
     print(f"ol-dagster check --definition {definition.name}:")
-    (report,) = check_catalog(settings, [definition], source=path)
-    print("  " + render(report).replace("\n", "\n  ") + "\n")
+    reports = check_catalog(settings, [definition], source=path)
+    for report in reports:
+        print("  " + render(report).replace("\n", "\n  ") + "\n")
     with serve_in_background(create_app(settings, store)) as url, httpx.Client(timeout=60) as http:
         for title, batch in demo_batches():
             answer = post_batch(http, url, definition.receiver.token.resolve(), batch).json()
@@ -151,45 +155,42 @@ def run_demo(path: str) -> int:
 
     print("\nsynced batches")
     for title, line in lines:
-        upload = line["upload"] or {}
-        cleanup = line["cleanup"] or {}
-        written = sum((upload.get("written") or {}).values())
-        touched = sum((upload.get("touched") or {}).values())
-        removed = ", ".join(cleanup.get("removedJobs") or []) or "none"
-        totals: dict[str, int] = {}
-        for call in cleanup.get("calls") or []:
-            for kind, n in (call.get("real") or {}).items():
-                totals[kind] = totals.get(kind, 0) + n
-        removed_objects = ", ".join(f"{k} {v}" for k, v in totals.items() if v) or "nothing"
-        failed_checks = [k for k, ok in line["checks"].items() if not ok]
         print(f"  batch {line['batchId']} ({title}): {line['status']}")
-        print(f"    upload : {written} new object(s), {touched} re-sent and touched")
-        print(
-            f"    cleanup: mode {cleanup.get('mode')}, "
-            f"skipped: {cleanup.get('skippedReason') or 'no'}, "
-            f"removed jobs: {removed}"
-        )
-        print(f"    removed: {removed_objects}")
-        print(f"    checks : {len(line['checks'])} evaluated, failed: {failed_checks or 'none'}")
+        # a definition feeding several catalogs: each catalog's part, on its own
+        parts = line.get("catalogs") or {keys[0]: line}
+        for key, part in parts.items():
+            if len(parts) > 1:
+                print(f"    catalog {key}: {part['status']}")
+            for text in _part_summary(part):
+                print(("      " if len(parts) > 1 else "    ") + text)
+        failed_checks = [k for k, ok in line["checks"].items() if not ok]
+        failed_checks += [
+            f"{key}/{k}"
+            for key, part in (line.get("catalogs") or {}).items()
+            for k, ok in part["checks"].items()
+            if not ok
+        ]
+        print(f"    checks : failed: {failed_checks or 'none'}")
 
-    catalog = open_catalog(settings, definition.catalog, definition=definition.name)
     node = f"dataset:{DEMO_FOCUS[0]}:{DEMO_FOCUS[1]}"
-    try:
-        counts = getattr(catalog, "counts", lambda: {})()
-        jobs = getattr(catalog, "job_names", lambda: [])()
-        upstream = catalog.lineage(node, depth=4, upstream=True, downstream=False)
-    finally:
-        catalog.close()
-    if counts:
-        print(f"\ncatalog {definition.catalog!r} now holds:")
-        print("  " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-        for job in jobs:
-            print(f"  job {job}")
-    else:
-        kind = settings.catalogs[definition.catalog].kind
-        print(
-            f"\ncatalog {definition.catalog!r} is a {kind} server: its own UI shows what it holds"
-        )
+    upstream: dict = {"edges": []}
+    for key in keys:
+        catalog = open_catalog(settings, key, definition=definition.name)
+        try:
+            counts = getattr(catalog, "counts", lambda: {})()
+            jobs = getattr(catalog, "job_names", lambda: [])()
+            if key == keys[0]:  # the primary: what ``ol-dagster lineage`` reads
+                upstream = catalog.lineage(node, depth=4, upstream=True, downstream=False)
+        finally:
+            catalog.close()
+        if counts:
+            print(f"\ncatalog {key!r} now holds:")
+            print("  " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+            for job in jobs:
+                print(f"  job {job}")
+        else:
+            kind = settings.catalogs[key].kind
+            print(f"\ncatalog {key!r} is a {kind} server: its own UI shows what it holds")
     print(f"\nupstream of {node} ({lineage_command(path, definition.name, node)}):")
     for edge in upstream["edges"]:
         print(f"  {edge['from']}  ->  {edge['to']}")
@@ -198,4 +199,24 @@ def run_demo(path: str) -> int:
         print(f"  {line}")
     print(f"\nSee the runs, assets and checks in the UI: {_ui_hint(path)}")
     synced = all(line["status"] == "synced" for _, line in lines)
-    return 0 if synced and report.ok else 1
+    return 0 if synced and all(r.ok for r in reports) else 1
+
+
+def _part_summary(part: dict) -> list[str]:
+    """What one catalog's part of a sync line says: its upload, its cleanup, what it removed."""
+    upload = part["upload"] or {}
+    cleanup = part["cleanup"] or {}
+    written = sum((upload.get("written") or {}).values())
+    touched = sum((upload.get("touched") or {}).values())
+    removed = ", ".join(cleanup.get("removedJobs") or []) or "none"
+    totals: dict[str, int] = {}
+    for call in cleanup.get("calls") or []:
+        for kind, n in (call.get("real") or {}).items():
+            totals[kind] = totals.get(kind, 0) + n
+    removed_objects = ", ".join(f"{k} {v}" for k, v in totals.items() if v) or "nothing"
+    return [
+        f"upload : {written} new object(s), {touched} re-sent and touched",
+        f"cleanup: mode {cleanup.get('mode')}, skipped: {cleanup.get('skippedReason') or 'no'}, "
+        f"removed jobs: {removed}",
+        f"removed: {removed_objects}",
+    ]

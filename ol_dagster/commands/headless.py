@@ -2,7 +2,8 @@
 
 This is what ``ol-dagster sync`` and ``ol-dagster demo`` run. It goes through the same job, assets
 and checks as the sensor-launched runs, on the Dagster instance in ``DAGSTER_HOME`` (so the runs
-show in the UI afterwards), and prints one JSON line per batch. Each run is tagged with this
+show in the UI afterwards), and prints one JSON line per batch (with a ``catalogs`` part, each
+catalog's own outcome and report, for a definition that feeds several). Each run is tagged with this
 process, so that a sync killed outright does not leave its run blocking the definition
 (``defs.dead_runs``): the next sync, or the definition's sensor, fails it.
 """
@@ -12,18 +13,21 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from ol_dagster.commands.run_failure import run_failure, secret_values
 from ol_dagster.definitions import build_defs
 from ol_dagster.defs import constants as C
+from ol_dagster.defs import names
 from ol_dagster.defs.dead_runs import fail_dead_runs, process_tags
-from ol_dagster.settings import load_settings, settings_path
-from ol_dagster.store import BatchStatus, EventStore
+from ol_dagster.defs.run_lineage import lineage_sent
+from ol_dagster.settings import SyncDefinition, load_settings, settings_path
+from ol_dagster.store import BatchRecord, BatchStatus, EventStore
+from ol_dagster.sync import fanout
+from ol_dagster.sync.run_failure import run_failure, secret_values
 
 DEFAULT_HOME = ".dagster_home"
 # Headless runs print one JSON line per batch; Dagster's step-by-step log goes to the instance.
@@ -56,6 +60,39 @@ def _upload_summary(upload: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**upload, "graph": graph}
 
 
+def _per_catalog(definition: SyncDefinition, evaluation: dg.AssetCheckEvaluation) -> bool:
+    """A check of one catalog's asset, when the definition feeds several."""
+    path = evaluation.asset_key.path
+    return len(definition.catalog_keys) > 1 and len(path) == 3
+
+
+def _catalog_sections(
+    store: EventStore,
+    definition: SyncDefinition,
+    batch: BatchRecord,
+    evaluations: Sequence[dg.AssetCheckEvaluation],
+) -> dict[str, dict[str, Any]]:
+    """The ``catalogs`` part of a sync line: per catalog, its outcome (``synced``, ``failed`` for
+    a retry, ``pending`` when its steps did not record one), its upload, its cleanup report and
+    its checks."""
+    records = store.catalog_records(batch.id)
+    out: dict[str, dict[str, Any]] = {}
+    for where in fanout.targets(definition):
+        mine = fanout.record(batch, records, where)
+        status = mine.status.value if mine is not None and mine.status is not None else "pending"
+        out[where.key] = {
+            "status": status,
+            "upload": _upload_summary(mine.upload_result if mine else None),
+            "cleanup": mine.cleanup_report if mine else None,
+            "checks": {
+                e.check_name: e.passed
+                for e in evaluations
+                if _per_catalog(definition, e) and e.asset_key.path[1] == where.key
+            },
+        }
+    return out
+
+
 def sync_batches(
     path: str | None = None,
     *,
@@ -75,11 +112,11 @@ def sync_batches(
             for run_id in fail_dead_runs(instance, d.name):
                 print(f"{d.name}: failed run {run_id}, whose process is gone", file=sys.stderr)
             store.seal_due(d.name, window_seconds=0, max_events=1, force=True)
-            job = defs.resolve_job_def(d.job_name)
+            job = defs.resolve_job_def(names.job(d.name))
             for batch in store.batches(d.name, statuses=[BatchStatus.SEALED, BatchStatus.FAILED]):
                 key = batch.partition_key
-                if not instance.has_dynamic_partition(d.partitions_name, key):
-                    instance.add_dynamic_partitions(d.partitions_name, [key])
+                if not instance.has_dynamic_partition(names.partitions(d.name), key):
+                    instance.add_dynamic_partitions(names.partitions(d.name), [key])
                 result = job.execute_in_process(
                     instance=instance,
                     partition_key=key,
@@ -87,7 +124,8 @@ def sync_batches(
                     run_config={**QUIET, **(run_config or {})},
                     raise_on_error=False,
                 )
-                checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+                evaluations = result.get_asset_check_evaluations()
+                checks = {e.check_name: e.passed for e in evaluations if not _per_catalog(d, e)}
                 done = store.get_batch(batch.id)
                 line = {
                     "definition": d.name,
@@ -98,8 +136,12 @@ def sync_batches(
                     "cleanup": done.cleanup_report,
                     "checks": checks,
                 }
+                if len(d.catalog_keys) > 1:  # each catalog's own outcome, upload, cleanup, checks
+                    line["catalogs"] = _catalog_sections(store, d, done, evaluations)
                 if not result.success:  # the failing step and its error, from the run's events
                     line["failure"] = run_failure(result.all_events, secret_values(settings))
+                if d.openLineage is not None:  # what the run's hooks sent (defs.run_lineage)
+                    line["openLineage"] = lineage_sent(instance, result.run_id)
                 yield line
     finally:
         store.dispose()

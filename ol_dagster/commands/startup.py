@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ol_dagster.commands.run_failure import scrub
 from ol_dagster.settings import Settings, SettingsError, receiver_tokens
+from ol_dagster.sync.run_failure import scrub
 
 
 def refuse_unservable(settings: Settings, source: str) -> None:

@@ -13,10 +13,12 @@ from typing import Any
 import dagster as dg
 
 from ol_dagster.catalog.factory import open_catalog
+from ol_dagster.catalog.protocol import AnalysisItem, Annotating
 from ol_dagster.defs.report import rows_markdown
 from ol_dagster.defs.resources import StoreResource
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.openlineage.envelope import namespace_allowed
+from ol_dagster.settings import Settings
 
 RUN_PROFILES = dg.AssetKey("run_profiles")
 DATASET_SCOPES = dg.AssetKey("dataset_scopes")
@@ -53,8 +55,9 @@ def _columns(rows: list[dict[str, Any]], preferred: list[str]) -> list[str]:
     return [c for c in preferred if c in present] or sorted(present)[:10]
 
 
-def _annotate(settings: Any, key: str, items: list[tuple[str, str, str, dict[str, Any]]]) -> int:
-    """Write results to each definition's catalog, for the jobs of its namespaces."""
+def _annotate(settings: Settings, key: str, items: list[AnalysisItem]) -> int:
+    """Write results to each definition's catalog, for the jobs of its namespaces (a catalog
+    that cannot hold them, not ``Annotating``, is skipped)."""
     written = 0
     for definition in settings.definitions:
         mine = [
@@ -62,11 +65,11 @@ def _annotate(settings: Any, key: str, items: list[tuple[str, str, str, dict[str
             for i in items
             if i[0] != "job" or namespace_allowed(i[1], definition.allowedJobNamespaces)
         ]
-        catalog = open_catalog(settings, definition.catalog, definition=definition.name)
+        # the primary catalog: the one the asset graph's lineage is read from
+        catalog = open_catalog(settings, definition.catalog_keys[0], definition=definition.name)
         try:
-            annotate = getattr(catalog, "annotate", None)
-            if annotate is not None and mine:
-                written += annotate(key, mine)
+            if isinstance(catalog, Annotating) and mine:
+                written += catalog.annotate(key, mine)
         finally:
             catalog.close()
     return written

@@ -1,19 +1,22 @@
-"""The four partitioned assets of a sync definition: one partition per batch.
+"""The partitioned assets of a sync definition: one partition per batch.
 
-``received_batch`` -> ``lineage_graph`` -> ``catalog_upload`` -> ``catalog_cleanup``. They pass
+``received_batch`` -> ``lineage_graph`` -> ``catalog_upload`` -> ``catalog_cleanup``, the last
+two once per catalog the definition feeds (``[<definition>, <catalog>, catalog_upload]`` when it
+feeds several, the keys a definition with one catalog always had otherwise). They pass
 nothing through Dagster's IO managers: each reads what it needs from the event store or the
 catalog, so any one of them can be re-materialized for a partition on its own (for example the
 cleanup with a raised removal cap).
 """
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import dagster as dg
 
 from ol_dagster.catalog.protocol import Catalog
 from ol_dagster.defs import constants as C
+from ol_dagster.defs import names
 from ol_dagster.defs.lineage_assets import (
+    JobRunRow,
     OpenLineageTranslator,
     batch_job_runs,
     job_runs_key,
@@ -26,6 +29,7 @@ from ol_dagster.defs.results import (
     check_spec,
     cleanup_result,
     job_runs_metadata,
+    kept_result,
     lineage_graph_result,
     received_batch_result,
     superseded_result,
@@ -36,10 +40,12 @@ from ol_dagster.lineage_state import export_state
 from ol_dagster.logstore_backlog import LogOutcome, log_batch
 from ol_dagster.settings import SnapshotMode, SyncDefinition
 from ol_dagster.store import BatchRecord, EventStore
+from ol_dagster.sync import fanout
 from ol_dagster.sync.batch import (
     CleanupOverrides,
     SyncBusy,
     WrongDefinition,
+    begin_run,
     cleanup_batch,
     definition_batch,
     upload_batch,
@@ -82,7 +88,7 @@ def _batch(
 
 
 def remember_job_runs(
-    store: EventStore, definition: SyncDefinition, runs: list[dict[str, Any]], batch_id: int
+    store: EventStore, definition: SyncDefinition, runs: list[JobRunRow], batch_id: int
 ) -> None:
     """The jobs' last runs for their asset pages (``lineage_assets``), shown from the next load
     of the code location, like the lineage itself."""
@@ -126,13 +132,12 @@ def build_assets(
     partitions: dg.DynamicPartitionsDefinition,
     translator: OpenLineageTranslator,
 ) -> list[dg.AssetsDefinition]:
-    """The four partitioned assets of ``definition``, each a short body over a core service
-    (``sync.batch``, ``sync.graph``) whose outcome ``defs.results`` turns into metadata."""
+    """The partitioned assets of ``definition``, each a short body over a core service
+    (``sync.batch``, ``sync.graph``) whose outcome ``defs.results`` turns into metadata:
+    ``received_batch`` and ``lineage_graph`` once, ``catalog_upload`` and ``catalog_cleanup``
+    per catalog it feeds (``names.catalog_asset_key``)."""
     name = definition.name
-    keys = {
-        a: dg.AssetKey([name, a])
-        for a in (C.RECEIVED_BATCH, C.LINEAGE_GRAPH, C.CATALOG_UPLOAD, C.CATALOG_CLEANUP)
-    }
+    keys = {a: names.asset_key(name, a) for a in (names.RECEIVED_BATCH, names.LINEAGE_GRAPH)}
     snapshot = definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT
 
     def checks(asset: str, names: list[str] | tuple[str, ...]) -> list[dg.AssetCheckSpec]:
@@ -143,10 +148,10 @@ def build_assets(
         received_checks.append(C.LOG_STORE_WRITTEN)
 
     @dg.asset(
-        key=keys[C.RECEIVED_BATCH],
+        key=keys[names.RECEIVED_BATCH],
         kinds={"openlineage"},
-        check_specs=checks(C.RECEIVED_BATCH, received_checks),
-        group_name=name,
+        check_specs=checks(names.RECEIVED_BATCH, received_checks),
+        group_name=names.group(name),
         partitions_def=partitions,
     )
     def received_batch(
@@ -157,16 +162,20 @@ def build_assets(
         and producer."""
         store = ol_store.get()
         batch = _batch(context, store, definition)
+        # a retry leaves alone the catalogs that finished the batch in an earlier run
+        kept = begin_run(store, definition, batch.id, context.run_id)
+        if kept:
+            context.log.info(f"catalogs {', '.join(kept)} finished this batch earlier: kept")
         counts = store.event_counts(batch.id)
         logged = _log_events(store, batch, definition)
         yield received_batch_result(batch, counts, logged, snapshot=snapshot)
 
     @dg.asset(
-        key=keys[C.LINEAGE_GRAPH],
-        deps=[keys[C.RECEIVED_BATCH]],
+        key=keys[names.LINEAGE_GRAPH],
+        deps=[keys[names.RECEIVED_BATCH]],
         kinds={"openlineage"},
-        check_specs=checks(C.LINEAGE_GRAPH, [C.NO_DANGLING_FLOWS]),
-        group_name=name,
+        check_specs=checks(names.LINEAGE_GRAPH, [C.NO_DANGLING_FLOWS]),
+        group_name=names.group(name),
         partitions_def=partitions,
     )
     def lineage_graph(
@@ -180,13 +189,45 @@ def build_assets(
         # handed over to the upload when it runs in this process (``ol-dagster sync``)
         yield lineage_graph_result(batch_graph(store, definition, batch, hand_over=True))
 
+    per_catalog = [
+        a
+        for key in definition.catalog_keys
+        for a in _catalog_assets(
+            definition, key, partitions, translator, upstream=keys[names.LINEAGE_GRAPH]
+        )
+    ]
+    return [received_batch, lineage_graph, *per_catalog]
+
+
+def _catalog_assets(
+    definition: SyncDefinition,
+    catalog_key: str,
+    partitions: dg.DynamicPartitionsDefinition,
+    translator: OpenLineageTranslator,
+    *,
+    upstream: dg.AssetKey,
+) -> list[dg.AssetsDefinition]:
+    """``catalog_upload`` and ``catalog_cleanup`` of one catalog the definition feeds: each
+    catalog its own cutoff, upload, cleanup, guards, checks and report (``sync.fanout``), so a
+    catalog that fails blocks only its own cleanup. The primary catalog (the first) also keeps
+    the jobs' runs and the lineage state the asset graph is built from."""
+    name = definition.name
+    where = fanout.target(definition, catalog_key)
+    several = len(definition.catalog_keys) > 1
+    keys = {
+        a: names.catalog_asset_key(name, definition.catalog_keys, catalog_key, a)
+        for a in (names.CATALOG_UPLOAD, names.CATALOG_CLEANUP)
+    }
+    which = f" (catalog {catalog_key!r})" if several else ""
+
     @dg.asset(
-        key=keys[C.CATALOG_UPLOAD],
-        deps=[keys[C.LINEAGE_GRAPH]],
+        key=keys[names.CATALOG_UPLOAD],
+        deps=[upstream],
         kinds={"catalog"},
-        check_specs=checks(C.CATALOG_UPLOAD, [C.UPLOAD_SUCCEEDED]),
-        group_name=name,
+        check_specs=[check_spec(C.UPLOAD_SUCCEEDED, keys[names.CATALOG_UPLOAD])],
+        group_name=names.group(name),
         partitions_def=partitions,
+        description=None if not several else f"The batch uploaded to catalog {catalog_key!r}.",
     )
     def catalog_upload(
         context: dg.AssetExecutionContext, ol_store: StoreResource, ol_catalog: CatalogResource
@@ -195,7 +236,7 @@ def build_assets(
         catalog's clock before the first write; every object sent is touched, changed or not."""
         store = ol_store.get()
         batch = _batch(context, store, definition)
-        with ol_catalog.open(name) as catalog:
+        with ol_catalog.open(name, catalog_key) as catalog:
             try:
                 done = upload_batch(
                     store,
@@ -205,29 +246,40 @@ def build_assets(
                     run_id=context.run_id,
                     is_alive=run_alive(context.instance),
                     wait_seconds=LOCK_WAIT_SECONDS,
+                    catalog_key=catalog_key,
                 )
             except SyncBusy as exc:
                 raise dg.Failure(str(exc)) from None
+        if done.kept_from is not None:
+            # this catalog finished the batch in an earlier run: a retry is for the others
+            yield kept_result(done.kept_from)
+            return
         if done.graph is None or done.result is None:
             # an older snapshot must not bring back what a newer one removed
             yield superseded_result(done.superseded_by)
             return
         if not done.result.succeeded:
             context.log.error(
-                "upload of batch %s failed for %d row(s)", batch.id, len(done.result.failed)
+                "upload of batch %s%s failed for %d row(s)",
+                batch.id,
+                which,
+                len(done.result.failed),
             )
         runs = batch_job_runs(done.graph, translator) if done.result.succeeded else []
-        if runs:
+        if runs and where.primary:
             remember_job_runs(store, definition, runs, batch.id)
         yield upload_result(done, job_runs_metadata(runs))
 
     @dg.asset(
-        key=keys[C.CATALOG_CLEANUP],
-        deps=[keys[C.CATALOG_UPLOAD]],
+        key=keys[names.CATALOG_CLEANUP],
+        deps=[keys[names.CATALOG_UPLOAD]],
         kinds={"catalog"},
-        check_specs=checks(C.CATALOG_CLEANUP, BATCH_CLEANUP_CHECKS),
-        group_name=name,
+        check_specs=[check_spec(c, keys[names.CATALOG_CLEANUP]) for c in BATCH_CLEANUP_CHECKS],
+        group_name=names.group(name),
         partitions_def=partitions,
+        description=None
+        if not several
+        else f"What producers no longer describe, removed from catalog {catalog_key!r}.",
     )
     def catalog_cleanup(
         context: dg.AssetExecutionContext,
@@ -241,7 +293,7 @@ def build_assets(
         store = ol_store.get()
         batch = _batch(context, store, definition)
         selection = context.run.asset_selection
-        with ol_catalog.open(name) as catalog:
+        with ol_catalog.open(name, catalog_key) as catalog:
             try:
                 report = cleanup_batch(
                     store,
@@ -249,16 +301,19 @@ def build_assets(
                     definition,
                     batch.id,
                     run_id=context.run_id,
-                    uploaded_in_this_run=selection is None or keys[C.CATALOG_UPLOAD] in selection,
+                    uploaded_in_this_run=(
+                        selection is None or keys[names.CATALOG_UPLOAD] in selection
+                    ),
                     overrides=CleanupOverrides(config.maxRemovalsPerRun, config.maxRemovalShare),
                     requested_by={"tags": dict(context.run.tags)},
                     is_alive=run_alive(context.instance),
                     wait_seconds=LOCK_WAIT_SECONDS,
+                    catalog_key=catalog_key,
                 )
             except SyncBusy as exc:
                 raise dg.Failure(str(exc)) from None
-            if report["mode"] is not None:
+            if report["mode"] is not None and where.primary:
                 refresh_lineage_state(context, catalog, definition, store)
         yield cleanup_result(report, BATCH_CLEANUP_CHECKS)
 
-    return [received_batch, lineage_graph, catalog_upload, catalog_cleanup]
+    return [catalog_upload, catalog_cleanup]

@@ -1,12 +1,9 @@
-"""Names other tools depend on (ARCHITECTURE.md "Fixed interfaces")."""
+"""Names other tools depend on (ARCHITECTURE.md "Fixed interfaces"): run tags, check names, the
+sensor's pace and the stale cleanup's cron. The names a sync definition gets in Dagster (asset
+keys, job, partitions, sensors, schedule) are built in ``defs.names``."""
 
 DEFINITION_TAG = "ol_dagster/definition"
 BATCH_TAG = "ol_dagster/batch"
-
-RECEIVED_BATCH = "received_batch"
-LINEAGE_GRAPH = "lineage_graph"
-CATALOG_UPLOAD = "catalog_upload"
-CATALOG_CLEANUP = "catalog_cleanup"
 
 # checks, by the asset they belong to
 NOT_EMPTY = "not_empty"
@@ -44,7 +41,6 @@ CHECK_DESCRIPTIONS = {
     "definition alone; a warning means a shared System was cleaned by age (DAYS) instead "
     "(SHARED_SYSTEM_DOWNGRADED).",
 }
-STALE_CLEANUP = "stale_cleanup"
 STALE_CLEANUP_CRON = "0 3 * * *"  # daily, after the night's batch runs
 
 SENSOR_INTERVAL_SECONDS = 15

@@ -18,8 +18,10 @@ name has one, else on ``.``), so the label is the table, file or task. It change
 is an option, off by default.
 
 The specs are built from the lineage state in the store (refreshed after each sync), never from the
-catalog at load. ``OpenLineageTranslator`` maps a state node to a spec, in the dagster-sling style:
-subclass it to change keys, groups or metadata, and pass it to ``build_defs(translator=...)``.
+catalog at load. ``OpenLineageTranslator`` maps a node to a spec, in the dagster-sling style:
+subclass it to change keys, groups or metadata, and pass it to ``build_defs(translator=...)``. It
+gets each node as a typed record (``JobNode``, ``DatasetNode``: ``defs.lineage_nodes``), read from
+the state once.
 
 A job's page also says how it last ran (status, time, duration, runs and failures in the batch that
 last ran it): each sync keeps its jobs' last runs in a second store document beside the lineage
@@ -29,12 +31,36 @@ SQLite instance; the batch's runs are one table on ``catalog_upload`` instead.
 
 import hashlib
 import re
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import dagster as dg
 
+from ol_dagster.defs import names
+from ol_dagster.defs.lineage_nodes import (
+    ColumnInput,
+    ColumnLineageRow,
+    DatasetField,
+    DatasetNode,
+    JobNode,
+)
 from ol_dagster.lineage.naming import scheme_of
+from ol_dagster.lineage_state import DatasetState, JobLastRun, JobState, LineageState
+
+if TYPE_CHECKING:
+    from ol_dagster.lineage import LineageGraph
+
+__all__ = [
+    "ColumnInput",
+    "ColumnLineageRow",
+    "DatasetField",
+    "DatasetNode",
+    "JobNode",
+    "OpenLineageTranslator",
+    "build_all_lineage_specs",
+    "build_lineage_specs",
+]
 
 _SLUG = re.compile(r"[^A-Za-z0-9_.\-]+")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -64,18 +90,18 @@ def _slug(text: str) -> str:
     return _SLUG.sub("_", text).strip("_") or "_"
 
 
-def column_lineage_table(rows: list[dict[str, Any]]) -> dg.TableMetadataValue:
-    """The ``openlineage/columnLineage`` table of a dataset's ``columnLineage`` rows (as
-    ``build_all_lineage_specs`` gives them to ``get_dataset_spec``): one line per column and
-    upstream column, at most ``COLUMN_LINEAGE_MAX_ROWS``."""
-    lines = [(row, i) for row in rows for i in row["inputs"]]
+def column_lineage_table(rows: Sequence[ColumnLineageRow]) -> dg.TableMetadataValue:
+    """The ``openlineage/columnLineage`` table of a dataset's column lineage (``DatasetNode``'s
+    ``column_lineage``): one line per column and upstream column, at most
+    ``COLUMN_LINEAGE_MAX_ROWS``."""
+    lines = [(row, i) for row in rows for i in row.inputs]
     records = [
         dg.TableRecord(
             {
-                "column": row["field"],
-                "upstream": f"{i['name']}.{i['field']}",
-                "transformation": i.get("transformation") or "",
-                "upstream_asset": i["asset"],
+                "column": row.field,
+                "upstream": f"{i.name}.{i.field}",
+                "transformation": i.transformation or "",
+                "upstream_asset": i.asset,
             }
         )
         for row, i in lines[:COLUMN_LINEAGE_MAX_ROWS]
@@ -91,7 +117,7 @@ def column_lineage_table(rows: list[dict[str, Any]]) -> dg.TableMetadataValue:
     return dg.MetadataValue.table(records, schema=_COLUMN_LINEAGE_SCHEMA)
 
 
-def _owners(names: list[str]) -> list[str]:
+def _owners(names: Sequence[str]) -> list[str]:
     """Dagster takes e-mail addresses and ``team:`` names; other owner names stay in metadata."""
     out = []
     for name in names:
@@ -103,7 +129,7 @@ def _owners(names: list[str]) -> list[str]:
 
 
 class OpenLineageTranslator:
-    """Maps a synced job or dataset (a node of the lineage state) to an ``AssetSpec``.
+    """Maps a synced job or dataset (``JobNode``, ``DatasetNode``) to an ``AssetSpec``.
 
     ``split_names=True`` makes the key ``[namespace, *parts of the name]`` instead of
     ``[namespace, name]`` (see the module docstring): readable labels, other keys."""
@@ -126,17 +152,17 @@ class OpenLineageTranslator:
     def get_job_key(self, namespace: str, name: str) -> dg.AssetKey:
         return dg.AssetKey([_slug(namespace), *self._name_path(name)])
 
-    def get_dataset_kinds(self, dataset: dict[str, Any]) -> set[str]:
-        scheme = scheme_of(dataset["namespace"])
+    def get_dataset_kinds(self, dataset: DatasetNode) -> set[str]:
+        scheme = scheme_of(dataset.namespace)
         return {_STORE_KINDS.get(scheme, scheme)} if scheme.isidentifier() else set()
 
-    def get_job_kinds(self, job: dict[str, Any]) -> set[str]:
-        integration = (job.get("integration") or "").lower()
+    def get_job_kinds(self, job: JobNode) -> set[str]:
+        integration = (job.integration or "").lower()
         return {integration} if integration else {"openlineage"}
 
     def get_dataset_spec(
         self,
-        dataset: dict[str, Any],
+        dataset: DatasetNode,
         *,
         key: dg.AssetKey,
         deps: list[dg.AssetKey],
@@ -144,57 +170,52 @@ class OpenLineageTranslator:
         column_lineage: dg.TableColumnLineage | None,
     ) -> dg.AssetSpec:
         metadata: dict[str, Any] = {
-            "openlineage/namespace": dataset["namespace"],
-            "openlineage/name": dataset["name"],
-            "catalog/system": dataset.get("system") or "",
-            "catalog/type": dataset.get("type") or "",
+            "openlineage/namespace": dataset.namespace,
+            "openlineage/name": dataset.name,
+            "catalog/system": dataset.system or "",
+            "catalog/type": dataset.type or "",
         }
-        if dataset.get("fields"):
+        if dataset.fields:
             metadata["dagster/column_schema"] = dg.TableSchema(
                 columns=[
-                    dg.TableColumn(
-                        name=f["name"],
-                        type=f.get("type") or "unknown",
-                        description=f.get("description"),
-                    )
-                    for f in dataset["fields"]
+                    dg.TableColumn(name=f.name, type=f.type or "unknown", description=f.description)
+                    for f in dataset.fields
                 ]
             )
         if column_lineage is not None:
             metadata["dagster/column_lineage"] = column_lineage
-        if dataset.get("columnLineage"):
-            metadata["openlineage/columnLineage"] = column_lineage_table(dataset["columnLineage"])
-        if dataset.get("owners"):
-            metadata["openlineage/owners"] = ", ".join(dataset["owners"])
+        if dataset.column_lineage:
+            metadata["openlineage/columnLineage"] = column_lineage_table(dataset.column_lineage)
+        if dataset.owners:
+            metadata["openlineage/owners"] = ", ".join(dataset.owners)
         return dg.AssetSpec(
             key=key,
             deps=deps,
-            description=dataset.get("description") or f"{dataset['namespace']} {dataset['name']}",
+            description=dataset.description or f"{dataset.namespace} {dataset.name}",
             group_name=group,
             kinds=self.get_dataset_kinds(dataset),
-            owners=_owners(dataset.get("owners") or []),
+            owners=_owners(dataset.owners),
             metadata=metadata,
         )
 
     def get_job_spec(
-        self, job: dict[str, Any], *, key: dg.AssetKey, deps: list[dg.AssetKey], group: str
+        self, job: JobNode, *, key: dg.AssetKey, deps: list[dg.AssetKey], group: str
     ) -> dg.AssetSpec:
         metadata: dict[str, Any] = {
-            "openlineage/namespace": job["namespace"],
-            "openlineage/name": job["name"],
-            "openlineage/jobType": job.get("jobType") or "",
+            "openlineage/namespace": job.namespace,
+            "openlineage/name": job.name,
+            "openlineage/jobType": job.job_type or "",
         }
-        if job.get("owners"):
-            metadata["openlineage/owners"] = ", ".join(job["owners"])
-        metadata.update(last_run_metadata(job.get("lastRun")))
+        if job.owners:
+            metadata["openlineage/owners"] = ", ".join(job.owners)
+        metadata.update(last_run_metadata(job.last_run))
         return dg.AssetSpec(
             key=key,
             deps=deps,
-            description=job.get("description")
-            or f"OpenLineage job {job['namespace']} {job['name']}",
+            description=job.description or f"OpenLineage job {job.namespace} {job.name}",
             group_name=group,
             kinds=self.get_job_kinds(job),
-            owners=_owners(job.get("owners") or []),
+            owners=_owners(job.owners),
             metadata=metadata,
         )
 
@@ -221,21 +242,21 @@ class _Keys:
 
 
 def build_lineage_specs(
-    definition: str, state: dict[str, Any], translator: OpenLineageTranslator
+    definition: str, state: LineageState, translator: OpenLineageTranslator
 ) -> list[dg.AssetSpec]:
     """The specs of one definition's synced lineage."""
     return build_all_lineage_specs({definition: state}, translator)
 
 
 def build_all_lineage_specs(
-    states: dict[str, dict[str, Any]], translator: OpenLineageTranslator
+    states: Mapping[str, LineageState], translator: OpenLineageTranslator
 ) -> list[dg.AssetSpec]:
     """The specs of every definition's synced lineage at once. A dataset several definitions
     touch (one writes it, another reads it) is one asset: an asset key has one spec. It joins the
     group of a definition that writes it, else of the first that reads it; a job the same way."""
     keys = _Keys(translator)
-    jobs: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
-    datasets: dict[tuple[str, str], dict[str, Any]] = {}
+    jobs: dict[tuple[str, str], tuple[str, JobNode]] = {}
+    datasets: dict[tuple[str, str], DatasetState] = {}
     dataset_group: dict[tuple[str, str], str] = {}
     writers: dict[tuple[str, str], set[dg.AssetKey]] = {}
     # per dataset and column, its inputs: (namespace, name, field, transformation) -> key
@@ -244,7 +265,8 @@ def build_all_lineage_specs(
         group = translator.get_group_name(definition)
         for job in state.get("jobs", []):
             node = (job["namespace"], job["name"])
-            jobs.setdefault(node, (group, job))
+            if node not in jobs:
+                jobs[node] = (group, JobNode.from_state(job))
             job_key = keys.key("job", *node)
             for ns, name in job.get("outputs", []):
                 writers.setdefault((ns, name), set()).add(job_key)
@@ -276,7 +298,7 @@ def build_all_lineage_specs(
                 job,
                 key=keys.key("job", *node),
                 deps=sorted(
-                    {keys.key("dataset", ns, name) for ns, name in job.get("inputs", [])},
+                    {keys.key("dataset", ns, name) for ns, name in job.inputs},
                     key=lambda k: tuple(k.path),
                 ),
                 group=group,
@@ -284,11 +306,9 @@ def build_all_lineage_specs(
         )
     for node, ds in datasets.items():
         cl = lineage.get(node)
-        if cl:
-            ds = {**ds, "columnLineage": _column_lineage_rows(cl)}
         specs.append(
             translator.get_dataset_spec(
-                ds,
+                DatasetNode.from_state(ds, _column_lineage_rows(cl) if cl else ()),
                 key=keys.key("dataset", *node),
                 deps=sorted(writers.get(node, set()), key=lambda k: tuple(k.path)),
                 group=dataset_group[node],
@@ -316,25 +336,25 @@ def _column_deps(
 
 def _column_lineage_rows(
     by_column: dict[str, dict[tuple[str, ...], dg.AssetKey]],
-) -> list[dict[str, Any]]:
-    """A dataset's column lineage for ``get_dataset_spec`` (``dataset["columnLineage"]``): per
+) -> tuple[ColumnLineageRow, ...]:
+    """A dataset's column lineage for ``get_dataset_spec`` (``DatasetNode.column_lineage``): per
     column, its inputs with their asset key, as the table on the asset's page shows them."""
-    return [
-        {
-            "field": column,
-            "inputs": [
-                {
-                    "namespace": i[0],
-                    "name": i[1],
-                    "field": i[2],
-                    "asset": key.to_user_string(),
-                    "transformation": i[3] if len(i) > 3 else None,
-                }
+    return tuple(
+        ColumnLineageRow(
+            column,
+            tuple(
+                ColumnInput(
+                    namespace=i[0],
+                    name=i[1],
+                    field=i[2],
+                    asset=key.to_user_string(),
+                    transformation=i[3] if len(i) > 3 else None,
+                )
                 for i, key in inputs.items()
-            ],
-        }
+            ),
+        )
         for column, inputs in by_column.items()
-    ]
+    )
 
 
 def job_asset_key(translator: OpenLineageTranslator, namespace: str, name: str) -> dg.AssetKey:
@@ -345,6 +365,29 @@ def job_asset_key(translator: OpenLineageTranslator, namespace: str, name: str) 
 # -- the synced jobs' last runs -------------------------------------------------------------------
 
 JOB_RUNS_VERSION = 1
+
+
+class JobRunRow(TypedDict):
+    """A job the batch ran (``batch_job_runs``): a row of ``catalog_upload``'s ``jobRuns`` table,
+    and, less its names, the job's last run (``JobLastRun``)."""
+
+    namespace: str
+    name: str
+    asset: str
+    lastRunStatus: str
+    lastRunTime: str | None
+    lastRunDurationSeconds: float | None
+    runs: int
+    failures: int
+    rowsWritten: int
+    bytesWritten: int
+
+
+class JobRunsDoc(TypedDict):
+    """The store document of a definition's jobs' last runs (``job_runs_key``)."""
+
+    version: int
+    jobs: dict[str, dict[str, JobLastRun]]  # namespace -> name -> last run
 
 
 def job_runs_key(definition: str) -> str:
@@ -359,10 +402,10 @@ def _iso(value: datetime | None) -> str | None:
     return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
 
 
-def batch_job_runs(graph: Any, translator: OpenLineageTranslator) -> list[dict[str, Any]]:
+def batch_job_runs(graph: "LineageGraph", translator: OpenLineageTranslator) -> list[JobRunRow]:
     """Each job the batch ran, with its run metrics of the batch (as the catalog got them): the
     rows of ``catalog_upload``'s ``jobRuns`` table and of the jobs' last runs."""
-    rows = []
+    rows: list[JobRunRow] = []
     for job in graph.jobs.values():
         m = job.metrics
         if not m.runs:
@@ -384,14 +427,19 @@ def batch_job_runs(graph: Any, translator: OpenLineageTranslator) -> list[dict[s
     return rows
 
 
+def stored_job_runs(doc: dict[str, Any] | None) -> JobRunsDoc | None:
+    """The job-runs document as the store gives it back (JSON it does not check), or None when
+    there is none of this version."""
+    return cast(JobRunsDoc, doc) if doc and doc.get("version") == JOB_RUNS_VERSION else None
+
+
 def merge_job_runs(
-    doc: dict[str, Any] | None, runs: list[dict[str, Any]], batch_id: int
-) -> dict[str, Any]:
+    doc: dict[str, Any] | None, runs: Sequence[JobRunRow], batch_id: int
+) -> JobRunsDoc:
     """``doc`` (the job-runs document, or None) with the batch's runs: per job, the batch whose
     last run is the latest wins (a batch retried after a newer one does not take a job back)."""
-    doc = doc if doc and doc.get("version") == JOB_RUNS_VERSION else None
-    doc = doc or {"version": JOB_RUNS_VERSION, "jobs": {}}
-    jobs: dict[str, dict[str, Any]] = doc["jobs"]
+    merged = stored_job_runs(doc) or {"version": JOB_RUNS_VERSION, "jobs": {}}
+    jobs = merged["jobs"]
     for run in runs:
         by_name = jobs.setdefault(run["namespace"], {})
         known = by_name.get(run["name"])
@@ -399,12 +447,19 @@ def merge_job_runs(
         if known and (known.get("lastRunTime") or "") > (run["lastRunTime"] or ""):
             continue
         by_name[run["name"]] = {
-            k: v for k, v in run.items() if k not in ("namespace", "name", "asset")
-        } | {"batchId": batch_id}
-    return doc
+            "lastRunStatus": run["lastRunStatus"],
+            "lastRunTime": run["lastRunTime"],
+            "lastRunDurationSeconds": run["lastRunDurationSeconds"],
+            "runs": run["runs"],
+            "failures": run["failures"],
+            "rowsWritten": run["rowsWritten"],
+            "bytesWritten": run["bytesWritten"],
+            "batchId": batch_id,
+        }
+    return merged
 
 
-def prune_job_runs(doc: dict[str, Any] | None, state: dict[str, Any]) -> dict[str, Any] | None:
+def prune_job_runs(doc: dict[str, Any] | None, state: LineageState) -> JobRunsDoc | None:
     """``doc`` without the jobs the lineage state no longer holds (removed by a cleanup), or None
     when it holds none of those. A state that leaves jobs out (``assetGraph.maxJobs``) cannot
     tell a removed job from one not shown: the document is kept whole (it holds no more jobs
@@ -412,7 +467,8 @@ def prune_job_runs(doc: dict[str, Any] | None, state: dict[str, Any]) -> dict[st
     if not doc or not doc.get("jobs") or state.get("jobsNotShown"):
         return None
     held = {(j["namespace"], j["name"]) for j in state.get("jobs", [])}
-    jobs = doc["jobs"]
+    pruned = cast(JobRunsDoc, doc)
+    jobs = pruned["jobs"]
     gone = [(ns, name) for ns, names in jobs.items() for name in names if (ns, name) not in held]
     if not gone:
         return None
@@ -420,12 +476,13 @@ def prune_job_runs(doc: dict[str, Any] | None, state: dict[str, Any]) -> dict[st
         del jobs[ns][name]
         if not jobs[ns]:
             del jobs[ns]
-    return doc
+    return pruned
 
 
-def with_job_runs(state: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, Any]:
+def with_job_runs(state: LineageState, doc: dict[str, Any] | None) -> LineageState:
     """The lineage state with each job's last run (``lastRun``), for ``get_job_spec``."""
-    jobs = (doc or {}).get("jobs") if (doc or {}).get("version") == JOB_RUNS_VERSION else None
+    runs = stored_job_runs(doc)
+    jobs = runs["jobs"] if runs else None
     if not jobs:
         return state
     for job in state.get("jobs", []):
@@ -435,7 +492,7 @@ def with_job_runs(state: dict[str, Any], doc: dict[str, Any] | None) -> dict[str
     return state
 
 
-def newest_jobs(state: dict[str, Any], max_jobs: int) -> dict[str, Any]:
+def newest_jobs(state: LineageState, max_jobs: int) -> LineageState:
     """The lineage state with at most ``max_jobs`` jobs, newest first by their last run (jobs that
     never reported one last, then by namespace and name), the datasets those jobs read and write,
     and the field flows between them. The count left out is ``jobsNotShown``."""
@@ -443,8 +500,9 @@ def newest_jobs(state: dict[str, Any], max_jobs: int) -> dict[str, Any]:
     if len(jobs) <= max_jobs:
         return state
 
-    def last_run(job: dict[str, Any]) -> str:
-        return (job.get("lastRun") or {}).get("lastRunTime") or ""
+    def last_run(job: JobState) -> str:
+        run = job.get("lastRun")
+        return (run.get("lastRunTime") if run else None) or ""
 
     by_name = sorted(jobs, key=lambda j: (j["namespace"], j["name"]))
     kept = sorted(by_name, key=last_run, reverse=True)[:max_jobs]  # stable: ties by name
@@ -464,14 +522,14 @@ def newest_jobs(state: dict[str, Any], max_jobs: int) -> dict[str, Any]:
     }
 
 
-def not_shown_spec(definition: str, state: dict[str, Any], group: str) -> dg.AssetSpec | None:
+def not_shown_spec(definition: str, state: LineageState, group: str) -> dg.AssetSpec | None:
     """One asset in a capped definition's lineage group that says so where engineers look."""
     hidden = int(state.get("jobsNotShown") or 0)
     if not hidden:
         return None
     shown = len(state.get("jobs", []))
     return dg.AssetSpec(
-        key=dg.AssetKey([definition, "lineage_jobs_not_shown"]),
+        key=names.asset_key(definition, names.LINEAGE_JOBS_NOT_SHOWN),
         description=(
             f"{hidden:,} older jobs of {definition} are not shown in this asset graph "
             f"(assetGraph.maxJobs is {shown:,}; the newest by last run are shown). They are in "
@@ -483,17 +541,25 @@ def not_shown_spec(definition: str, state: dict[str, Any], group: str) -> dg.Ass
     )
 
 
-def last_run_metadata(run: dict[str, Any] | None) -> dict[str, Any]:
-    """A job spec's metadata from its last run; the counts are those of the batch that ran it."""
+def last_run_metadata(run: JobLastRun | None) -> dict[str, Any]:
+    """A job spec's metadata from its last run; the counts are those of the batch that ran it.
+    (A document of an older version may lack keys: each has its default.)"""
     if not run:
         return {}
     out: dict[str, Any] = {"openlineage/lastRunStatus": run.get("lastRunStatus") or ""}
-    if run.get("lastRunTime"):
-        when = datetime.fromisoformat(run["lastRunTime"])
-        out["openlineage/lastRunTime"] = dg.MetadataValue.timestamp(when)
-    if run.get("lastRunDurationSeconds") is not None:
-        out["openlineage/lastRunDurationSeconds"] = float(run["lastRunDurationSeconds"])
-    for name in ("runs", "failures", "rowsWritten", "bytesWritten"):
-        out[f"openlineage/{name}"] = int(run.get(name) or 0)
+    when = run.get("lastRunTime")
+    if when:
+        out["openlineage/lastRunTime"] = dg.MetadataValue.timestamp(datetime.fromisoformat(when))
+    duration = run.get("lastRunDurationSeconds")
+    if duration is not None:
+        out["openlineage/lastRunDurationSeconds"] = float(duration)
+    counts = {
+        "runs": run.get("runs"),
+        "failures": run.get("failures"),
+        "rowsWritten": run.get("rowsWritten"),
+        "bytesWritten": run.get("bytesWritten"),
+    }
+    for name, n in counts.items():
+        out[f"openlineage/{name}"] = int(n or 0)
     out["openlineage/lastBatchId"] = str(run.get("batchId", ""))
     return out

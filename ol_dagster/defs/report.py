@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ol_dagster.sync.reports import CallReport, CleanupReport, ReconciledCall
 
 
 def _cell(value: Any) -> str:
@@ -10,7 +13,7 @@ def _cell(value: Any) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def rows_markdown(rows: list[dict[str, Any]], columns: list[str], limit: int) -> str:
+def rows_markdown(rows: Sequence[Mapping[str, Any]], columns: list[str], limit: int) -> str:
     if not rows:
         return "_none_"
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -30,7 +33,7 @@ def counts_markdown(counts: dict[str, dict[str, int]]) -> str:
     return rows_markdown(rows, ["by", "value", "events"], 500)
 
 
-def cleanup_markdown(report: dict[str, Any]) -> str:
+def cleanup_markdown(report: CleanupReport) -> str:
     head = [
         f"**mode** {report.get('mode')} · **cutoff** {report.get('cutoff')} · "
         f"**skippedReason** {report.get('skippedReason') or '—'}",
@@ -65,11 +68,11 @@ def cleanup_markdown(report: dict[str, Any]) -> str:
     )
 
 
-def _where(call: dict[str, Any]) -> str:
+def _where(call: CallReport | ReconciledCall) -> str:
     return call.get("system") or ", ".join(call.get("scopePrefixes") or [])
 
 
-def _reconciled(calls: list[dict[str, Any]] | None) -> list[str]:
+def _reconciled(calls: list[ReconciledCall] | None) -> list[str]:
     """The ``reconciled`` part: real calls of earlier runs that died before their report (from
     the cleanup journal), with what each removed; each is listed in one report only."""
     if not calls:

@@ -13,6 +13,7 @@ from typing import Any
 import dagster as dg
 
 from ol_dagster.defs import constants as C
+from ol_dagster.defs.lineage_assets import JobRunRow
 from ol_dagster.defs.report import cleanup_markdown, counts_markdown, rows_markdown
 from ol_dagster.logstore_backlog import LogOutcome
 from ol_dagster.store import BatchRecord
@@ -25,6 +26,7 @@ from ol_dagster.sync.cleanup import (
     SUPERSEDED,
 )
 from ol_dagster.sync.graph import BatchGraph
+from ol_dagster.sync.reports import CleanupReport
 
 _TABLE_ROWS = 200
 
@@ -193,7 +195,7 @@ def lineage_graph_result(built: BatchGraph) -> dg.MaterializeResult:
     )
 
 
-def job_runs_metadata(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def job_runs_metadata(runs: Sequence[JobRunRow]) -> dict[str, Any]:
     """``jobRuns`` (a Markdown table), ``jobsRun`` and ``jobsFailed`` of an upload's
     materialization."""
     if not runs:
@@ -222,11 +224,26 @@ def superseded_result(newer: int | None) -> dg.MaterializeResult:
     )
 
 
+def kept_result(synced_in: str) -> dg.MaterializeResult:
+    """``catalog_upload`` of a catalog a retry left alone: it finished the batch in run
+    ``synced_in`` (the retry is for the definition's other catalogs); nothing uploaded again."""
+    return dg.MaterializeResult(
+        metadata={"skippedReason": "ALREADY_SYNCED", "syncedInRun": synced_in},
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=C.UPLOAD_SUCCEEDED,
+                passed=True,
+                description=f"synced to this catalog by run {synced_in}: not uploaded again",
+            )
+        ],
+    )
+
+
 def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeResult:
     """``catalog_upload``: the cutoff, what was written and touched per object type, the failed
     rows, and ``job_runs`` (``job_runs_metadata``) when the upload succeeded."""
     result = done.result
-    assert result is not None and done.cutoff is not None, "a superseded upload has no result"
+    assert result is not None, "a superseded upload has no result"
     failed_rows = [
         {"objectType": f.object_type, "key": f.key, "reason": f.reason} for f in result.failed
     ]
@@ -240,7 +257,8 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
     ]
     return dg.MaterializeResult(
         metadata={
-            "cutoff": dg.MetadataValue.timestamp(done.cutoff),
+            # no cutoff: the catalog could not tell its time (down), nothing was sent
+            **({"cutoff": dg.MetadataValue.timestamp(done.cutoff)} if done.cutoff else {}),
             **({"renamed": dg.MetadataValue.json(result.renamed)} if result.renamed else {}),
             "results": dg.MetadataValue.md(
                 rows_markdown(counts, ["objectType", "written", "touched"], _TABLE_ROWS)
@@ -264,7 +282,7 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
     )
 
 
-def cleanup_result(report: dict[str, Any], checks: Sequence[str]) -> dg.MaterializeResult:
+def cleanup_result(report: CleanupReport, checks: Sequence[str]) -> dg.MaterializeResult:
     """A cleanup's report (the seed's, as JSON and as a summary table) and the results of
     ``checks`` (``BATCH_CLEANUP_CHECKS`` or ``STALE_CLEANUP_CHECKS``). The batch cleanup also
     shows its ``mode``; the day-based one is always DAYS."""
@@ -291,7 +309,7 @@ def cleanup_result(report: dict[str, Any], checks: Sequence[str]) -> dg.Material
     )
 
 
-def removal_limits_check(report: dict[str, Any]) -> dg.AssetCheckResult:
+def removal_limits_check(report: CleanupReport) -> dg.AssetCheckResult:
     """``removal_cap``: fails when the planned removals passed ``maxRemovalsPerRun`` or would
     remove more than ``maxRemovalShare`` of the definition's jobs; says which, with the numbers."""
     reason = report["skippedReason"]
@@ -321,11 +339,11 @@ def removal_limits_check(report: dict[str, Any]) -> dg.AssetCheckResult:
     )
 
 
-def owned_systems_check(report: dict[str, Any]) -> dg.AssetCheckResult:
+def owned_systems_check(report: CleanupReport) -> dg.AssetCheckResult:
     """``owned_dataset_systems``: warns when a CUTOFF System shared with another definition was
     cleaned by age instead (SHARED_SYSTEM_DOWNGRADED), naming the Systems."""
     downgraded = [
-        w["system"] for w in report["warnings"] if w.get("code") == SHARED_SYSTEM_DOWNGRADED
+        w.get("system", "") for w in report["warnings"] if w["code"] == SHARED_SYSTEM_DOWNGRADED
     ]
     return dg.AssetCheckResult(
         check_name=C.OWNED_DATASET_SYSTEMS,

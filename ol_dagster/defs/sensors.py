@@ -10,6 +10,8 @@ at most an hour), with run key ``<batch id>:retry<attempts>``.
 Each tick first fails the definition's runs whose ``ol-dagster sync`` process is gone on this
 machine (``defs.dead_runs``): such a run would hold the definition's only slot, and keep the runs
 requested here QUEUED, until run monitoring's ``max_runtime_seconds``.
+Each tick reads the settings file once: a change of the definition's limits or of the retention
+applies from the next tick on.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import dagster as dg
 
 from ol_dagster.defs import constants as C
+from ol_dagster.defs import names
 from ol_dagster.defs.dead_runs import fail_dead_runs
 from ol_dagster.defs.resources import StoreResource
 from ol_dagster.settings import SyncDefinition
@@ -41,7 +44,7 @@ def build_sensor(
     job: SyncJob,
 ) -> dg.SensorDefinition:
     @dg.sensor(
-        name=definition.sensor_name,
+        name=names.new_batches_sensor(definition.name),
         job=job,
         minimum_interval_seconds=C.SENSOR_INTERVAL_SECONDS,
         default_status=dg.DefaultSensorStatus.RUNNING,
@@ -52,13 +55,21 @@ def build_sensor(
     ) -> dg.SensorResult:
         for run_id in fail_dead_runs(context.instance, definition.name):
             context.log.warning(f"failed run {run_id}: its ol-dagster sync process is gone")
+        # this tick's version of the settings file, read once (``defs.resources``): its limits
+        # and retention apply from this tick on, as in the runs it requests, which load the file
+        settings = ol_store.settings()
+        current = next((d for d in settings.definitions if d.name == definition.name), None)
+        if current is None:
+            return dg.SensorResult(
+                skip_reason=f"{definition.name} is no longer in the settings file: nothing "
+                "sealed or requested until the code location is reloaded without it"
+            )
         store = ol_store.get()
-        keep_days = ol_store.settings().retention.keepDays
-        purged = [str(i) for i in purge_expired(store, definition, keep_days)]
+        purged = [str(i) for i in purge_expired(store, current, settings.retention.keepDays)]
         sealed = store.seal_due(
             definition.name,
-            window_seconds=definition.limits.batchWindowSeconds,
-            max_events=definition.limits.maxEventsPerRun,
+            window_seconds=current.limits.batchWindowSeconds,
+            max_events=current.limits.maxEventsPerRun,
         )
         after = int(context.cursor) if context.cursor else 0
         # A stream batch keeps the id it got with its first event, so one sealed this tick can lie
@@ -116,7 +127,7 @@ def build_failure_sensor(definition: SyncDefinition, job: SyncJob) -> dg.SensorD
     report, and the new-batches sensor retries it after its backoff (``sync.batch.fail_run``)."""
 
     @dg.run_failure_sensor(
-        name=f"{definition.name}__failed_syncs",
+        name=names.failed_syncs_sensor(definition.name),
         monitored_jobs=[job],
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=f"Marks batches of {definition.name} whose sync run failed for a retry.",

@@ -3,6 +3,7 @@ each definition's sync lock."""
 
 from ol_dagster.store.event_store import (
     BatchRecord,
+    CatalogRecord,
     EventStore,
     JournalEntry,
     JournalStatus,
@@ -17,6 +18,7 @@ __all__ = [
     "BatchKind",
     "BatchRecord",
     "BatchStatus",
+    "CatalogRecord",
     "EventStore",
     "JournalEntry",
     "JournalStatus",

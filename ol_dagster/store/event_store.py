@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -34,13 +34,18 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from ol_dagster.db import WalCheckpointer, is_sqlite_file, open_engine
 from ol_dagster.store import schema
 from ol_dagster.store.holder import process_gone, this_process
+from ol_dagster.store.kafka_writes import DeadLetter as KafkaDeadLetter
+from ol_dagster.store.kafka_writes import KafkaStored, KafkaWrite
 from ol_dagster.store.schema import (
     BatchKind,
     BatchStatus,
+    batch_catalogs,
     batch_graphs,
     batches,
     cleanup_journal,
     events,
+    kafka_dead_letters,
+    kafka_offsets,
     sync_locks,
 )
 
@@ -105,16 +110,10 @@ class NewEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredEvent:
-    position: int
-    raw: bytes
-    kind: str
-    event_type: str | None
-    event_time: datetime
-    producer: str | None
-    job_namespace: str | None
-    job_name: str | None
-    run_id: str | None
+class StoredEvent(NewEvent):
+    """An event read back from its batch, at its place in it."""
+
+    position: int = field(kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +139,19 @@ class BatchRecord:
     @property
     def partition_key(self) -> str:
         return str(self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogRecord:
+    """One catalog's part of a batch's sync (``ol_batch_catalogs``, version 11)."""
+
+    catalog: str
+    status: BatchStatus | None  # None: uploaded, cleanup pending; SYNCED; FAILED (retry)
+    run_id: str | None  # the run that recorded ``status``
+    kept_in_run: str | None  # a retry run that leaves this finished catalog alone
+    cutoff: datetime | None
+    upload_result: dict[str, Any] | None
+    cleanup_report: dict[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +187,7 @@ class JournalEntry:
     created_at: datetime
     finished_at: datetime | None
     reported_in: int | None
+    catalog: str | None = None  # None: written before version 11, to the only catalog then
 
 
 # How often acquire_sync_lock looks again when the lock changed hands under it.
@@ -306,6 +319,149 @@ def _insert_events(conn: Connection, batch_id: int, start: int, values: Sequence
         cursor.close()
 
 
+def _append_stream(
+    conn: Connection,
+    definition: str,
+    values: Sequence[tuple],
+    received: int,
+    rejections: Sequence[dict[str, Any]],
+    now: datetime,
+) -> int:
+    """Append events (``_event_values``) to the definition's open stream batch in the caller's
+    transaction, opening one if needed; returns its id. Two writers opening one at once: the
+    second gets an IntegrityError (one open stream batch per definition), and retries."""
+    row = conn.execute(
+        select(batches.c.id, batches.c.accepted_count, batches.c.rejections)
+        .where(batches.c.definition == definition, batches.c.status == BatchStatus.OPEN)
+        .with_for_update()
+    ).first()
+    if row is None:
+        batch_id = conn.execute(
+            batches.insert().values(
+                definition=definition,
+                kind=BatchKind.STREAM,
+                status=BatchStatus.OPEN,
+                received_at=now,
+                received_count=0,
+                accepted_count=0,
+                rejected_count=0,
+                whole_snapshot=False,
+                rejections=[],
+            )
+        ).inserted_primary_key[0]  # type: ignore[index]
+        start, old_rejections = 0, []
+    else:
+        batch_id, start, old_rejections = row[0], row[1], list(row[2] or [])
+    if values:
+        _insert_events(conn, batch_id, start, values)
+    conn.execute(
+        batches.update()
+        .where(batches.c.id == batch_id)
+        .values(
+            received_count=batches.c.received_count + received,
+            accepted_count=batches.c.accepted_count + len(values),
+            rejected_count=batches.c.rejected_count + len(rejections),
+            rejections=old_rejections + list(rejections),
+        )
+    )
+    return int(batch_id)
+
+
+def _write_kafka(
+    conn: Connection,
+    write: KafkaWrite,
+    stream: Sequence[tuple],
+    snapshots: Sequence[Sequence[tuple]],
+    now: datetime,
+) -> KafkaStored:
+    """``EventStore.add_kafka_write`` in the caller's transaction. The partitions' rows are
+    locked first (PostgreSQL: ``FOR UPDATE``; SQLite: the transaction's write lock), so two
+    consumers handed the same messages by a rebalance store them once."""
+    o = kafka_offsets.c
+    marks: dict[tuple[str, int], int | None] = {}
+    for topic, partition in sorted(write.next_offsets):
+        marks[(topic, partition)] = conn.execute(
+            select(o.next_offset)
+            .where(o.topic == topic, o.partition == partition)
+            .with_for_update()
+        ).scalar()
+
+    def fresh(topic: str, partition: int, offset: int) -> bool:
+        mark = marks.get((topic, partition))
+        return mark is None or offset >= mark
+
+    stored = KafkaStored()
+    by_definition: dict[str, list[tuple]] = {}
+    for item, values in zip(write.stream, stream, strict=True):
+        if fresh(item.topic, item.partition, item.offset):
+            by_definition.setdefault(item.definition, []).append(values)
+        else:
+            stored.skipped += 1
+    for definition, values in by_definition.items():
+        stored.stream_batches[definition] = _append_stream(
+            conn, definition, values, len(values), (), now
+        )
+        stored.events += len(values)
+    for snap, values in zip(write.snapshots, snapshots, strict=True):
+        if not fresh(snap.topic, snap.partition, snap.first_offset):
+            stored.skipped += 1
+            continue
+        batch_id = conn.execute(
+            batches.insert().values(
+                definition=snap.definition,
+                kind=BatchKind.POSTED,
+                status=BatchStatus.SEALED,
+                received_at=now,
+                sealed_at=now,
+                received_count=snap.received,
+                accepted_count=len(values),
+                rejected_count=len(snap.rejections),
+                # as a post: a snapshot with a rejected message, or none accepted, is not whole
+                whole_snapshot=snap.whole and not snap.rejections and bool(values),
+                rejections=list(snap.rejections),
+            )
+        ).inserted_primary_key[0]  # type: ignore[index]
+        if values:
+            _insert_events(conn, batch_id, 0, values)
+        stored.snapshot_batches.append(int(batch_id))
+        stored.events += len(values)
+    letters = [d for d in write.dead_letters if fresh(d.topic, d.partition, d.offset)]
+    stored.skipped += len(write.dead_letters) - len(letters)
+    if letters:
+        conn.execute(
+            kafka_dead_letters.insert(),
+            [
+                {
+                    "definition": d.definition,
+                    "topic": d.topic,
+                    "partition": d.partition,
+                    "message_offset": d.offset,
+                    "reason": d.reason,
+                    "raw": d.raw,
+                    "raw_size": d.raw_size,
+                    "received_at": now,
+                }
+                for d in letters
+            ],
+        )
+        stored.dead_letters = len(letters)
+    for (topic, partition), next_offset in write.next_offsets.items():
+        mark = marks[(topic, partition)]
+        if mark is None:
+            conn.execute(
+                kafka_offsets.insert().values(
+                    topic=topic, partition=partition, next_offset=next_offset, updated_at=now
+                )
+            )
+        elif next_offset > mark:
+            conn.execute(
+                update(kafka_offsets)
+                .where(o.topic == topic, o.partition == partition)
+                .values(next_offset=next_offset, updated_at=now)
+            )
+    return stored
+
+
 def _raw_without_digest() -> Any:
     """``raw`` only where the digest was never stored (rows written before version 7)."""
     return case((events.c.digest.is_(None), events.c.raw), else_=None)
@@ -321,6 +477,19 @@ def _digest_of(digest: bytes | None, raw: bytes | None) -> bytes:
         return bytes(digest)
     assert raw is not None
     return event_digest(bytes(raw))
+
+
+def _upsert_catalog(conn: Connection, batch_id: int, catalog: str, **values: Any) -> None:
+    """Write a batch's row for ``catalog`` (``ol_batch_catalogs``), creating it if needed; the
+    definition's sync lock of that catalog keeps two writers of one row apart."""
+    bc = batch_catalogs.c
+    updated = conn.execute(
+        update(batch_catalogs)
+        .where(bc.batch_id == batch_id, bc.catalog == catalog)
+        .values(**values)
+    ).rowcount
+    if not updated:
+        conn.execute(batch_catalogs.insert().values(batch_id=batch_id, catalog=catalog, **values))
 
 
 class _WriteTurns:
@@ -552,50 +721,70 @@ class EventStore:
         for _attempt in range(5):
             try:
                 with self._turns.turn(), self.engine.begin() as conn:
-                    row = conn.execute(
-                        select(batches.c.id, batches.c.accepted_count, batches.c.rejections)
-                        .where(
-                            batches.c.definition == definition,
-                            batches.c.status == BatchStatus.OPEN,
-                        )
-                        .with_for_update()
-                    ).first()
-                    if row is None:
-                        batch_id = conn.execute(
-                            batches.insert().values(
-                                definition=definition,
-                                kind=BatchKind.STREAM,
-                                status=BatchStatus.OPEN,
-                                received_at=now,
-                                received_count=0,
-                                accepted_count=0,
-                                rejected_count=0,
-                                whole_snapshot=False,
-                                rejections=[],
-                            )
-                        ).inserted_primary_key[0]  # type: ignore[index]
-                        start, old_rejections = 0, []
-                    else:
-                        batch_id, start, old_rejections = row[0], row[1], list(row[2] or [])
-                    if values:
-                        _insert_events(conn, batch_id, start, values)
-                    conn.execute(
-                        batches.update()
-                        .where(batches.c.id == batch_id)
-                        .values(
-                            received_count=batches.c.received_count + received,
-                            accepted_count=batches.c.accepted_count + len(new_events),
-                            rejected_count=batches.c.rejected_count + len(rejections),
-                            rejections=old_rejections + list(rejections),
-                        )
-                    )
+                    batch_id = _append_stream(conn, definition, values, received, rejections, now)
                 self._written()
-                return int(batch_id)
+                return batch_id
             except IntegrityError:
                 continue  # another receiver opened the stream batch first: append to it instead
             except OperationalError as exc:
                 raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
         raise StoreUnavailable("could not open a stream batch after repeated write conflicts")
+
+    # -- the Kafka intake ----------------------------------------------------------------------
+
+    def add_kafka_write(self, write: KafkaWrite, *, now: datetime | None = None) -> KafkaStored:
+        """Store one poll of the Kafka intake in one transaction: its stream events (into each
+        definition's open stream batch), its snapshots (each a sealed posted batch), its dead
+        letters and each partition's next offset. An item below its partition's stored offset
+        was stored by an earlier write (Kafka delivered it again) and is skipped; a partition's
+        offset only moves forward."""
+        now_n = _naive(now or utcnow())
+        dialect = self.engine.dialect
+        # computed before the transaction, which on SQLite holds the only write lock
+        stream = _event_values(dialect, [s.event for s in write.stream])
+        snapshots = [_event_values(dialect, s.events) for s in write.snapshots]
+        for _attempt in range(5):
+            try:
+                with self._turns.turn(), self.engine.begin() as conn:
+                    stored = _write_kafka(conn, write, stream, snapshots, now_n)
+                self._written()
+                return stored
+            except IntegrityError:
+                continue  # another writer opened the stream batch, or a partition's first row
+            except OperationalError as exc:
+                raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
+        raise StoreUnavailable("could not store the Kafka messages after repeated write conflicts")
+
+    def kafka_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> the offset after the last message stored, for these topics."""
+        o = kafka_offsets.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(o.topic, o.partition, o.next_offset).where(o.topic.in_(list(topics)))
+            ).all()
+        return {(t, int(p)): int(n) for t, p, n in rows}
+
+    def dead_letters(
+        self, *, definition: str | None = None, limit: int = 1000
+    ) -> list[KafkaDeadLetter]:
+        """The Kafka messages kept as dead letters, oldest first."""
+        query = select(kafka_dead_letters).order_by(kafka_dead_letters.c.id).limit(limit)
+        if definition is not None:
+            query = query.where(kafka_dead_letters.c.definition == definition)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [
+            KafkaDeadLetter(
+                m["definition"],
+                m["topic"],
+                m["partition"],
+                m["message_offset"],
+                m["reason"],
+                bytes(m["raw"] or b""),
+                m["raw_size"],
+            )
+            for m in (r._mapping for r in rows)
+        ]
 
     def seal_due(
         self,
@@ -626,12 +815,113 @@ class EventStore:
         return sorted(int(i) for i in ids)
 
     def record_upload(
-        self, batch_id: int, *, cutoff: datetime | None, result: dict[str, Any]
+        self,
+        batch_id: int,
+        *,
+        cutoff: datetime | None,
+        result: Mapping[str, Any],
+        catalog: str | None = None,
+        primary: bool = True,
     ) -> None:
-        self._update(batch_id, cutoff=_naive(cutoff) if cutoff else None, upload_result=result)
+        """The batch's upload to ``catalog`` (its row in ``ol_batch_catalogs``), and, for the
+        primary catalog (``primary``), in the batch's own columns too, in one transaction.
+        Without ``catalog``: the batch's columns only (as before version 11)."""
+        cut = _naive(cutoff) if cutoff else None
+        with self.engine.begin() as conn:
+            if catalog is not None:
+                # a new upload: the catalog's outcome is open again until its cleanup ends
+                _upsert_catalog(
+                    conn, batch_id, catalog, cutoff=cut, upload_result=result, status=None
+                )
+            if primary or catalog is None:
+                conn.execute(
+                    batches.update()
+                    .where(batches.c.id == batch_id)
+                    .values(cutoff=cut, upload_result=result)
+                )
 
-    def record_cleanup(self, batch_id: int, report: dict[str, Any]) -> None:
-        self._update(batch_id, cleanup_report=report)
+    def record_cleanup(
+        self,
+        batch_id: int,
+        report: Mapping[str, Any],
+        *,
+        catalog: str | None = None,
+        primary: bool = True,
+        status: BatchStatus | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        """The cleanup report of ``catalog`` for the batch with its outcome (``status``, by
+        ``run_id``); the primary catalog's also in the batch's own column."""
+        with self.engine.begin() as conn:
+            if catalog is not None:
+                _upsert_catalog(
+                    conn,
+                    batch_id,
+                    catalog,
+                    cleanup_report=report,
+                    status=status.value if status is not None else None,
+                    run_id=run_id,
+                )
+            if primary or catalog is None:
+                conn.execute(
+                    batches.update().where(batches.c.id == batch_id).values(cleanup_report=report)
+                )
+
+    def catalog_records(self, batch_id: int) -> dict[str, CatalogRecord]:
+        """Each catalog's part of the batch, by catalog key (none for a batch synced before
+        version 11, or not uploaded yet)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(batch_catalogs).where(batch_catalogs.c.batch_id == batch_id)
+            ).all()
+        out = {}
+        for row in rows:
+            m = row._mapping
+            out[m["catalog"]] = CatalogRecord(
+                catalog=m["catalog"],
+                status=BatchStatus(m["status"]) if m["status"] else None,
+                run_id=m["run_id"],
+                kept_in_run=m["kept_in_run"],
+                cutoff=_aware(m["cutoff"]),
+                upload_result=m["upload_result"],
+                cleanup_report=m["cleanup_report"],
+            )
+        return out
+
+    def adopt_catalog_record(self, batch_id: int, record: CatalogRecord) -> None:
+        """Write ``record`` as the batch's row for its catalog unless the batch has catalog rows
+        already: a batch synced before version 11 gets its primary catalog's row (read from its
+        own columns, ``sync.fanout.record``) before anything writes part of one."""
+        bc = batch_catalogs.c
+        with self.engine.begin() as conn:
+            if conn.execute(select(bc.batch_id).where(bc.batch_id == batch_id).limit(1)).first():
+                return
+            conn.execute(
+                batch_catalogs.insert().values(
+                    batch_id=batch_id,
+                    catalog=record.catalog,
+                    status=record.status.value if record.status is not None else None,
+                    run_id=record.run_id,
+                    kept_in_run=record.kept_in_run,
+                    cutoff=_naive(record.cutoff) if record.cutoff else None,
+                    upload_result=record.upload_result,
+                    cleanup_report=record.cleanup_report,
+                )
+            )
+
+    def keep_catalogs(self, batch_id: int, catalogs: Sequence[str], run_id: str) -> None:
+        """A retry run (``run_id``) leaves these catalogs alone: they finished the batch."""
+        if not catalogs:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(batch_catalogs)
+                .where(
+                    batch_catalogs.c.batch_id == batch_id,
+                    batch_catalogs.c.catalog.in_(list(catalogs)),
+                )
+                .values(kept_in_run=run_id)
+            )
 
     def set_status(
         self, batch_id: int, status: BatchStatus, *, now: datetime | None = None
@@ -721,7 +1011,15 @@ class EventStore:
                 ).all()
             for r in rows:
                 yield StoredEvent(
-                    r[0], bytes(r[1]), r[2], r[3], r[4].replace(tzinfo=UTC), r[5], r[6], r[7], r[8]
+                    bytes(r[1]),
+                    r[2],
+                    r[3],
+                    r[4].replace(tzinfo=UTC),
+                    r[5],
+                    r[6],
+                    r[7],
+                    r[8],
+                    position=r[0],
                 )
             if len(rows) < _READ_CHUNK:
                 return
@@ -776,18 +1074,40 @@ class EventStore:
                 out[name] = {(k if k is not None else "(none)"): int(n) for k, n in rows}
         return out
 
-    def newer_synced_snapshot(self, definition: str, batch_id: int) -> int | None:
-        """A whole snapshot of the definition, later than this batch, already synced."""
-        with self.engine.connect() as conn:
-            return conn.execute(
-                select(func.min(batches.c.id)).where(
-                    batches.c.definition == definition,
-                    batches.c.id > batch_id,
-                    batches.c.kind == BatchKind.POSTED,
-                    batches.c.whole_snapshot.is_(True),
-                    batches.c.status == BatchStatus.SYNCED,
+    def newer_synced_snapshot(
+        self, definition: str, batch_id: int, *, catalog: str | None = None, primary: bool = True
+    ) -> int | None:
+        """A whole snapshot of the definition, later than this batch, already synced (to
+        ``catalog``: its part finished there; for the ``primary`` catalog a batch synced before
+        version 11, which has no catalog rows, counts by its own status)."""
+        newer = and_(
+            batches.c.definition == definition,
+            batches.c.id > batch_id,
+            batches.c.kind == BatchKind.POSTED,
+            batches.c.whole_snapshot.is_(True),
+        )
+        if catalog is None:
+            synced = batches.c.status == BatchStatus.SYNCED
+        else:
+            bc = batch_catalogs.c
+            in_catalog = (
+                select(bc.batch_id)
+                .where(
+                    bc.batch_id == batches.c.id,
+                    bc.catalog == catalog,
+                    bc.status == BatchStatus.SYNCED.value,
                 )
-            ).scalar()
+                .exists()
+            )
+            synced = in_catalog
+            if primary:
+                legacy = and_(
+                    batches.c.status == BatchStatus.SYNCED,
+                    ~select(bc.batch_id).where(bc.batch_id == batches.c.id).exists(),
+                )
+                synced = in_catalog | legacy
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.min(batches.c.id)).where(newer, synced)).scalar()
 
     def purge_synced(self, definition: str, *, before: datetime, limit: int = 500) -> list[int]:
         """Delete synced batches (with their events) synced before ``before``: retention. Failed
@@ -809,11 +1129,12 @@ class EventStore:
             if ids:
                 conn.execute(events.delete().where(events.c.batch_id.in_(ids)))
                 conn.execute(batch_graphs.delete().where(batch_graphs.c.batch_id.in_(ids)))
+                conn.execute(batch_catalogs.delete().where(batch_catalogs.c.batch_id.in_(ids)))
                 conn.execute(batches.delete().where(batches.c.id.in_(ids)))
         return ids
 
     def save_lineage_state(
-        self, definition: str, state: dict[str, Any], *, now: datetime | None = None
+        self, definition: str, state: Mapping[str, Any], *, now: datetime | None = None
     ) -> None:
         values = {"state": state, "refreshed_at": _naive(now or utcnow())}
         with self.engine.begin() as conn:
@@ -969,15 +1290,19 @@ class EventStore:
         run_id: str,
         batch_id: int | None,
         position: int,
-        call: dict[str, Any],
-        planned: dict[str, Any],
+        call: Mapping[str, Any],
+        planned: Mapping[str, Any],
+        *,
+        catalog: str | None = None,
     ) -> int:
-        """Record, committed, that a real cleanup call is about to be made; returns its id."""
+        """Record, committed, that a real cleanup call to ``catalog`` is about to be made;
+        returns its id."""
         with self.engine.begin() as conn:
             return conn.execute(
                 cleanup_journal.insert()
                 .values(
                     definition=definition,
+                    catalog=catalog,
                     run_id=run_id,
                     batch_id=batch_id,
                     position=position,
@@ -990,7 +1315,7 @@ class EventStore:
             ).scalar_one()
 
     def journal_finish(
-        self, entry_id: int, removed: dict[str, Any], *, status: JournalStatus
+        self, entry_id: int, removed: Mapping[str, Any], *, status: JournalStatus
     ) -> None:
         """Complete an entry: DONE with what the call reported, or RECONCILED with what the
         catalog showed gone after its process died."""
@@ -1007,11 +1332,19 @@ class EventStore:
         *,
         statuses: Sequence[JournalStatus] | None = None,
         unreported: bool = False,
+        catalog: str | None = None,
+        unnamed: bool = False,
     ) -> list[JournalEntry]:
         """A definition's journal entries in order (of these statuses; ``unreported``: only
-        those no cleanup report has listed yet)."""
+        those no cleanup report has listed yet; ``catalog``: only those made to it, and with
+        ``unnamed`` those written before version 11 too, which name no catalog)."""
         c = cleanup_journal.c
         condition = c.definition == definition
+        if catalog is not None:
+            of_catalog = c.catalog == catalog
+            condition = and_(
+                condition, (of_catalog | c.catalog.is_(None)) if unnamed else of_catalog
+            )
         if statuses is not None:
             condition = and_(condition, c.status.in_([s.value for s in statuses]))
         if unreported:
@@ -1032,6 +1365,7 @@ class EventStore:
                 created_at=_aware(m["created_at"]),  # type: ignore[arg-type]
                 finished_at=_aware(m["finished_at"]),
                 reported_in=m["reported_in"],
+                catalog=m["catalog"],
             )
             for m in (r._mapping for r in rows)
         ]

@@ -32,12 +32,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError
 
+from ol_dagster.db import AUTO_ID as _Id
 from ol_dagster.db import lock_schema
 
-SCHEMA_VERSION = 9
-
-# SQLite only auto-increments INTEGER PRIMARY KEY; BigInteger elsewhere.
-_Id = BigInteger().with_variant(Integer(), "sqlite")
+SCHEMA_VERSION = 11
 
 
 class BatchKind(StrEnum):
@@ -181,11 +179,80 @@ cleanup_journal = Table(
     Column("finished_at", DateTime),
     Column("reported_in", _Id),  # the batch whose cleanup report listed the reconciliation
     Index("ix_ol_cleanup_journal_open", "definition", "status", "id"),
+    # version 11: the catalog the call was made to (a definition may feed several). NULL on
+    # entries written before: they were made to the definition's only (its primary) catalog.
+    Column("catalog", String(200)),
+)
+
+batch_catalogs = Table(
+    "ol_batch_catalogs",
+    metadata,
+    # version 11: a definition may feed several catalogs (``catalogs:``), each with its own
+    # cutoff, upload, cleanup report and outcome for a batch. The primary catalog's are also
+    # written to the batch's own columns (what a batch shows, as with one catalog). A batch
+    # synced before version 11 has no rows here: its columns are its only catalog's, which
+    # ``sync.fanout`` reads as the primary catalog's.
+    Column(
+        "batch_id",
+        _Id,
+        ForeignKey("ol_batches.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("catalog", String(200), primary_key=True),
+    # NULL: uploaded, its cleanup not finished; SYNCED: finished (cleaned, or skipped on
+    # purpose); FAILED: its upload or its run failed, the batch is retried for it
+    Column("status", String(16)),
+    Column("run_id", String(200)),  # the run that recorded ``status``
+    # a retry run that leaves this catalog alone: it finished the batch in an earlier run
+    Column("kept_in_run", String(200)),
+    Column("cutoff", DateTime),
+    Column("upload_result", JSON),
+    Column("cleanup_report", JSON),
+    Index("ix_ol_batch_catalogs_status", "catalog", "status", "batch_id"),
+)
+
+kafka_offsets = Table(
+    "ol_kafka_offsets",
+    metadata,
+    # version 10: the Kafka intake (``ol_dagster/kafka``). Per partition, the offset after the
+    # last message whose outcome (events, or a dead letter) is stored, written in the same
+    # transaction as them: a message below it is never stored again, whatever Kafka re-delivers
+    # (a crash between the store's commit and Kafka's, a rebalance, a group that lost its offsets).
+    Column("topic", String(249), primary_key=True),  # Kafka's own limit on a topic's name
+    Column("partition", Integer, primary_key=True),
+    Column("next_offset", BigInteger, nullable=False),
+    Column("updated_at", DateTime, nullable=False),
+)
+
+kafka_dead_letters = Table(
+    "ol_kafka_dead_letters",
+    metadata,
+    # version 10: a Kafka message that is not an accepted OpenLineage event, with the reason the
+    # receiver's validation gives, and its bytes up to ``kafka.deadLetterMaxBytes`` (``raw_size``:
+    # all of them). No producer is there to be answered: this is where its rejections are kept.
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("definition", String(200), nullable=False),
+    Column("topic", String(249), nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("message_offset", BigInteger, nullable=False),  # "offset" is reserved in SQL
+    Column("reason", Text, nullable=False),
+    Column("raw", LargeBinary),
+    Column("raw_size", Integer, nullable=False),
+    Column("received_at", DateTime, nullable=False),
+    Index("ix_ol_kafka_dead_letters_message", "topic", "partition", "message_offset"),
 )
 
 
 class StoreVersionError(RuntimeError):
     """The store's schema is newer than this ol-dagster understands."""
+
+
+def _add_column(conn: Connection, table: Table, column: str, ddl_type: str) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` unless the column is there already (a test may have turned
+    a newer store back to an older version)."""
+    if column not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+        conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {column} {ddl_type}")
 
 
 def _v1_to_v2(conn: Connection) -> None:
@@ -240,26 +307,33 @@ def _v6_to_v7(conn: Connection) -> None:
     """Each event's digest (NULL for the events already stored: computed from ``raw`` when
     read) and the batches' packed graphs. Either may exist already when a test turned a newer
     store back, so each step checks first."""
-    columns = {c["name"] for c in inspect(conn).get_columns(events.name)}
-    if "digest" not in columns:
-        binary = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
-        conn.exec_driver_sql(f"ALTER TABLE ol_events ADD COLUMN digest {binary}")
+    _add_column(conn, events, "digest", "BYTEA" if conn.dialect.name == "postgresql" else "BLOB")
     batch_graphs.create(conn, checkfirst=True)
 
 
 def _v7_to_v8(conn: Connection) -> None:
     """The sync lock's holder process and the cleanup journal (intent before deletion)."""
-    columns = {c["name"] for c in inspect(conn).get_columns(sync_locks.name)}
-    if "process" not in columns:
-        conn.exec_driver_sql("ALTER TABLE ol_sync_locks ADD COLUMN process VARCHAR(200)")
+    _add_column(conn, sync_locks, "process", "VARCHAR(200)")
     cleanup_journal.create(conn, checkfirst=True)
 
 
 def _v8_to_v9(conn: Connection) -> None:
     """The writer of a batch being received (the RECEIVING status needs no DDL: a string)."""
-    columns = {c["name"] for c in inspect(conn).get_columns(batches.name)}
-    if "writer" not in columns:
-        conn.exec_driver_sql("ALTER TABLE ol_batches ADD COLUMN writer VARCHAR(200)")
+    _add_column(conn, batches, "writer", "VARCHAR(200)")
+
+
+def _v9_to_v10(conn: Connection) -> None:
+    """The Kafka intake's stored offsets and dead letters."""
+    kafka_offsets.create(conn, checkfirst=True)
+    kafka_dead_letters.create(conn, checkfirst=True)
+
+
+def _v10_to_v11(conn: Connection) -> None:
+    """One feed, several catalogs: each catalog's part of a batch, and the catalog of each
+    journal entry (NULL: the definition's only catalog then). Nothing is copied: a batch
+    without rows keeps its facts in its own columns, read as its primary catalog's."""
+    batch_catalogs.create(conn, checkfirst=True)
+    _add_column(conn, cleanup_journal, "catalog", "VARCHAR(200)")
 
 
 # version -> function bringing a store at that version to version + 1
@@ -272,6 +346,8 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     6: _v6_to_v7,
     7: _v7_to_v8,
     8: _v8_to_v9,
+    9: _v9_to_v10,
+    10: _v10_to_v11,
 }
 
 

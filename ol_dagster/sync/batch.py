@@ -1,5 +1,9 @@
 """One batch's sync as every entry point runs it: upload, then cleanup, under the definition's lock.
 
+A definition that feeds several catalogs syncs each on its own (``catalog_key``; ``sync.fanout``):
+its own lock, cutoff, upload, cleanup, journal and report, so a failing catalog blocks only its
+own cleanup; the steps below are per catalog, and the batch is SYNCED once every catalog is.
+
 The Dagster assets (sensor-launched runs, ``ol-dagster sync``, a person re-materializing the
 cleanup with a raised cap) and the tests call these functions, so there is one copy of what the
 cleanup is told about a batch (``batch_facts``) and one place where the order of things is decided:
@@ -33,12 +37,13 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ol_dagster.catalog.protocol import Catalog, DatasetRef, UploadResult
+from ol_dagster.catalog.protocol import Catalog, DatasetRef, TakesEvents, UploadResult
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.settings import SyncDefinition
-from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, EventStore
+from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, CatalogRecord, EventStore
 from ol_dagster.store.event_store import utcnow
 from ol_dagster.store.holder import this_process
+from ol_dagster.sync import fanout
 from ol_dagster.sync.cleanup import (
     RUN_FAILED,
     SUPERSEDED,
@@ -57,6 +62,7 @@ from ol_dagster.sync.journal import (
     reconcile,
 )
 from ol_dagster.sync.lease import STEP_LEASE_SECONDS, Heartbeat
+from ol_dagster.sync.reports import CleanupReport, UploadRecord, stored_report, stored_upload
 from ol_dagster.sync.upload import UploadOutcome, graph_facts, upload_graph
 
 # Between a run's upload and cleanup steps nothing renews the lock: it is kept this long, or
@@ -67,15 +73,19 @@ LOCK_POLL_SECONDS = 0.5
 
 
 class SyncBusy(Exception):
-    """Another live sync of the definition holds its lock: this one must wait or stay pending."""
+    """Another live sync of the definition (of this catalog of it) holds its lock: this one must
+    wait or stay pending."""
 
-    def __init__(self, definition: str, holder: str) -> None:
+    def __init__(self, definition: str, holder: str, catalog: str | None = None) -> None:
+        what = f"definition {definition!r}" + (f" (catalog {catalog!r})" if catalog else "")
         super().__init__(
-            f"definition {definition!r} is being synced by {holder!r}: one sync per definition "
-            "at a time; this batch stays pending and is synced after it"
+            f"{what} is being synced by {holder!r}: one sync per definition "
+            f"{'and catalog ' if catalog else ''}at a time; this batch stays pending and is "
+            "synced after it"
         )
         self.definition = definition
         self.holder = holder
+        self.catalog = catalog
 
 
 class WrongDefinition(ValueError):
@@ -93,10 +103,12 @@ class CleanupOverrides:
 
 @dataclass(slots=True)
 class UploadDone:
-    record: dict[str, Any]  # what the store keeps as the batch's upload result
-    graph: LineageGraph | None  # None when nothing was uploaded (superseded)
+    record: UploadRecord  # what the store keeps as the batch's upload result
+    graph: LineageGraph | None  # None when nothing was uploaded (superseded, kept)
     cutoff: datetime | None
     result: UploadResult | None = None
+    # the earlier run that finished this catalog's part of the batch: a retry left it alone
+    kept_from: str | None = None
 
     @property
     def superseded_by(self) -> int | None:
@@ -118,18 +130,18 @@ def definition_batch(store: EventStore, definition: SyncDefinition, batch_id: in
 
 def take_lock(
     store: EventStore,
-    definition: SyncDefinition,
+    where: fanout.CatalogTarget,
     holder: str,
     *,
     is_alive: Callable[[str], bool] | None = None,
     wait_seconds: float = 0.0,
 ) -> None:
-    """Take (or renew) the definition's sync lock for ``holder``; ``SyncBusy`` when a live holder
-    keeps it longer than ``wait_seconds``."""
+    """Take (or renew) the sync lock of the definition's catalog ``where`` for ``holder``;
+    ``SyncBusy`` when a live holder keeps it longer than ``wait_seconds``."""
     deadline = time.monotonic() + wait_seconds
     while True:
         other = store.acquire_sync_lock(
-            definition.name,
+            where.lock,
             holder,
             lease_seconds=STEP_LEASE_SECONDS,
             is_alive=is_alive,
@@ -138,7 +150,7 @@ def take_lock(
         if other is None:
             return
         if time.monotonic() >= deadline:
-            raise SyncBusy(definition.name, other)
+            raise SyncBusy(where.definition, other, None if where.primary else where.key)
         time.sleep(LOCK_POLL_SECONDS)
 
 
@@ -151,34 +163,80 @@ def upload_batch(
     run_id: str,
     is_alive: Callable[[str], bool] | None = None,
     wait_seconds: float = 0.0,
+    catalog_key: str | None = None,
 ) -> UploadDone:
-    """Steps 1-4: lock, SUPERSEDED, graph, cutoff and upload, recorded in the store. A cleanup
-    an earlier run left unfinished is reconciled first (``sync.journal``)."""
+    """Steps 1-4 for the definition's catalog ``catalog_key`` (its primary by default): lock,
+    SUPERSEDED, graph, cutoff and upload, recorded in the store. A cleanup an earlier run left
+    unfinished in that catalog is reconciled first (``sync.journal``). A catalog this run keeps
+    (``begin_run``: it finished the batch in an earlier run) is left alone."""
+    where = fanout.target(definition, catalog_key)
     batch = store.get_batch(batch_id)
-    take_lock(store, definition, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
+    kept = _kept(store, batch, where, run_id)
+    if kept is not None:
+        record = stored_upload(dict(kept.upload_result or {}))
+        return UploadDone(record, None, None, kept_from=kept.run_id or "")
+    take_lock(store, where, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
     try:
-        with Heartbeat(store, definition.name, run_id):
-            reconcile(store, catalog, definition)
-            done = _upload_locked(store, catalog, definition, batch, run_id)
+        with Heartbeat(store, where.lock, run_id):
+            reconcile(store, catalog, definition, where)
+            done = _upload_locked(store, catalog, definition, batch, run_id, where)
     except BaseException:
         # nothing was recorded: the run fails, and the next sync need not wait for its lease
-        store.release_sync_lock(definition.name, run_id)
+        store.release_sync_lock(where.lock, run_id)
         raise
     # handed over to this run's cleanup step, in this process (the sync jobs run their steps in
     # one process): the lease covers the steps in between, and this process dying ends it
     store.renew_sync_lock(
-        definition.name, run_id, lease_seconds=LOCK_LEASE_SECONDS, process=this_process()
+        where.lock, run_id, lease_seconds=LOCK_LEASE_SECONDS, process=this_process()
     )
     return done
 
 
+def begin_run(
+    store: EventStore, definition: SyncDefinition, batch_id: int, run_id: str
+) -> list[str]:
+    """At the start of a run of the whole sync (its ``received_batch`` step): the catalogs that
+    already finished the batch (``fanout.kept``) are marked kept by this run, so its upload and
+    cleanup steps for them do nothing, whatever the order the other catalogs' steps run in.
+    Returns their keys (none for a definition with one catalog, or a batch synced everywhere)."""
+    batch = store.get_batch(batch_id)
+    if batch.definition != definition.name:
+        return []
+    keys = fanout.kept(definition, batch, store.catalog_records(batch_id))
+    store.keep_catalogs(batch_id, keys, run_id)
+    return keys
+
+
+def _kept(
+    store: EventStore, batch: BatchRecord, where: fanout.CatalogTarget, run_id: str
+) -> CatalogRecord | None:
+    """The catalog's part of the batch when this run keeps it (``begin_run``), else None."""
+    found = store.catalog_records(batch.id).get(where.key)
+    if found is not None and found.kept_in_run == run_id:
+        return found
+    return None
+
+
 def _upload_locked(
-    store: EventStore, catalog: Catalog, definition: SyncDefinition, batch: BatchRecord, run_id: str
+    store: EventStore,
+    catalog: Catalog,
+    definition: SyncDefinition,
+    batch: BatchRecord,
+    run_id: str,
+    where: fanout.CatalogTarget,
 ) -> UploadDone:
-    newer = store.newer_synced_snapshot(definition.name, batch.id) if batch.whole_snapshot else None
+    newer = (
+        store.newer_synced_snapshot(
+            definition.name, batch.id, catalog=where.key, primary=where.primary
+        )
+        if batch.whole_snapshot
+        else None
+    )
     if newer is not None:
-        record = {"skippedReason": SUPERSEDED, "supersededBy": newer, "runId": run_id}
-        store.record_upload(batch.id, cutoff=None, result=record)
+        record: UploadRecord = {"skippedReason": SUPERSEDED, "supersededBy": newer, "runId": run_id}
+        store.record_upload(
+            batch.id, cutoff=None, result=record, catalog=where.key, primary=where.primary
+        )
         return UploadDone(record, None, None)
     inputs = graph_inputs(store, definition, batch)
     # a catalog that takes the events reads them once: when the graph must be built here too,
@@ -188,16 +246,22 @@ def _upload_locked(
     outcome: UploadOutcome = upload_graph(
         catalog, graph, definition, (lambda: events) if events is not None else inputs.events
     )
-    record = {**outcome.result.as_dict(), "graph": graph_facts(graph), "runId": run_id}
-    store.record_upload(batch.id, cutoff=outcome.cutoff, result=record)
+    record: UploadRecord = {
+        **outcome.result.as_dict(),
+        "graph": graph_facts(graph),
+        "runId": run_id,
+    }
+    store.record_upload(
+        batch.id, cutoff=outcome.cutoff, result=record, catalog=where.key, primary=where.primary
+    )
     return UploadDone(record, graph, outcome.cutoff, outcome.result)
 
 
 def _takes_events(catalog: Catalog) -> bool:
-    return bool(getattr(catalog, "takes_events", False))
+    return isinstance(catalog, TakesEvents) and catalog.takes_events
 
 
-def batch_facts(store: EventStore, batch: BatchRecord, upload: dict[str, Any]) -> BatchFacts:
+def batch_facts(store: EventStore, batch: BatchRecord, upload: UploadRecord) -> BatchFacts:
     """What the cleanup is told about a batch: the stored batch and its recorded upload. The one
     copy, used by the assets and the tests alike."""
     g = upload.get("graph") or {}
@@ -212,8 +276,8 @@ def batch_facts(store: EventStore, batch: BatchRecord, upload: dict[str, Any]) -
         else store.job_namespaces(batch.id),
         upload_succeeded=bool(upload.get("succeeded")),
         dataset_systems=g.get("datasetSystems") or [],
-        described_jobs=[tuple(j) for j in g.get("describedJobs") or []],
-        completed_jobs=[tuple(j) for j in g.get("completedJobs") or []],
+        described_jobs=[(ns, name) for ns, name in g.get("describedJobs") or []],
+        completed_jobs=[(ns, name) for ns, name in g.get("completedJobs") or []],
         jobs=g.get("jobs") or [],
         dropped=upload.get("dropped") or {},
         drops=[DatasetRef(*d) for d in g.get("drops") or []],
@@ -232,19 +296,27 @@ def cleanup_batch(
     requested_by: dict[str, Any] | None = None,
     is_alive: Callable[[str], bool] | None = None,
     wait_seconds: float = 0.0,
-) -> dict[str, Any]:
-    """Step 5: the cleanup of a batch on its recorded upload; records the report and the batch
-    status, then releases the lock. ``uploaded_in_this_run`` is False when a person
-    re-materializes only the cleanup (for example with a raised cap)."""
+    catalog_key: str | None = None,
+) -> CleanupReport:
+    """Step 5 for the definition's catalog ``catalog_key`` (its primary by default): the cleanup
+    of a batch on its recorded upload to that catalog; records the report, the catalog's outcome
+    and the batch status, then releases the lock. ``uploaded_in_this_run`` is False when a
+    person re-materializes only the cleanup (for example with a raised cap). A catalog this run
+    keeps (``begin_run``) is not cleaned again: its recorded report is returned."""
+    where = fanout.target(definition, catalog_key)
     over = overrides or CleanupOverrides()
     cap = (
         over.maxRemovalsPerRun
         if over.maxRemovalsPerRun is not None
         else definition.cleanup.maxRemovalsPerRun
     )
-    take_lock(store, definition, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
+    kept = _kept(store, store.get_batch(batch_id), where, run_id)
+    if kept is not None and kept.cleanup_report is not None:
+        _settle(store, definition, batch_id, where, run_id)
+        return stored_report(kept.cleanup_report)
+    take_lock(store, where, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
     try:
-        with Heartbeat(store, definition.name, run_id):
+        with Heartbeat(store, where.lock, run_id):
             return _cleanup_locked(
                 store,
                 catalog,
@@ -255,9 +327,10 @@ def cleanup_batch(
                 cap,
                 requested_by,
                 uploaded_in_this_run,
+                where,
             )
     finally:
-        store.release_sync_lock(definition.name, run_id)
+        store.release_sync_lock(where.lock, run_id)
 
 
 def _cleanup_locked(
@@ -270,46 +343,86 @@ def _cleanup_locked(
     cap: int,
     requested_by: dict[str, Any] | None,
     uploaded_in_this_run: bool,
-) -> dict[str, Any]:
-    reconcile(store, catalog, definition)
-    earlier = earlier_removals(store, definition.name, run_id)
+    where: fanout.CatalogTarget,
+) -> CleanupReport:
+    reconcile(store, catalog, definition, where)
+    earlier = earlier_removals(store, definition.name, run_id, where)
     batch = store.get_batch(batch_id)
-    upload = batch.upload_result
+    mine = _record(store, batch, where)
+    upload = stored_upload(mine.upload_result) if mine is not None else None
+    cutoff = mine.cutoff if mine is not None else None
     if upload is None or (uploaded_in_this_run and upload.get("runId") != run_id):
         # the upload of this run never finished: the run failed before the cleanup
-        report = skipped_report(RUN_FAILED, batch.cutoff, cap)
+        report = skipped_report(RUN_FAILED, cutoff, cap)
     elif upload.get("skippedReason") == SUPERSEDED:
         report = skipped_report(SUPERSEDED, None, cap)
         report["supersededBy"] = upload.get("supersededBy")
-    elif (newer := _superseded_since(store, batch)) is not None:
-        # a newer snapshot was synced since this one's upload: its cleanup decided
-        report = skipped_report(SUPERSEDED, batch.cutoff, cap)
+    elif cutoff is None:
+        # the catalog could not even tell its time (down): nothing was uploaded to it
+        report = skipped_report(UPLOAD_FAILED, None, cap)
+    elif (newer := _superseded_since(store, batch, where)) is not None:
+        # a newer snapshot was synced to this catalog since this one's upload: its cleanup decided
+        report = skipped_report(SUPERSEDED, cutoff, cap)
         report["supersededBy"] = newer
     else:
-        assert batch.cutoff is not None
+        assert cutoff is not None
         report = run_cleanup(
             catalog,
             definition,
             batch_facts(store, batch, upload),
-            cutoff=batch.cutoff,
+            cutoff=cutoff,
             max_removals=over.maxRemovalsPerRun,
             max_share=over.maxRemovalShare,
-            journal=StoreJournal(store, definition.name, run_id, batch.id),
+            journal=StoreJournal(store, definition.name, run_id, batch.id, catalog=where.key),
         )
     _override(report, over, run_id, requested_by)
     if earlier:
         # what earlier runs removed and never reported (they died in their cleanup)
         report["reconciled"] = earlier
-    store.record_cleanup(batch.id, report)
-    mark_reported(store, definition.name, run_id, earlier, batch.id)
     # the events stay pending (FAILED) when nothing reached the catalog as it should
-    retry = report["skippedReason"] in (UPLOAD_FAILED, RUN_FAILED)
-    store.set_status(batch.id, BatchStatus.FAILED if retry else BatchStatus.SYNCED)
+    store.record_cleanup(
+        batch.id,
+        report,
+        catalog=where.key,
+        primary=where.primary,
+        status=fanout.outcome(report["skippedReason"]),
+        run_id=run_id,
+    )
+    mark_reported(store, definition.name, run_id, earlier, batch.id, where)
+    _settle(store, definition, batch.id, where, run_id)
     return report
 
 
+def _record(
+    store: EventStore, batch: BatchRecord, where: fanout.CatalogTarget
+) -> CatalogRecord | None:
+    """The catalog's part of the batch, before this step writes to it: a batch synced before
+    store version 11 first gets its primary catalog's row from its own columns."""
+    records = store.catalog_records(batch.id)
+    mine = fanout.record(batch, records, where)
+    if mine is not None and where.key not in records:
+        store.adopt_catalog_record(batch.id, mine)
+    return mine
+
+
+def _settle(
+    store: EventStore,
+    definition: SyncDefinition,
+    batch_id: int,
+    where: fanout.CatalogTarget,
+    run_id: str,
+) -> None:
+    """The batch's status once the catalog ``where`` recorded its outcome (``fanout``)."""
+    batch = store.get_batch(batch_id)
+    status = fanout.batch_status(
+        definition, batch, store.catalog_records(batch_id), finished=where.key, run_id=run_id
+    )
+    if status is not None:
+        store.set_status(batch_id, status)
+
+
 def _override(
-    report: dict[str, Any],
+    report: CleanupReport,
     over: CleanupOverrides,
     run_id: str,
     requested_by: dict[str, Any] | None,
@@ -326,18 +439,35 @@ def _override(
 
 def fail_run(store: EventStore, definition: SyncDefinition, batch_id: int, run_id: str) -> bool:
     """A sync run that failed before its cleanup (a crash, a killed worker) must not leave its
-    batch waiting for nothing: the batch becomes FAILED, keeps its events and gets a RUN_FAILED
-    report, so the sensor retries it after its backoff. False when there is nothing to mark: the
-    batch is another definition's, already synced, or its cleanup step recorded why it failed."""
+    batch waiting for nothing: each catalog whose cleanup recorded no outcome gets a RUN_FAILED
+    report, and the batch becomes FAILED and keeps its events, so the sensor retries it after its
+    backoff (for those catalogs only). False when there is nothing to mark: the batch is another
+    definition's, already synced, or every catalog's cleanup recorded how it ended."""
     batch = store.get_batch(batch_id)
     if batch.definition != definition.name or batch.status is BatchStatus.SYNCED:
         return False
-    if batch.status is BatchStatus.FAILED and batch.cleanup_report is not None:
-        return False  # the cleanup step already recorded why (UPLOAD_FAILED, RUN_FAILED)
-    report = skipped_report(RUN_FAILED, batch.cutoff, definition.cleanup.maxRemovalsPerRun)
-    store.record_cleanup(batch.id, report | {"runId": run_id})
-    store.set_status(batch.id, BatchStatus.FAILED)
-    return True
+    records = store.catalog_records(batch_id)
+    # the batch is already FAILED by this run (a catalog's cleanup failed): its backoff grew once
+    already = any(r.status is BatchStatus.FAILED and r.run_id == run_id for r in records.values())
+    marked = False
+    for where in fanout.targets(definition):
+        mine = _record(store, batch, where)
+        if mine is not None and mine.status is not None:
+            continue  # its cleanup step recorded how it ended (SYNCED, UPLOAD_FAILED, RUN_FAILED)
+        cutoff = mine.cutoff if mine is not None else None
+        report = skipped_report(RUN_FAILED, cutoff, definition.cleanup.maxRemovalsPerRun)
+        store.record_cleanup(
+            batch.id,
+            report | {"runId": run_id},
+            catalog=where.key,
+            primary=where.primary,
+            status=BatchStatus.FAILED,
+            run_id=run_id,
+        )
+        marked = True
+    if marked and not already:
+        store.set_status(batch.id, BatchStatus.FAILED)
+    return marked
 
 
 def purge_expired(
@@ -350,10 +480,14 @@ def purge_expired(
     return store.purge_synced(definition.name, before=utcnow() - timedelta(days=keep_days))
 
 
-def _superseded_since(store: EventStore, batch: BatchRecord) -> int | None:
+def _superseded_since(
+    store: EventStore, batch: BatchRecord, where: fanout.CatalogTarget
+) -> int | None:
     if not batch.whole_snapshot:
         return None
-    return store.newer_synced_snapshot(batch.definition, batch.id)
+    return store.newer_synced_snapshot(
+        batch.definition, batch.id, catalog=where.key, primary=where.primary
+    )
 
 
 def sync_batch(
@@ -365,11 +499,28 @@ def sync_batch(
     run_id: str,
     overrides: CleanupOverrides | None = None,
     is_alive: Callable[[str], bool] | None = None,
-) -> tuple[UploadDone, dict[str, Any]]:
-    """Upload then cleanup, as one run of the four assets does."""
-    done = upload_batch(store, catalog, definition, batch_id, run_id=run_id, is_alive=is_alive)
+    catalog_key: str | None = None,
+) -> tuple[UploadDone, CleanupReport]:
+    """Upload then cleanup of one catalog (the primary by default), as one run of the assets
+    does."""
+    done = upload_batch(
+        store,
+        catalog,
+        definition,
+        batch_id,
+        run_id=run_id,
+        is_alive=is_alive,
+        catalog_key=catalog_key,
+    )
     report = cleanup_batch(
-        store, catalog, definition, batch_id, run_id=run_id, overrides=overrides, is_alive=is_alive
+        store,
+        catalog,
+        definition,
+        batch_id,
+        run_id=run_id,
+        overrides=overrides,
+        is_alive=is_alive,
+        catalog_key=catalog_key,
     )
     return done, report
 
@@ -384,24 +535,27 @@ def stale_cleanup(
     requested_by: dict[str, Any] | None = None,
     is_alive: Callable[[str], bool] | None = None,
     wait_seconds: float = 0.0,
-) -> dict[str, Any]:
-    """The daily day-based cleanup, under the same lock as the batches' syncs. A raised
-    ``max_removals`` is recorded as a batch cleanup's is (``override``, with who asked)."""
-    take_lock(store, definition, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
+    catalog_key: str | None = None,
+) -> CleanupReport:
+    """The daily day-based cleanup of one catalog (the primary by default), under the same lock
+    as the batches' syncs to it. A raised ``max_removals`` is recorded as a batch cleanup's is
+    (``override``, with who asked)."""
+    where = fanout.target(definition, catalog_key)
+    take_lock(store, where, run_id, is_alive=is_alive, wait_seconds=wait_seconds)
     try:
-        with Heartbeat(store, definition.name, run_id):
-            reconcile(store, catalog, definition)
-            earlier = earlier_removals(store, definition.name, run_id)
+        with Heartbeat(store, where.lock, run_id):
+            reconcile(store, catalog, definition, where)
+            earlier = earlier_removals(store, definition.name, run_id, where)
             report = run_stale_cleanup(
                 catalog,
                 definition,
                 max_removals=max_removals,
-                journal=StoreJournal(store, definition.name, run_id, None),
+                journal=StoreJournal(store, definition.name, run_id, None, catalog=where.key),
             )
             _override(report, CleanupOverrides(max_removals), run_id, requested_by)
             if earlier:
                 report["reconciled"] = earlier
-            mark_reported(store, definition.name, run_id, earlier, STALE_REPORT)
+            mark_reported(store, definition.name, run_id, earlier, STALE_REPORT, where)
             return report
     finally:
-        store.release_sync_lock(definition.name, run_id)
+        store.release_sync_lock(where.lock, run_id)

@@ -29,7 +29,8 @@ run), and no real call is made before the whole plan passed the guards.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import astuple, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -39,12 +40,23 @@ from ol_dagster.catalog.protocol import (
     CleanupCounts,
     CleanupPermissionDenied,
     DatasetRef,
+    Rehearsing,
     Removal,
 )
 from ol_dagster.catalog.systems import job_system_for, may_change, owned_by
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope, scope_prefix
 from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import CleanupMode, LineageReplacement, SnapshotMode, SyncDefinition
+from ol_dagster.sync.reports import (
+    CallArgs,
+    CallDescription,
+    CallReport,
+    CleanupReport,
+    CleanupWarning,
+    JournalCall,
+    JournalCounts,
+    ShareLimit,
+)
 
 CUTOFF = "CUTOFF"
 DAYS = "DAYS"
@@ -87,14 +99,14 @@ class Journal(Protocol):
     """Where the real calls are written down before they are made (``sync.journal``): a process
     killed in a call leaves its intent, which the definition's next sync reconciles."""
 
-    def intent(self, position: int, call: dict[str, Any], planned: dict[str, Any]) -> int: ...
+    def intent(self, position: int, call: JournalCall, planned: JournalCounts) -> int: ...
 
-    def done(self, entry: int, removed: dict[str, Any]) -> None: ...
+    def done(self, entry: int, removed: JournalCounts) -> None: ...
 
 
-def invoke(catalog: Catalog, target: str, args: dict[str, Any], dry: bool) -> CleanupCounts:
-    """Make one cleanup call from its recorded arguments (JSON: a plan's call, or a journal
-    entry replayed as a dry run to see what is still there)."""
+def invoke(catalog: Catalog, target: str, args: Mapping[str, Any], dry: bool) -> CleanupCounts:
+    """Make one cleanup call from its recorded arguments (JSON: a plan's call, ``CallArgs``, or
+    a journal entry replayed as a dry run to see what is still there)."""
     if target == "flows":
         return catalog.cleanup_flows(
             scope_prefixes=list(args["scopePrefixes"]),
@@ -123,8 +135,8 @@ def invoke(catalog: Catalog, target: str, args: dict[str, Any], dry: bool) -> Cl
 @dataclass(slots=True)
 class _Call:
     target: str
-    description: dict[str, Any]
-    args: dict[str, Any]  # JSON: what ``invoke`` makes the call from
+    description: CallDescription
+    args: CallArgs  # JSON: what ``invoke`` makes the call from
     catalog: Catalog
     dry: CleanupCounts | None = None
     real: CleanupCounts | None = None
@@ -132,17 +144,19 @@ class _Call:
     def run(self, dry: bool) -> CleanupCounts:
         return invoke(self.catalog, self.target, self.args, dry)
 
-    def journal_call(self) -> dict[str, Any]:
+    def journal_call(self) -> JournalCall:
         return {"target": self.target, **self.description, "args": self.args}
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
+    def as_dict(self) -> CallReport:
+        out: CallReport = {
             "target": self.target,
             **self.description,
             "dryRun": dict(self.dry.counts) if self.dry else None,
             "real": dict(self.real.counts) if self.real else None,
-            **({"outcomes": self.real.outcomes} if self.real and self.real.outcomes else {}),
         }
+        if self.real and self.real.outcomes:
+            out["outcomes"] = self.real.outcomes
+        return out
 
 
 def cleanup_mode(definition: SyncDefinition, facts: BatchFacts) -> str:
@@ -195,7 +209,7 @@ class _Planner:
         self.definition = definition
         self.cutoff = cutoff
         self.calls: list[_Call] = []
-        self.warnings: list[dict[str, Any]] = []
+        self.warnings: list[CleanupWarning] = []
         self._systems: list[dict[str, Any]] | None = None
 
     @property
@@ -252,12 +266,12 @@ class _Planner:
     def flows(self, *, prefixes: list[str], scopes: list[str], before: datetime) -> None:
         if not prefixes and not scopes:
             return
-        description: dict[str, Any] = {"deleteBefore": before.isoformat()}
+        description: CallDescription = {"deleteBefore": before.isoformat()}
         if prefixes:
             description["scopePrefixes"] = prefixes
         if scopes:
             description["scopes"] = scopes
-        args = {"scopePrefixes": prefixes, "scopes": scopes, "before": before.isoformat()}
+        args: CallArgs = {"scopePrefixes": prefixes, "scopes": scopes, "before": before.isoformat()}
         self.calls.append(_Call("flows", description, args, self.catalog))
 
     def job_systems(
@@ -380,21 +394,22 @@ def plan_stale(
 
 def new_report(
     mode: str | None, cutoff: datetime | None, cap: int, share: float | None = None
-) -> dict[str, Any]:
+) -> CleanupReport:
+    share_limit: ShareLimit = {"maxRemovalShare": share} if share is not None else {}
     return {
         "mode": mode,
         "cutoff": cutoff.isoformat() if cutoff else None,
         "skippedReason": None,
         "maxRemovalsPerRun": cap,
         "plannedRemovals": 0,
-        **({"maxRemovalShare": share} if share is not None else {}),
+        **share_limit,
         "calls": [],
         "removedJobs": [],
         "warnings": [],
     }
 
 
-def skipped_report(reason: str, cutoff: datetime | None, cap: int) -> dict[str, Any]:
+def skipped_report(reason: str, cutoff: datetime | None, cap: int) -> CleanupReport:
     """The report of a run stopped before any call could be planned (failed, superseded...)."""
     report = new_report(None, cutoff, cap)
     report["skippedReason"] = reason
@@ -406,10 +421,11 @@ def _rehearse(catalog: Catalog, calls: list[_Call]) -> None:
     inside a transaction it then rolls back: each call's count is then exactly what its real
     call removes (a flow the flows call takes is not counted again by the job System call whose
     job it touched). Others answer a dry run per call."""
-    rehearsal = getattr(catalog, "rehearsal", None)
-    with rehearsal() if rehearsal is not None else nullcontext():
+    rehearsing = isinstance(catalog, Rehearsing)
+    block: AbstractContextManager[None] = catalog.rehearsal() if rehearsing else nullcontext()
+    with block:
         for call in calls:
-            call.dry = call.run(rehearsal is None)
+            call.dry = call.run(not rehearsing)
 
 
 def _removed_share(
@@ -428,12 +444,12 @@ def execute(
     definition: SyncDefinition,
     mode: str,
     planner: _Planner,
-    report: dict[str, Any],
+    report: CleanupReport,
     cap: int,
     described: frozenset[str] = frozenset(),
     share: float | None = None,
     journal: Journal | None = None,
-) -> dict[str, Any]:
+) -> CleanupReport:
     """Rehearse every call, check the guards, then make the real calls (unless a dry run), each
     written to the ``journal`` before it is made and completed after."""
     report["mode"] = mode
@@ -456,8 +472,11 @@ def execute(
         else:
             for position, call in enumerate(calls):
                 assert call.dry is not None
-                planned = {"counts": dict(call.dry.counts), "jobs": list(call.dry.removed_jobs)}
-                entry = journal.intent(position, call.journal_call(), planned) if journal else None
+                intent: JournalCounts = {
+                    "counts": dict(call.dry.counts),
+                    "jobs": list(call.dry.removed_jobs),
+                }
+                entry = journal.intent(position, call.journal_call(), intent) if journal else None
                 call.real = call.run(False)
                 if journal is not None and entry is not None:
                     journal.done(entry, _journal_removed(call.real))
@@ -469,13 +488,14 @@ def execute(
             report["removed"] = _totals(c.real for c in calls)
             # what the catalog did not remove: it did not have it, it is another source's, or it
             # refused (that entry is tried again next run)
-            for outcome in (Removal.NOT_FOUND, Removal.KEPT, Removal.REFUSED):
-                report[str(outcome)] = _outcome_totals(calls, outcome)
-            if report[Removal.REFUSED]:
+            report["notFound"] = _outcome_totals(calls, Removal.NOT_FOUND)
+            report["kept"] = _outcome_totals(calls, Removal.KEPT)
+            report["refused"] = refused = _outcome_totals(calls, Removal.REFUSED)
+            if refused:
                 report["warnings"].append(
                     {
                         "code": "REMOVAL_REFUSED",
-                        "message": f"the catalog refused {sum(report[Removal.REFUSED].values())} "
+                        "message": f"the catalog refused {sum(refused.values())} "
                         "removal(s); they are tried again next run",
                     }
                 )
@@ -487,12 +507,11 @@ def execute(
     return report
 
 
-def _journal_removed(counts: CleanupCounts) -> dict[str, Any]:
-    return {
-        "counts": dict(counts.counts),
-        "jobs": list(counts.removed_jobs),
-        **({"outcomes": counts.outcomes} if counts.outcomes else {}),
-    }
+def _journal_removed(counts: CleanupCounts) -> JournalCounts:
+    removed: JournalCounts = {"counts": dict(counts.counts), "jobs": list(counts.removed_jobs)}
+    if counts.outcomes:
+        removed["outcomes"] = counts.outcomes
+    return removed
 
 
 def _outcome_totals(calls: list[_Call], outcome: Removal) -> dict[str, int]:
@@ -503,7 +522,7 @@ def _outcome_totals(calls: list[_Call], outcome: Removal) -> dict[str, int]:
     return out
 
 
-def _totals(counts) -> dict[str, int]:
+def _totals(counts: Iterable[CleanupCounts | None]) -> dict[str, int]:
     out: dict[str, int] = {}
     for c in counts:
         if c is None:
@@ -522,7 +541,7 @@ def run_cleanup(
     max_removals: int | None = None,
     max_share: float | None = None,
     journal: Journal | None = None,
-) -> dict[str, Any]:
+) -> CleanupReport:
     """Plan, guard and (when allowed) carry out a batch's cleanup; returns the seed's report.
     ``max_removals`` and ``max_share`` override the definition's limits for this run."""
     cap = definition.cleanup.maxRemovalsPerRun if max_removals is None else max_removals
@@ -552,7 +571,7 @@ def run_stale_cleanup(
     *,
     max_removals: int | None = None,
     journal: Journal | None = None,
-) -> dict[str, Any]:
+) -> CleanupReport:
     """The daily day-based cleanup of a definition (``<definition>/stale_cleanup``). The share
     guard is for batches: what has not been described for staleJobDays is meant to go."""
     cap = definition.cleanup.maxRemovalsPerRun if max_removals is None else max_removals

@@ -14,16 +14,22 @@ catalog answered for it: a call cut short there is reconciled to the object (onl
 deleted in the instant before its process died counts as still there, and the next cleanup finds
 it gone, ``notFound``). The next cleanup report lists the dead run's calls, done and reconciled,
 under ``reconciled``, so the reports of a definition always say what was removed.
+
+A definition that feeds several catalogs keeps a journal per catalog (each entry names its
+catalog): a call is replayed against the catalog it was made to. Entries written before store
+version 11 name none; they were made to the definition's only catalog, now its primary.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ol_dagster.catalog.protocol import Catalog, ObjectType
 from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import EventStore, JournalEntry, JournalStatus
 from ol_dagster.sync.cleanup import invoke
+from ol_dagster.sync.fanout import CatalogTarget
+from ol_dagster.sync.reports import JournalCall, JournalCounts, ReconciledCall
 
 # ``reported_in`` of entries listed by the daily stale cleanup's report (which has no batch)
 STALE_REPORT = 0
@@ -33,29 +39,53 @@ class StoreJournal:
     """The ``sync.cleanup.Journal`` of one run's cleanup, in the event store."""
 
     def __init__(
-        self, store: EventStore, definition: str, run_id: str, batch_id: int | None
+        self,
+        store: EventStore,
+        definition: str,
+        run_id: str,
+        batch_id: int | None,
+        *,
+        catalog: str | None = None,
     ) -> None:
         self.store = store
         self.definition = definition
         self.run_id = run_id
         self.batch_id = batch_id
+        self.catalog = catalog
 
-    def intent(self, position: int, call: dict[str, Any], planned: dict[str, Any]) -> int:
+    def intent(self, position: int, call: JournalCall, planned: JournalCounts) -> int:
         return self.store.journal_intent(
-            self.definition, self.run_id, self.batch_id, position, call, planned
+            self.definition,
+            self.run_id,
+            self.batch_id,
+            position,
+            call,
+            planned,
+            catalog=self.catalog,
         )
 
-    def done(self, entry: int, removed: dict[str, Any]) -> None:
+    def done(self, entry: int, removed: JournalCounts) -> None:
         self.store.journal_finish(entry, removed, status=JournalStatus.DONE)
 
 
+def _of(where: CatalogTarget | None) -> dict[str, Any]:
+    """The journal's filter for one catalog's entries (none: every entry of the definition)."""
+    if where is None:
+        return {}
+    return {"catalog": where.key, "unnamed": where.primary}
+
+
 def reconcile(
-    store: EventStore, catalog: Catalog, definition: SyncDefinition
+    store: EventStore,
+    catalog: Catalog,
+    definition: SyncDefinition,
+    where: CatalogTarget | None = None,
 ) -> list[JournalEntry]:
-    """Complete the entries a dead process left open, from what the catalog still holds; call it
-    under the definition's sync lock, before the upload. Returns the entries it completed."""
+    """Complete the entries a dead process left open in ``catalog`` (the definition's catalog
+    ``where``), from what it still holds; call it under that catalog's sync lock, before the
+    upload. Returns the entries it completed."""
     done: list[JournalEntry] = []
-    for entry in store.journal(definition.name, statuses=[JournalStatus.INTENT]):
+    for entry in store.journal(definition.name, statuses=[JournalStatus.INTENT], **_of(where)):
         call = entry.call
         still = invoke(catalog, call["target"], call["args"], dry=True)
         planned: dict[str, int] = entry.planned.get("counts") or {}
@@ -73,39 +103,53 @@ def reconcile(
     return done
 
 
-def earlier_removals(store: EventStore, definition: str, run_id: str) -> list[dict[str, Any]]:
-    """The calls of earlier runs that no cleanup report listed (their process died before it
-    recorded one), as the ``reconciled`` part of this run's report."""
-    out = []
+def earlier_removals(
+    store: EventStore, definition: str, run_id: str, where: CatalogTarget | None = None
+) -> list[ReconciledCall]:
+    """The calls of earlier runs (to the catalog ``where``) that no cleanup report listed (their
+    process died before it recorded one), as the ``reconciled`` part of this run's report."""
+    out: list[ReconciledCall] = []
     for e in store.journal(
-        definition, statuses=[JournalStatus.DONE, JournalStatus.RECONCILED], unreported=True
+        definition,
+        statuses=[JournalStatus.DONE, JournalStatus.RECONCILED],
+        unreported=True,
+        **_of(where),
     ):
         if e.run_id == run_id:
             continue
         removed = e.removed or {}
-        out.append(
-            {
-                "journalId": e.id,
-                "runId": e.run_id,
-                "batchId": e.batch_id,
-                "status": e.status.value,
-                **{k: v for k, v in e.call.items() if k != "args"},
-                "planned": e.planned.get("counts") or {},
-                "removed": removed.get("counts") or {},
-                "removedJobs": removed.get("jobs") or [],
-                "at": e.created_at.isoformat(),
-            }
+        out.append(  # the entry's call as the journal stored it (``JournalCall``), less its args
+            cast(
+                ReconciledCall,
+                {
+                    "journalId": e.id,
+                    "runId": e.run_id,
+                    "batchId": e.batch_id,
+                    "status": e.status.value,
+                    **{k: v for k, v in e.call.items() if k != "args"},
+                    "planned": e.planned.get("counts") or {},
+                    "removed": removed.get("counts") or {},
+                    "removedJobs": removed.get("jobs") or [],
+                    "at": e.created_at.isoformat(),
+                },
+            )
         )
     return out
 
 
 def mark_reported(
-    store: EventStore, definition: str, run_id: str, listed: list[dict[str, Any]], batch: int
+    store: EventStore,
+    definition: str,
+    run_id: str,
+    listed: list[ReconciledCall],
+    batch: int,
+    where: CatalogTarget | None = None,
 ) -> None:
-    """This run's own entries and the earlier ones its report listed are reported in ``batch``."""
+    """This run's own entries (to the catalog ``where``) and the earlier ones its report listed
+    are reported in ``batch``."""
     own = [
         e.id
-        for e in store.journal(definition, unreported=True)
+        for e in store.journal(definition, unreported=True, **_of(where))
         if e.run_id == run_id and e.status is not JournalStatus.INTENT
     ]
     store.journal_reported([*own, *(r["journalId"] for r in listed)], batch)

@@ -15,11 +15,12 @@ from ol_dagster.catalog.protocol import Catalog, FailedRow, UploadResult
 from ol_dagster.catalog.systems import dataset_system_rules
 from ol_dagster.lineage import LineageGraph, normalize
 from ol_dagster.settings import SyncDefinition
+from ol_dagster.sync.reports import GraphFacts
 
 
 @dataclass(frozen=True, slots=True)
 class UploadOutcome:
-    cutoff: datetime
+    cutoff: datetime | None  # None: the catalog could not tell its time, nothing was sent
     result: UploadResult
 
 
@@ -28,7 +29,7 @@ def build_graph(raw_events: Iterable[bytes], definition: SyncDefinition) -> Line
     return normalize(raw_events, dataset_systems=dataset_system_rules(definition))
 
 
-def graph_facts(graph: LineageGraph) -> dict[str, list]:
+def graph_facts(graph: LineageGraph) -> GraphFacts:
     """What the cleanup needs from the graph, recorded with the upload for the cleanup step."""
     return {
         "jobNamespaces": graph.job_namespaces,
@@ -51,7 +52,13 @@ def upload_graph(
     definition: SyncDefinition,
     raw_events: Callable[[], Iterable[bytes]] | None = None,
 ) -> UploadOutcome:
-    cutoff = catalog.clock()
+    try:
+        cutoff = catalog.clock()
+    except Exception as exc:
+        # a catalog that is down is this catalog's failed upload, not the whole run's: beside
+        # other catalogs of the definition it must block its own cleanup only (UPLOAD_FAILED)
+        failed = FailedRow("batch", "*", f"clock: {type(exc).__name__}: {exc}")
+        return UploadOutcome(None, UploadResult(failed=[failed]))
     try:
         result = catalog.upload(graph, definition, raw_events)
     except Exception as exc:  # a failed upload must be recorded, never crash past the guard

@@ -18,7 +18,7 @@ from ol_dagster.catalog.blindata import upload as upload_ops
 from ol_dagster.catalog.blindata.client import BlindataClient
 from ol_dagster.catalog.protocol import CleanupCounts, DatasetRef, UploadResult
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.settings import CatalogSettings, SyncDefinition
+from ol_dagster.settings import BlindataCatalogSettings, SyncDefinition
 
 
 class BlindataCatalog:
@@ -30,7 +30,7 @@ class BlindataCatalog:
     def __init__(
         self,
         name: str,
-        cfg: CatalogSettings,
+        cfg: BlindataCatalogSettings,
         *,
         store_url: str = "",
         definition: str = "",
@@ -50,7 +50,7 @@ class BlindataCatalog:
     def __repr__(self) -> str:
         return f"BlindataCatalog(name={self.name!r}, url={self.cfg.url!r})"
 
-    def headers(self, cfg: CatalogSettings) -> dict[str, str]:
+    def headers(self, cfg: BlindataCatalogSettings) -> dict[str, str]:
         """Tenant and credentials; secrets come from the environment, here, when it opens."""
         return self.client.headers(cfg)
 
@@ -67,7 +67,6 @@ class BlindataCatalog:
         definition: SyncDefinition,
         raw_events: Callable[[], Iterable[bytes]] | None = None,
     ) -> UploadResult:
-        """Write everything the graph describes (``raw_events`` is for event-taking catalogs)."""
         return upload_ops.upload(self.client, graph, definition)
 
     # -- cleanup -----------------------------------------------------------------------------------
@@ -97,8 +96,6 @@ class BlindataCatalog:
         dry_run: bool,
         routines_before: datetime | None = None,
     ) -> CleanupCounts:
-        """Job entities and routines last updated before ``before`` (see
-        ``cleanup.cleanup_job_system`` for ``routines_before``)."""
         return cleanup.cleanup_job_system(
             self.client,
             system,
@@ -114,16 +111,12 @@ class BlindataCatalog:
         return cleanup.cleanup_dataset_system(self.client, system, before=before, dry_run=dry_run)
 
     def drop_datasets(self, datasets: Sequence[DatasetRef], *, dry_run: bool) -> CleanupCounts:
-        """Remove the entities DROP events named, with their fields and flows (see
-        ``cleanup.drop_datasets``)."""
         return cleanup.drop_datasets(self.client, datasets, dry_run=dry_run)
 
     def count_jobs(self, system: str, *, schemas: list[str] | None) -> int:
-        """Job entities of a job System (in these schemas; ``None``: all), read page by page."""
         return cleanup.count_jobs(self.client, system, schemas=schemas)
 
     def disable_quality_checks(self, jobs: list[str]) -> int:
-        """Disable (never delete) the quality checks of removed jobs (see ``quality``)."""
         return quality.disable_quality_checks(self.client, jobs)
 
     # -- reads -------------------------------------------------------------------------------------

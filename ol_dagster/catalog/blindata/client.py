@@ -24,11 +24,10 @@ from ol_dagster.catalog.http import (
     CatalogRefused,
     CatalogUnavailable,
     HttpCatalogClient,
-    RetryPolicy,
     server_time,
 )
 from ol_dagster.catalog.protocol import FailedRow, UploadResult
-from ol_dagster.settings import CatalogSettings, SettingsError
+from ol_dagster.settings import BlindataCatalogSettings, SettingsError
 
 Write = Callable[[], tuple[str, bool]]  # one row's write: its uuid, and whether it was created
 
@@ -52,29 +51,22 @@ class BlindataClient:
     def __init__(
         self,
         name: str,
-        cfg: CatalogSettings,
+        cfg: BlindataCatalogSettings,
         *,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.name = name
         self.secrets: list[str] = []
-        headers = self.headers(cfg)
-        kwargs: dict[str, Any] = {"sleep": sleep} if sleep is not None else {}
-        self.http = HttpCatalogClient(
-            cfg.url,
-            headers=headers,
-            timeout=cfg.timeoutSeconds,
-            policy=RetryPolicy(max_retries=cfg.maxRetries),
-            transport=transport,
-            **kwargs,
+        self.http = HttpCatalogClient.for_catalog(
+            cfg, self.headers(cfg), transport=transport, sleep=sleep
         )
         self.workers = max(1, cfg.concurrency)
 
     def close(self) -> None:
         self.http.close()
 
-    def headers(self, cfg: CatalogSettings) -> dict[str, str]:
+    def headers(self, cfg: BlindataCatalogSettings) -> dict[str, str]:
         """Tenant and credentials; secrets come from the environment, here, when it opens."""
         headers = {"Accept": "application/json", api.HEADER_TENANT: cfg.tenant or ""}
         if cfg.token is not None:

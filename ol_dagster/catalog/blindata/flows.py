@@ -12,19 +12,14 @@ from typing import Any
 from ol_dagster.catalog import blindata_api as api
 from ol_dagster.catalog.blindata.client import BlindataClient, Write
 from ol_dagster.catalog.blindata.finders import find_flow, flows_with_prefix
-from ol_dagster.catalog.blindata.shapes import EntityKey, FlowKey, node_id, prop_list
+from ol_dagster.catalog.blindata.shapes import EntityRefs, FlowKey, node_id, prop_list
 from ol_dagster.catalog.protocol import ObjectType, UploadResult
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey, scope_prefix
 
 
 def upload_flows(
-    client: BlindataClient,
-    graph: LineageGraph,
-    node_entity: dict[tuple[str, NodeKey], EntityKey],
-    entity_uuid: dict[EntityKey, str],
-    field_uuid: dict[tuple[str, str], str],
-    result: UploadResult,
+    client: BlindataClient, graph: LineageGraph, refs: EntityRefs, result: UploadResult
 ) -> None:
     """Data flows (dataset to dataset), orchestration flows (parent job to child job) and field
     flows, each owned by its scope; upserted on (scope, ends)."""
@@ -33,8 +28,8 @@ def upload_flows(
         known.update(flows_with_prefix(client, scope_prefix(ns)))
 
     def end(kind: str, key: NodeKey) -> tuple[str, str]:
-        ek = node_entity[(kind, key)]
-        return ek[0], entity_uuid[ek]
+        ek, uid = refs.entity(kind, key)
+        return ek[0], uid
 
     entries: list[tuple[FlowKey, str, Write]] = []
 
@@ -86,7 +81,7 @@ def upload_flows(
             },
         )
     for o in sorted(graph.orchestration_flows, key=lambda o: (o.scope, o.parent, o.child)):
-        if ("job", o.parent) not in node_entity:
+        if ("job", o.parent) not in refs.node_entity:
             continue  # a foreign parent that could not be placed (counted as dropped)
         add(
             o.scope,
@@ -102,8 +97,8 @@ def upload_flows(
     missing = 0
     for f in sorted(graph.field_flows, key=lambda f: (f.scope, f.source, f.target)):
         src, dst = end("dataset", f.source[:2]), end("dataset", f.target[:2])
-        src_field = field_uuid.get((src[1], f.source[2]))
-        dst_field = field_uuid.get((dst[1], f.target[2]))
+        src_field = refs.field_uuid.get((src[1], f.source[2]))
+        dst_field = refs.field_uuid.get((dst[1], f.target[2]))
         if src_field is None or dst_field is None:
             missing += 1
             continue

@@ -15,7 +15,7 @@ from typing import Any
 from ol_dagster.catalog import blindata_api as api
 from ol_dagster.catalog.blindata.client import BlindataClient, Write
 from ol_dagster.catalog.blindata.shapes import (
-    EntityKey,
+    EntityRefs,
     iso,
     json_body,
     prop_list,
@@ -25,7 +25,6 @@ from ol_dagster.catalog.blindata.shapes import (
 from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable
 from ol_dagster.catalog.protocol import UploadResult
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import NodeKey
 
 # the logger keeps the name it had before the package (one module), so log filters still match
 log = logging.getLogger("ol_dagster.catalog.blindata")
@@ -34,20 +33,14 @@ QUALITY = "qualityChecks"
 
 
 def upload_quality(
-    client: BlindataClient,
-    graph: LineageGraph,
-    node_entity: dict[tuple[str, NodeKey], EntityKey],
-    entity_uuid: dict[EntityKey, str],
-    field_uuid: dict[tuple[str, str], str],
-    result: UploadResult,
+    client: BlindataClient, graph: LineageGraph, refs: EntityRefs, result: UploadResult
 ) -> None:
     """One suite per job (code ``<namespace>.<name>``), imported with its checks (enabled:
     a job that comes back gets its checks back)."""
     suites: dict[str, list[dict[str, Any]]] = {}
     for q in graph.quality_checks.values():
         suite = f"{q.job[0]}.{q.job[1]}"
-        ek = node_entity[("dataset", q.dataset)]
-        eid = entity_uuid[ek]
+        ek, eid = refs.entity("dataset", q.dataset)
         check: dict[str, Any] = {
             "code": f"{suite}|{q.dataset[0]}:{q.dataset[1]}|{q.name}|{q.column or ''}",
             "name": f"{q.name} {q.column}" if q.column else q.name,
@@ -63,7 +56,7 @@ def upload_quality(
                 }
             ),
         }
-        fid = field_uuid.get((eid, q.column)) if q.column else None
+        fid = refs.field_uuid.get((eid, q.column)) if q.column else None
         if fid:
             check["physicalFields"] = [{"uuid": fid}]
         suites.setdefault(suite, []).append(check)

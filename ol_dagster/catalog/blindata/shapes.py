@@ -1,5 +1,5 @@
 """Blindata's JSON shapes read and written in one place: references, ``additionalProperties``,
-timestamps and counts.
+timestamps and counts; and the natural keys the upload refers to objects by.
 
 Every other module of the package reads a server answer through these helpers, so each tolerance
 (a bare string for a reference, a repeated property name, epoch milliseconds for a date, an empty
@@ -9,6 +9,7 @@ or non-JSON body) is decided once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +20,22 @@ from ol_dagster.lineage.graph import NodeKey
 
 EntityKey = tuple[str, str, str]  # (System uuid, schema, name)
 FlowKey = tuple[str, str | None, str | None, str | None, str | None, str | None, str | None]
+NodeEntity = dict[tuple[str, NodeKey], EntityKey]  # ("job" | "dataset", node) -> entity key
+
+
+@dataclass(frozen=True, slots=True)
+class EntityRefs:
+    """What the upload's entities and fields became on the server, for the objects written
+    after them (flows, quality checks), which refer to them by uuid."""
+
+    node_entity: NodeEntity
+    entity_uuid: dict[EntityKey, str]
+    field_uuid: dict[tuple[str, str], str]  # (entity uuid, field path) -> field uuid
+
+    def entity(self, kind: str, key: NodeKey) -> tuple[EntityKey, str]:
+        """The entity a node ("job" or "dataset") was written as, and its uuid."""
+        ek = self.node_entity[(kind, key)]
+        return ek, self.entity_uuid[ek]
 
 
 def json_body(response: httpx.Response) -> Any:

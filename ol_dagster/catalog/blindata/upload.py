@@ -25,7 +25,14 @@ from ol_dagster.catalog.blindata.finders import (
 from ol_dagster.catalog.blindata.flows import upload_flows
 from ol_dagster.catalog.blindata.placement import apply_renames, foreign_parents
 from ol_dagster.catalog.blindata.quality import QUALITY, upload_quality
-from ol_dagster.catalog.blindata.shapes import EntityKey, iso, prop_list, uuid_of
+from ol_dagster.catalog.blindata.shapes import (
+    EntityKey,
+    EntityRefs,
+    NodeEntity,
+    iso,
+    prop_list,
+    uuid_of,
+)
 from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable
 from ol_dagster.catalog.protocol import FailedRow, ObjectType, UploadResult
 from ol_dagster.catalog.systems import foreign_job, job_system_for, wanted_systems
@@ -34,8 +41,6 @@ from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.settings import SyncDefinition
 
 SYSTEMS = "systems"
-
-NodeEntity = dict[tuple[str, NodeKey], EntityKey]  # ("job" | "dataset", node) -> entity key
 
 
 def upload_systems(
@@ -99,12 +104,13 @@ def _upload(
     _upload_routines(client, graph, sys_uuid, job_sys, result)
     if result.failed:
         return
+    refs = EntityRefs(node_entity, entity_uuid, field_uuid)
     phase[0] = ObjectType.DATA_FLOWS
-    upload_flows(client, graph, node_entity, entity_uuid, field_uuid, result)
+    upload_flows(client, graph, refs, result)
     if result.failed:
         return
     phase[0] = QUALITY
-    upload_quality(client, graph, node_entity, entity_uuid, field_uuid, result)
+    upload_quality(client, graph, refs, result)
     # a DROP is not carried out here: the cleanup's ``drop_datasets`` call does it, behind
     # the cleanup's guards (dry run, removal cap, permission)
 

@@ -16,7 +16,7 @@ mean equal rows:
 
 The catalog keeps each object's digest with its entity; an upload whose digest is the stored one
 stamps, instead of upserting, the rows that carry the time of the upload that stamped the object
-last (``EmbeddedCatalog._stamp``): those are the rows that upload sent, and no older row of the
+last (``stamps.stamp``): those are the rows that upload sent, and no older row of the
 same scope, which the cleanup is to judge. A row lost since (a cascade, an operator's delete)
 shows as a short count, and the object is then sent again whole.
 

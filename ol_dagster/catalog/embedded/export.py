@@ -8,6 +8,7 @@ its external assets from this state at load, never from the catalog.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Connection, Select, select
@@ -15,15 +16,21 @@ from sqlalchemy.orm import aliased
 
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.lineage.graph import flow_scope, job_of_scope
-from ol_dagster.lineage_state import STATE_VERSION
+from ol_dagster.lineage_state import (
+    ColumnLineageState,
+    DatasetState,
+    JobState,
+    LineageState,
+    new_state,
+)
 
 # scopes per ``IN`` list when only some jobs are exported (SQLite allows 32,766 parameters)
 _CHUNK = 500
 
 
 def export_state(
-    conn: Connection, uuid: str, allowed: Any, max_jobs: int | None = None
-) -> dict[str, Any]:
+    conn: Connection, uuid: str, allowed: Callable[[str], bool], max_jobs: int | None = None
+) -> LineageState:
     """``allowed(namespace) -> bool`` filters the job namespaces of the definition. With
     ``max_jobs``, only that many jobs are exported, newest first by their last run (as the
     asset graph orders them: ``defs.lineage_assets.newest_jobs``; jobs that never reported a run
@@ -36,7 +43,7 @@ def export_state(
         for sid, props in conn.execute(select(t.systems.c.id, t.systems.c.properties))
         if uuid in ((props or {}).get("openLineageJobSystem") or [])
     ]
-    jobs: dict[tuple[str, str], dict[str, Any]] = {}
+    jobs: dict[tuple[str, str], JobState] = {}
     job_ids: dict[int, tuple[str, str]] = {}
     newest: dict[tuple[str, str], tuple[bool, Any, Any]] = {}
     for eid, ns, name, desc, props, last_update, last_run in conn.execute(
@@ -89,7 +96,7 @@ def export_state(
     src, dst = aliased(t.entities), aliased(t.entities)
     f = t.data_flows.c
     dataset_ids: set[int] = set()
-    io: dict[tuple[str, str], tuple[set, set]] = {}
+    io: dict[tuple[str, str], tuple[set[tuple[str, str]], set[tuple[str, str]]]] = {}
     data_flows = (
         select(
             f.scope,
@@ -118,14 +125,14 @@ def export_state(
         jobs[job]["inputs"] = sorted([list(k) for k in ins])
         jobs[job]["outputs"] = sorted([list(k) for k in outs])
 
-    parents = []
+    parents: list[list[list[str]]] = []
     for p_id, c_id in conn.execute(
         select(f.from_entity, f.to_entity).where(f.kind == t.ORCHESTRATION)
     ):
         if p_id in job_ids and c_id in job_ids:
             parents.append([list(job_ids[p_id]), list(job_ids[c_id])])
 
-    datasets: dict[int, dict[str, Any]] = {}
+    datasets: dict[int, DatasetState] = {}
     ids = sorted(dataset_ids)
     for i in range(0, len(ids), 500):
         for eid, ns, name, typ, desc, props, system in conn.execute(
@@ -188,21 +195,12 @@ def export_state(
             (s["namespace"], s["name"], s_field, *([label] if label else []))
         )
 
-    return {
-        "version": STATE_VERSION,
-        **({"jobsNotShown": not_shown} if not_shown else {}),
-        "jobs": sorted(jobs.values(), key=lambda j: (j["namespace"], j["name"])),
-        "datasets": sorted(datasets.values(), key=lambda d: (d["namespace"], d["name"])),
-        "parents": sorted(parents),
-        "columnLineage": sorted(
-            [
-                {
-                    "dataset": [datasets[eid]["namespace"], datasets[eid]["name"]],
-                    "field": field,
-                    "inputs": sorted(list(x) for x in inputs),
-                }
-                for (eid, field), inputs in column_lineage.items()
-            ],
-            key=lambda c: (c["dataset"], c["field"]),
-        ),
-    }
+    columns: list[ColumnLineageState] = [
+        {
+            "dataset": [datasets[eid]["namespace"], datasets[eid]["name"]],
+            "field": field,
+            "inputs": sorted(list(x) for x in inputs),
+        }
+        for (eid, field), inputs in column_lineage.items()
+    ]
+    return new_state(jobs.values(), datasets.values(), parents, columns, not_shown=not_shown)

@@ -24,7 +24,7 @@ def secret_values(settings: Settings) -> list[str]:
     """The values of every secret the settings name that is set (unset ones hide nothing)."""
     secrets = [d.receiver.token for d in settings.definitions]
     for catalog in settings.catalogs.values():
-        secrets += [s for s in (catalog.token, catalog.apiKey) if s is not None]
+        secrets += catalog.secrets()
     values = []
     for secret in secrets:
         try:

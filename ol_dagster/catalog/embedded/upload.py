@@ -1,0 +1,625 @@
+"""The embedded catalog's upload: one graph written in the order its references need.
+
+Systems, then entities (jobs and datasets, after the RENAMEs, with stubs of other owners' parent
+jobs), fields, routines with their statements, data and field flows, quality checks and run
+metrics. Each object type is one transaction, so a failure leaves no half-written flow set; it
+stops the upload (later types need the ids of this one) and, as a failed row, blocks the cleanup.
+Every object is an upsert on its natural key (``bulk``): the same graph twice writes nothing new
+but touches everything. The upload deletes nothing: a DROP is the cleanup's ``drop_datasets``.
+
+Unchanged objects are not sent again (``changes``): a job or dataset whose digest is the one the
+catalog stored has its rows stamped with the upload's time (``stamps``), so every object the
+graph describes gets the new last-update exactly as a re-send gives it. Each upload takes a time
+no earlier upload had (``clock.claim``), so the rows of one time are those one upload sent.
+
+``Upload`` holds what the steps hand each other (the Systems' ids, the entities', the fields',
+the statements', the clean objects); its methods are the steps, called in order by ``run``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime
+from functools import cache
+from operator import itemgetter
+from typing import Any
+
+from sqlalchemy import Connection, Engine, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from ol_dagster.catalog.embedded import changes, clock, placement, stamps
+from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.embedded.bulk import STAMP_CHUNK, Bulk, Stamp, batched, naive
+from ol_dagster.catalog.embedded.tables import DATA, JOB, ORCHESTRATION
+from ol_dagster.catalog.protocol import FailedRow, ObjectType, UploadResult
+from ol_dagster.catalog.systems import owned_jobs, wanted_systems
+from ol_dagster.lineage import LineageGraph
+from ol_dagster.lineage.graph import (
+    DataFlow,
+    FieldFlow,
+    FieldNode,
+    NodeKey,
+    OrchestrationFlow,
+    flow_scope,
+    orchestration_scope,
+)
+from ol_dagster.settings import SyncDefinition
+
+SYSTEMS = "systems"  # a step of its own, reported only when it fails
+
+_first = itemgetter(0)
+
+
+def _reason(exc: SQLAlchemyError) -> str:
+    return f"{type(exc).__name__}: {getattr(exc, 'orig', exc)}"
+
+
+def upload(
+    engine: Engine,
+    bulk: Bulk,
+    graph: LineageGraph,
+    definition: SyncDefinition,
+    *,
+    read_clock: Callable[[], datetime],
+    detect_changes: bool,
+) -> UploadResult:
+    """Claim the upload's time from ``read_clock`` (the catalog's clock), then write the graph;
+    a clock that cannot be read fails the upload as a ``clock`` row, before anything is written."""
+    try:
+        now = clock.claim(engine, bulk, naive(read_clock()))
+    except SQLAlchemyError as exc:
+        result = UploadResult()
+        result.failed.append(FailedRow("clock", "*", _reason(exc)))
+        return result
+    return Upload(engine, bulk, graph, definition, now, detect_changes=detect_changes).run()
+
+
+class Upload:
+    """One upload of one graph at one time; single use."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        bulk: Bulk,
+        graph: LineageGraph,
+        definition: SyncDefinition,
+        now: datetime,
+        *,
+        detect_changes: bool,
+    ) -> None:
+        self.engine = engine
+        self.bulk = bulk
+        self.graph = graph
+        self.definition = definition
+        self.now = now
+        self.upload_id = str(uuid.uuid4())
+        self.result = UploadResult()
+        # a job known only as a parent, in a namespace this definition does not own, is another
+        # definition's job: never created in, touched in or removed from its job Systems; the
+        # orchestration flow to it (owned by the child's scope) links to its entity, or to a stub
+        self.job_sys: dict[NodeKey, str] = owned_jobs(graph, definition)
+        self.foreign: set[NodeKey] = set(graph.jobs) - set(self.job_sys)
+        self.linked: list[NodeKey] = sorted(
+            {k for o in graph.orchestration_flows for k in (o.parent, o.child)} & self.foreign
+        )
+        self.wanted: dict[str, dict] = wanted_systems(graph, definition)
+        self.taken: set[str] = {
+            *self.wanted,
+            definition.job_system,
+            *(r.system for r in definition.jobSystems),
+        }
+        # digests of what this upload writes per job and dataset: those the catalog already
+        # holds with the same digest are only stamped (``changes``); the others are upserted
+        self.contents: changes.Contents | None = (
+            changes.contents(graph, self.job_sys) if detect_changes else None
+        )
+        # the clean objects, each with the last-update its rows carry since the upload that
+        # stamped them last; a job leaves ``clean_jobs`` as soon as one of its rows is missing
+        self.clean_jobs: dict[NodeKey, Stamp] = {}
+        self.clean_ds: dict[NodeKey, Stamp] = {}
+        # what each step leaves for the next ones
+        self.sys_ids: dict[str, int] = {}
+        self.renamed: list[str] = []
+        self.job_ids: dict[NodeKey, int] = {}  # other owners' linked jobs included
+        self.ds_ids: dict[NodeKey, int] = {}
+        self.field_ids: dict[tuple, int] = {}  # by (entity id, field path); clean ones not all
+        self.statement_ids: dict[NodeKey, int] = {}
+
+    def run(self) -> UploadResult:
+        steps: list[tuple[str, Callable[[Connection], tuple[int, int]]]] = [
+            (SYSTEMS, self.systems),
+            (ObjectType.PHYSICAL_ENTITIES, self.entities),
+            (ObjectType.PHYSICAL_FIELDS, self.fields),
+            (ObjectType.ROUTINES, self.routines),
+            (ObjectType.DATA_FLOWS, self.flows),
+            ("qualityChecks", self.quality),
+            ("runMetrics", self.metrics),
+        ]
+        result = self.result
+        for object_type, write in steps:
+            if not self._step(object_type, write):
+                break  # later steps need the ids of this one; the failure blocks the cleanup
+        result.written.pop(SYSTEMS, None)
+        result.touched.pop(SYSTEMS, None)
+        if ObjectType.PHYSICAL_ENTITIES in result.written:  # the renames were committed
+            result.renamed = self.renamed
+        # a DROP removes nothing here: the cleanup calls drop_datasets after its guards
+        return result
+
+    def _step(self, object_type: str, write: Callable[[Connection], tuple[int, int]]) -> bool:
+        """One object type in one transaction, counted as written and touched; a database
+        error is a failed row of the type."""
+        result = self.result
+        try:
+            with self.engine.begin() as conn:
+                written, touched = write(conn)
+        except SQLAlchemyError as exc:
+            result.failed.append(FailedRow(object_type, "*", _reason(exc)))
+            return False
+        result.written[object_type] = result.written.get(object_type, 0) + written
+        result.touched[object_type] = result.touched.get(object_type, 0) + touched
+        return True
+
+    # -- the steps, in order; each returns (written, touched) ----------------------------------
+
+    def systems(self, conn: Connection) -> tuple[int, int]:
+        self.sys_ids = placement.ensure_systems(conn, self.wanted)
+        return 0, 0
+
+    def entities(self, conn: Connection) -> tuple[int, int]:
+        """Jobs and datasets (after the RENAMEs), then stubs of other owners' linked jobs."""
+        self.renamed = placement.apply_renames(conn, self.graph, self.definition, self.sys_ids)
+        contents = self.contents
+        job_digest = {k: c.digest for k, c in contents.jobs.items()} if contents else {}
+        ds_digest = contents.datasets if contents else {}
+        stamped = 0
+        if contents is not None and not self.renamed:
+            # a rename moved an entity under the digests' feet: this upload re-sends all
+            stamped = self._stamp_entities(conn, job_digest, ds_digest)
+        job_keys, ds_keys, rows = self._entity_rows(job_digest, ds_digest)
+        ids, written = self.bulk.upsert(
+            conn,
+            t.entities,
+            rows,
+            ["system_id", "schema", "name"],
+            [
+                "type",
+                "ol_namespace",
+                "ol_name",
+                "description",
+                "properties",
+                "last_update",
+                "fields_update",
+                "content_hash",
+            ],
+            self.upload_id,
+        )
+        self.job_ids.update(zip(job_keys, ids[: len(job_keys)], strict=True))
+        self.ds_ids.update(zip(ds_keys, ids[len(job_keys) :], strict=True))
+        touched = stamped + len(set(ids)) - written
+        foreign_ids, stubs = placement.link_foreign_jobs(
+            self.bulk, conn, self.linked, self.taken, self.now, self.upload_id
+        )
+        self.job_ids.update(foreign_ids)
+        return written + stubs, touched
+
+    def _stamp_entities(
+        self, conn: Connection, job_digest: dict[NodeKey, str], ds_digest: dict[NodeKey, str]
+    ) -> int:
+        """Stamp the entities the catalog holds with this upload's digest; they become clean
+        (with their ids), unless one was lost since. Returns how many were stamped."""
+        graph, sys_ids, job_sys, now = self.graph, self.sys_ids, self.job_sys, self.now
+        job_ident = {k: (sys_ids[job_sys[k]], k[0], k[1]) for k in job_digest}
+        ds_ident = {
+            k: (sys_ids[d.system], d.schema, d.object_name)
+            for k, d in graph.datasets.items()
+            if k in ds_digest
+        }
+        stored = stamps.stored_entities(self.bulk, conn, [*job_ident.values(), *ds_ident.values()])
+        # by (last-update, carries a field list): one stamp per group
+        groups: defaultdict[tuple[Stamp, bool], list[tuple[int, NodeKey, bool]]]
+        groups = defaultdict(list)
+        for is_job, idents, digests in (
+            (True, job_ident, job_digest),
+            (False, ds_ident, ds_digest),
+        ):
+            for key, ident in idents.items():
+                found = stored.get(ident)
+                if found is not None and found[1] == digests[key]:
+                    schema = not is_job and graph.datasets[key].has_schema
+                    groups[(found[2], schema)].append((found[0], key, is_job))
+        stamped = 0
+        for (prev, schema), members in groups.items():
+            lost = stamps.stamp(
+                self.bulk,
+                conn,
+                t.entities,
+                now,
+                prev,
+                "id",
+                dict.fromkeys((m[0] for m in members), 1),
+                also={"fields_update": now if schema else None},
+            )
+            for eid, key, is_job in members:
+                if eid not in lost:
+                    (self.job_ids if is_job else self.ds_ids)[key] = eid
+                    (self.clean_jobs if is_job else self.clean_ds)[key] = prev
+                    stamped += 1
+        return stamped
+
+    def _entity_rows(
+        self, job_digest: dict[NodeKey, str], ds_digest: dict[NodeKey, str]
+    ) -> tuple[list[NodeKey], list[NodeKey], list[dict[str, Any]]]:
+        """The rows of the entities to upsert (all but the clean ones and other owners' jobs):
+        the jobs' keys, the datasets' keys, and the rows, jobs first."""
+        sys_ids, job_sys, now = self.sys_ids, self.job_sys, self.now
+        foreign, clean_jobs, clean_ds = self.foreign, self.clean_jobs, self.clean_ds
+        rows: list[dict[str, Any]] = []
+        job_keys: list[NodeKey] = []
+        for key, j in self.graph.jobs.items():
+            if key in foreign or key in clean_jobs:
+                continue
+            job_keys.append(key)
+            rows.append(
+                {
+                    "system_id": sys_ids[job_sys[key]],
+                    "schema": j.namespace,
+                    "name": j.name,
+                    "type": JOB,
+                    "ol_namespace": j.namespace,
+                    "ol_name": j.name,
+                    "description": j.description,
+                    "properties": {
+                        "integration": j.integration,
+                        "jobType": j.job_type,
+                        "processingType": j.processing_type,
+                        "owners": j.owners,
+                        "sourceCodeLocation": j.source_code_location,
+                    },
+                    "last_update": now,
+                    "fields_update": None,
+                    "content_hash": job_digest.get(key),
+                }
+            )
+        ds_keys: list[NodeKey] = []
+        for key, d in self.graph.datasets.items():
+            if key in clean_ds:
+                continue
+            ds_keys.append(key)
+            rows.append(
+                {
+                    "system_id": sys_ids[d.system],
+                    "schema": d.schema,
+                    "name": d.object_name,
+                    "type": d.type,
+                    "ol_namespace": d.namespace,
+                    "ol_name": d.name,
+                    "description": d.description,
+                    "properties": {"owners": d.owners},
+                    "last_update": now,
+                    "fields_update": now if d.has_schema else None,
+                    "content_hash": ds_digest.get(key),
+                }
+            )
+        return job_keys, ds_keys, rows
+
+    def fields(self, conn: Connection) -> tuple[int, int]:
+        """The fields of changed datasets, and of clean ones whose field list is not whole."""
+        graph, ds_ids, clean_ds, now = self.graph, self.ds_ids, self.clean_ds, self.now
+        stamped = 0
+        resend: set[NodeKey] = set()  # clean datasets whose field list is not whole
+        by_prev: defaultdict[Stamp, dict[int, int]] = defaultdict(dict)
+        of_entity: dict[int, NodeKey] = {}
+        for key, prev in clean_ds.items():
+            n = len(graph.datasets[key].fields)
+            if n:
+                by_prev[prev][ds_ids[key]] = n
+                of_entity[ds_ids[key]] = key
+                stamped += n
+        for prev, expected in by_prev.items():
+            for eid in stamps.stamp(self.bulk, conn, t.fields, now, prev, "entity_id", expected):
+                resend.add(of_entity[eid])
+                stamped -= expected[eid]
+        # a million fields in a large snapshot: rows are built a chunk at a time
+        unique: dict[tuple[int, str], FieldNode] = {}  # the last field of a key, first place
+        count = 0
+        for key, d in graph.datasets.items():
+            if key in clean_ds and key not in resend:
+                continue
+            eid = ds_ids[key]
+            for f in d.fields.values():
+                unique[(eid, f.path)] = f
+                count += 1
+        rows = (
+            (
+                k,
+                {
+                    "entity_id": k[0],
+                    "name": k[1],
+                    "type": f.type,
+                    "description": f.description,
+                    "ordinal_position": f.ordinal,
+                    "last_update": now,
+                },
+            )
+            for k, f in unique.items()
+        )
+        self.field_ids, written = self.bulk.upsert(
+            conn,
+            t.fields,
+            rows,
+            ["entity_id", "name"],
+            ["type", "description", "ordinal_position", "last_update"],
+            self.upload_id,
+            keyed=True,
+        )
+        return written, stamped + count - written
+
+    def routines(self, conn: Connection) -> tuple[int, int]:
+        """The routines of this definition's jobs, each with its statement (counted apart)."""
+        sys_ids, job_sys, clean_jobs, now = self.sys_ids, self.job_sys, self.clean_jobs, self.now
+        items = [(key, r) for key, r in self.graph.routines.items() if key in job_sys]
+        stamped = 0
+        groups: defaultdict[tuple[Stamp, int, str], list[str]] = defaultdict(list)
+        for key, _ in items:
+            if key in clean_jobs:
+                groups[(clean_jobs[key], sys_ids[job_sys[key]], key[0])].append(key[1])
+        for (prev, sid, schema), names in groups.items():
+            lost = stamps.stamp(
+                self.bulk,
+                conn,
+                t.routines,
+                now,
+                prev,
+                "name",
+                dict.fromkeys(names, 1),
+                match={"system_id": sid, "schema": schema},
+            )
+            kept = [n for n in names if n not in lost]
+            lost |= stamps.stamp_statements(self.bulk, conn, now, prev, sid, schema, kept)
+            stamped += len(names) - len(lost)
+            for name in lost:  # removed since: the job's rows are all sent again
+                del clean_jobs[(schema, name)]
+        items = [(key, r) for key, r in items if key not in clean_jobs]
+        rows = [
+            {
+                "system_id": sys_ids[job_sys[key]],
+                "schema": key[0],
+                "name": key[1],
+                "last_update": now,
+            }
+            for key, _ in items
+        ]
+        ids, written = self.bulk.upsert(
+            conn, t.routines, rows, ["system_id", "schema", "name"], ["last_update"], self.upload_id
+        )
+        stmt_rows = [
+            {"routine_id": rid, "text": r.statement, "dialect": r.dialect, "last_update": now}
+            for rid, (_, r) in zip(ids, items, strict=True)
+        ]
+        sids, s_written = self.bulk.upsert(
+            conn,
+            t.statements,
+            stmt_rows,
+            ["routine_id"],
+            ["text", "dialect", "last_update"],
+            self.upload_id,
+        )
+        self.statement_ids = {key: sid for (key, _), sid in zip(items, sids, strict=True)}
+        self.result.written[ObjectType.STATEMENTS] = s_written
+        self.result.touched[ObjectType.STATEMENTS] = stamped + len(stmt_rows) - s_written
+        return written, stamped + len(rows) - written
+
+    def flows(self, conn: Connection) -> tuple[int, int]:
+        """Data and orchestration flows, then field flows: the clean jobs' stamped, the others'
+        upserted (one object type: their counts add up)."""
+        contents, clean_jobs = self.contents, self.clean_jobs
+        stm = self.statement_ids
+        # one scope string per job, not one per flow
+        scope = cache(lambda job: flow_scope(*job))
+        o_scope = cache(lambda job: orchestration_scope(*job))
+
+        stamped = 0
+        if contents is not None and clean_jobs:
+            short = stamps.stamp_flows(
+                self.bulk, conn, self.now, contents.jobs, clean_jobs, scope, o_scope
+            )
+            # their routines were only stamped: their flows need the statements' ids
+            with_sql = [k for k in short if k in self.graph.routines]
+            stm = {**stm, **stamps.statement_ids(conn, self.sys_ids, self.job_sys, with_sql)}
+            stamped = sum(contents.jobs[key].flow_objects for key in clean_jobs)
+        written, count = self._data_flows(conn, stm, scope, o_scope)
+        f_written, f_count = self._field_flows(conn, stm, scope)
+        return written + f_written, stamped + count + f_count - written - f_written
+
+    def _data_flows(
+        self,
+        conn: Connection,
+        stm: dict[NodeKey, int],
+        scope: Callable[[NodeKey], str],
+        o_scope: Callable[[NodeKey], str],
+    ) -> tuple[int, int]:
+        """Upsert the data and orchestration flows of the jobs that are not clean; returns how
+        many this upload wrote and how many it sent."""
+        graph, clean_jobs, now = self.graph, self.clean_jobs, self.now
+        ds, jobs = self.ds_ids, self.job_ids
+        # rows are built a chunk at a time: keys first (the last flow of a key), then the rows
+        # in key order, so the flow indexes grow at their end instead of at random places
+        # (the graph's sets have no order): half the time of a 30,000-job upload on SQLite
+        flows: dict[tuple, DataFlow | OrchestrationFlow] = {}
+        count = 0
+        for f in graph.data_flows:
+            if f.job not in clean_jobs:
+                flows[(scope(f.job), ds[f.source], ds[f.target])] = f
+                count += 1
+        for o in graph.orchestration_flows:
+            if o.child not in clean_jobs:
+                flows[(o_scope(o.child), jobs[o.parent], jobs[o.child])] = o
+                count += 1
+        rows = (
+            (
+                k,
+                {
+                    "scope": k[0],
+                    "kind": DATA if isinstance(f, DataFlow) else ORCHESTRATION,
+                    "from_entity": k[1],
+                    "to_entity": k[2],
+                    "statement_id": stm.get(f.job) if isinstance(f, DataFlow) else None,
+                    "last_update": now,
+                },
+            )
+            for k, f in sorted(flows.items(), key=_first)
+        )
+        _, written = self.bulk.upsert(
+            conn,
+            t.data_flows,
+            rows,
+            ["scope", "from_entity", "to_entity"],
+            ["kind", "statement_id", "last_update"],
+            self.upload_id,
+            keyed=True,
+            want_ids=False,
+        )
+        return written, count
+
+    def _field_flows(
+        self, conn: Connection, stm: dict[NodeKey, int], scope: Callable[[NodeKey], str]
+    ) -> tuple[int, int]:
+        """Upsert the field flows of the jobs that are not clean (all of them without change
+        detection); returns how many this upload wrote and how many it sent."""
+        graph, contents, clean_jobs = self.graph, self.contents, self.clean_jobs
+        now, ds = self.now, self.ds_ids
+        if contents is None:
+            resent = list(graph.field_flows)
+        else:
+            resent = [
+                ff
+                for job, job_flows in contents.field_flows.items()
+                if job not in clean_jobs
+                for ff in job_flows
+            ]
+        fids = self._field_ids(conn, resent)
+        field_rows: dict[tuple, FieldFlow] = {}
+        for ff in resent:
+            source = fids[(ds[ff.source[:2]], ff.source[2])]
+            target = fids[(ds[ff.target[:2]], ff.target[2])]
+            kept = field_rows.setdefault((scope(ff.job), source, target), ff)
+            if kept is not ff:  # one row for both: the same one whatever the sets' order
+                field_rows[(scope(ff.job), source, target)] = changes.pick_field_flow(kept, ff)
+        frows = (
+            (
+                k,
+                {
+                    "scope": k[0],
+                    "from_field": k[1],
+                    "to_field": k[2],
+                    "transformation": ff.transformation,
+                    "subtype": ff.subtype,
+                    "statement_id": stm.get(ff.job),
+                    "last_update": now,
+                },
+            )
+            for k, ff in sorted(field_rows.items(), key=_first)
+        )
+        _, f_written = self.bulk.upsert(
+            conn,
+            t.field_flows,
+            frows,
+            ["scope", "from_field", "to_field"],
+            ["transformation", "subtype", "statement_id", "last_update"],
+            self.upload_id,
+            keyed=True,
+            want_ids=False,
+        )
+        return f_written, len(resent)
+
+    def _field_ids(self, conn: Connection, resent: list[FieldFlow]) -> dict[tuple, int]:
+        """``field_ids`` (fields by (entity id, path)), with those of the fields ``resent``
+        links that this upload only stamped, read from the catalog."""
+        ids, ds_ids = self.field_ids, self.ds_ids
+        missing: set[int] = set()
+        for ff in resent:
+            for end in (ff.source, ff.target):
+                eid = ds_ids[end[:2]]  # type: ignore[index]
+                if (eid, end[2]) not in ids:
+                    missing.add(eid)
+        f = t.fields.c
+        for chunk in batched(sorted(missing), STAMP_CHUNK):
+            for fid, eid, name in conn.execute(
+                select(f.id, f.entity_id, f.name).where(f.entity_id.in_(chunk))
+            ):
+                ids.setdefault((eid, name), fid)
+        return ids
+
+    def quality(self, conn: Connection) -> tuple[int, int]:
+        """Every quality check of the graph, in its job's suite (run results: always written)."""
+        checks = self.graph.quality_checks.values()
+        suites = sorted({f"{q.job[0]}.{q.job[1]}" for q in checks})
+        suite_ids: dict[str, int] = {}
+        for chunk in batched(suites):
+            stmt = self.bulk.insert(t.quality_suites).on_conflict_do_nothing(
+                index_elements=["code"]
+            )
+            conn.execute(stmt, [{"code": c} for c in chunk])
+            for sid, code in conn.execute(
+                select(t.quality_suites.c.id, t.quality_suites.c.code).where(
+                    t.quality_suites.c.code.in_(list(chunk))
+                )
+            ):
+                suite_ids[code] = sid
+        now = self.now
+        rows = [
+            {
+                "suite_id": suite_ids[f"{q.job[0]}.{q.job[1]}"],
+                "code": f"{q.dataset[0]}:{q.dataset[1]}|{q.name}|{q.column or ''}",
+                "dataset": f"{q.dataset[0]}:{q.dataset[1]}",
+                "assertion": q.name,
+                "column_name": q.column,
+                "enabled": True,
+                "last_success": q.success,
+                "last_checked": naive(q.checked_at) if q.checked_at else None,
+                "last_update": now,
+            }
+            for q in checks
+        ]
+        _, written = self.bulk.upsert(
+            conn,
+            t.quality_checks,
+            rows,
+            ["suite_id", "code"],
+            ["enabled", "last_success", "last_checked", "last_update"],
+            self.upload_id,
+        )
+        return written, len(rows) - written
+
+    def metrics(self, conn: Connection) -> tuple[int, int]:
+        """The run metrics of this definition's jobs that ran (run results: always written)."""
+        job_sys, job_ids = self.job_sys, self.job_ids
+        rows = []
+        for key, j in self.graph.jobs.items():
+            m = j.metrics
+            if not m.runs or key not in job_sys:  # another definition's job: not touched
+                continue
+            rows.append(
+                {
+                    "entity_id": job_ids[key],
+                    "runs": m.runs,
+                    "failures": m.failures,
+                    "first_run": naive(m.first_run) if m.first_run else None,
+                    "last_run": naive(m.last_run) if m.last_run else None,
+                    "last_duration_seconds": m.last_duration_seconds,
+                    "last_status": m.last_status,
+                    "rows_read": m.rows_read,
+                    "rows_written": m.rows_written,
+                    "bytes_read": m.bytes_read,
+                    "bytes_written": m.bytes_written,
+                }
+            )
+        if rows:
+            keep = ["entity_id"]
+            refresh = [c for c in rows[0] if c != "entity_id"]
+            for chunk in batched(rows, self.bulk.chunk):
+                self.bulk.bulk_upsert(conn, t.run_metrics, chunk, keep, refresh, {}, [])
+        return 0, 0

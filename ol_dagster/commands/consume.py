@@ -1,0 +1,80 @@
+"""``ol-dagster consume``: the Kafka intake, one member of the settings' consumer group.
+
+Start as many as the topics have partitions to share the work; each stops cleanly on SIGTERM or
+SIGINT (what it polled is stored and committed, then it leaves the group). What cannot work stops
+it before it joins the group, in one line: no ``kafka`` block, confluent-kafka not installed, a
+missing secret, an event store that cannot be opened.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+
+from ol_dagster.settings import Settings, SettingsError, load_settings
+
+_JOIN_WAIT = 60.0
+
+
+def _describe(settings: Settings) -> str:
+    kafka = settings.kafka
+    assert kafka is not None
+    topics = ", ".join(
+        f"{t.topic} -> {t.definition} ({'snapshots' if t.snapshot else 'stream'})"
+        for t in kafka.topics
+    )
+    return f"group {kafka.groupId} on {','.join(kafka.bootstrapServers)}: {topics}"
+
+
+def consume(settings_file: str | None, *, idle_exit: float | None = None) -> int:
+    from ol_dagster.commands.startup import open_store
+    from ol_dagster.kafka.consumer import KafkaIntake, KafkaUnavailable, confluent
+
+    settings = load_settings(settings_file)
+    if settings.kafka is None:
+        raise SettingsError("the settings have no 'kafka' block: nothing to consume")
+    try:
+        confluent()
+    except KafkaUnavailable as exc:
+        raise SettingsError(str(exc)) from None
+    settings.kafka.consumer_config()  # every secret resolves, or the one-line error says which
+    store = open_store(settings)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    print(f"ol-dagster consume: {_describe(settings)}", file=sys.stderr)
+    intake = KafkaIntake(settings, store)
+
+    def stop() -> bool:
+        if stopping.is_set():
+            return True
+        if idle_exit is None:
+            return False
+        # idle: nothing read nor assigned for that long, counted from joining the group (a
+        # first join waits for the group's other members; at most a minute)
+        idle = time.monotonic() - intake.last_activity
+        return idle > (idle_exit if intake.joined else max(idle_exit, _JOIN_WAIT))
+
+    try:
+        totals = intake.run(stop)
+    finally:
+        store.dispose()
+    print(
+        json.dumps(
+            {
+                "messages": totals.messages,
+                "events": totals.events,
+                "snapshots": totals.snapshots,
+                "deadLetters": totals.dead_letters,
+                "alreadyStored": totals.skipped,
+            }
+        )
+    )
+    return 0

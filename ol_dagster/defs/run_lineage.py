@@ -1,0 +1,236 @@
+"""Dagster hooks that report a definition's sync runs as OpenLineage events (``sync.run_lineage``).
+
+Op hooks on the sync job run in the run's own process after each step, whoever launched the run:
+the daemon's run worker (sensor runs) and ``ol-dagster sync`` (the same job, in process). The
+first step to finish sends START (with the run's start time); the step that completes the run's
+plan sends COMPLETE; the first step that fails sends FAIL, with the failing step's error. So one
+COMPLETE follows all of a run's cleanups, however many catalogs it writes, and a run failing in
+any step sends FAIL. What was sent is kept in the run's tags, so no event goes twice and a person
+sees in the UI what reached the target: ``ol_dagster/openlineage_sent`` (``START,COMPLETE``) and
+``ol_dagster/openlineage_failed`` (the events the target did not take; the warning in the run's
+log says why). A failed send never fails the sync, and a hook's own error is Dagster's to log
+(Dagster never fails a run for a hook).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import dagster as dg
+
+from ol_dagster.defs import names
+from ol_dagster.settings import Settings, SyncDefinition
+from ol_dagster.sync.run_failure import run_failure, secret_values
+
+if TYPE_CHECKING:
+    from ol_dagster.sync.run_lineage import SyncRun
+
+SENT_TAG = "ol_dagster/openlineage_sent"
+FAILED_TAG = "ol_dagster/openlineage_failed"
+_TERMINAL = ("COMPLETE", "FAIL")
+
+
+def run_lineage_hooks(definition: SyncDefinition) -> set[dg.HookDefinition] | None:
+    """The hooks of ``definition``'s sync job, or None when it does not report its runs."""
+    if definition.openLineage is None:
+        return None
+
+    @dg.success_hook(
+        name=f"{definition.name}__openlineage_on_success", required_resource_keys={"ol_store"}
+    )
+    def on_success(context: dg.HookContext) -> None:
+        report_step(context, definition, failed=False)
+
+    @dg.failure_hook(
+        name=f"{definition.name}__openlineage_on_failure", required_resource_keys={"ol_store"}
+    )
+    def on_failure(context: dg.HookContext) -> None:
+        report_step(context, definition, failed=True)
+
+    return {on_success, on_failure}
+
+
+def _listed(tags: dict[str, str], key: str) -> list[str]:
+    return [s for s in tags.get(key, "").split(",") if s]
+
+
+def report_step(context: dg.HookContext, definition: SyncDefinition, *, failed: bool) -> None:
+    """After one step: send what the run's state now calls for (START, then COMPLETE or FAIL)."""
+    instance = context.instance
+    run = instance.get_run_by_id(context.run_id)
+    if run is None:
+        return
+    sent = _listed(dict(run.tags), SENT_TAG)
+    undelivered = _listed(dict(run.tags), FAILED_TAG)
+    done = set(sent) | set(undelivered)  # tried: a refused event is not tried again
+    if done & set(_TERMINAL):
+        return
+    states = [] if "START" in done else ["START"]
+    if failed:
+        states.append("FAIL")
+    elif _plan_succeeded(instance, run):
+        states.append("COMPLETE")
+    if not states:
+        return
+    try:
+        outcome = _send(context, definition, run, states)
+    except Exception as exc:  # noqa: BLE001 - reporting never fails the sync
+        context.log.warning(f"OpenLineage events of this run not sent ({type(exc).__name__})")
+        outcome = None
+    delivered = outcome.delivered if outcome else []
+    refused = outcome.failed if outcome else states
+    if outcome and outcome.errors:
+        context.log.warning(
+            f"OpenLineage: {len(refused)} event(s) not taken by the target "
+            f"({', '.join(refused)}): {'; '.join(outcome.errors)}"
+        )
+    tags = {SENT_TAG: ",".join(sent + delivered)}
+    if refused or undelivered:
+        tags[FAILED_TAG] = ",".join(undelivered + refused)
+    instance.add_run_tags(run.run_id, tags)
+
+
+def lineage_sent(instance: dg.DagsterInstance, run_id: str) -> dict[str, list[str]]:
+    """``{"sent": [...], "failed": [...]}``: the events a run's hooks sent, and those the target
+    did not take (from the run's tags)."""
+    run = instance.get_run_by_id(run_id)
+    tags = dict(run.tags) if run else {}
+    return {"sent": _listed(tags, SENT_TAG), "failed": _listed(tags, FAILED_TAG)}
+
+
+def _plan_succeeded(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+    """Whether every step the run executes has succeeded (this hook's step included)."""
+    snapshot_id = run.execution_plan_snapshot_id
+    if snapshot_id is None:
+        return False
+    plan = instance.get_execution_plan_snapshot(snapshot_id)
+    steps = set(run.step_keys_to_execute or [s.key for s in plan.steps])
+    records = instance.get_records_for_run(
+        run.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS
+    ).records
+    return steps <= {r.event_log_entry.step_key for r in records}
+
+
+def _send(
+    context: dg.HookContext, definition: SyncDefinition, run: dg.DagsterRun, states: list[str]
+) -> Any:
+    from openlineage.client.event_v2 import RunState
+
+    from ol_dagster.sync import run_lineage
+
+    assert definition.openLineage is not None
+    ol_store = context.resources.ol_store
+    settings: Settings = ol_store.settings()
+    secrets = secret_values(settings) + definition.openLineage.secret_values()
+    facts = _gather(context.instance, ol_store.get(), settings, definition, run, states, secrets)
+    now = datetime.now(UTC)
+    events = [
+        run_lineage.build_event(
+            RunState(state),
+            facts,
+            definition.openLineage.namespace,
+            facts.started_at if state == "START" else now,
+        )
+        for state in states
+    ]
+    return run_lineage.send(definition.openLineage.transport_config(), events, secrets)
+
+
+def _gather(
+    instance: dg.DagsterInstance,
+    store: Any,
+    settings: Settings,
+    definition: SyncDefinition,
+    run: dg.DagsterRun,
+    states: list[str],
+    secrets: list[str],
+) -> SyncRun:
+    """The plain values of the run's events, from the store and the run's own event log."""
+    from ol_dagster.sync import run_lineage
+
+    record = instance.get_run_record_by_id(run.run_id)
+    started = record.start_time if record and record.start_time else None
+    key = run.tags.get("dagster/partition", "")
+    batch = store.get_batch(int(key)) if key.isdigit() else None
+    facts: dict[str, Any] = {
+        "definition": definition.name,
+        "dagster_run_id": run.run_id,
+        "started_at": datetime.fromtimestamp(started, UTC) if started else datetime.now(UTC),
+        "catalogs": [(k, settings.catalogs[k].url) for k in definition.catalog_keys],
+    }
+    if batch is not None:
+        facts["batch"] = run_lineage.BatchFacts(
+            id=batch.id,
+            kind=str(batch.kind.value),
+            received=batch.received_count,
+            accepted=batch.accepted_count,
+            rejected=batch.rejected_count,
+            whole_snapshot=batch.whole_snapshot,
+        )
+    if any(s in _TERMINAL for s in states):
+        facts["checks"] = _checks(instance, run.run_id, definition.name)
+        facts["cleanups"] = _cleanups(instance, run.run_id, definition)
+    if "FAIL" in states:
+        failure = run_failure(instance.all_logs(run.run_id), secrets)
+        if failure:
+            step = f"step {failure['step']}: " if failure["step"] else ""
+            facts["error"] = step + failure["error"]
+    return run_lineage.SyncRun(**facts)
+
+
+def _asset_name(key: dg.AssetKey, definition: str) -> str:
+    path = key.path[1:] if key.path[:1] == [definition] else key.path
+    return "/".join(path)
+
+
+def _checks(instance: dg.DagsterInstance, run_id: str, definition: str) -> list:
+    from ol_dagster.sync.run_lineage import CheckOutcome
+
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+    ).records
+    found = []
+    for r in records:
+        event = r.event_log_entry.dagster_event
+        data = event.event_specific_data if event else None
+        if not isinstance(data, dg.AssetCheckEvaluation):
+            continue
+        severity = data.severity
+        found.append(
+            CheckOutcome(
+                asset=_asset_name(data.asset_key, definition),
+                check=data.check_name,
+                passed=bool(data.passed),
+                severity=getattr(severity, "value", None),
+            )
+        )
+    return found
+
+
+def _cleanups(instance: dg.DagsterInstance, run_id: str, definition: SyncDefinition) -> list[dict]:
+    """The ``report`` of every batch cleanup this run materialized (one per catalog), named by
+    its catalog: the definition's only one, else the report's or its asset's."""
+    from ol_dagster.sync.run_lineage import cleanup_summary
+
+    only = definition.catalog_keys[0] if len(definition.catalog_keys) == 1 else None
+    records = instance.get_records_for_run(
+        run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+    ).records
+    found = []
+    for r in records:
+        materialization = r.event_log_entry.asset_materialization
+        if materialization is None or not any(
+            part.startswith(names.CATALOG_CLEANUP) for part in materialization.asset_key.path
+        ):
+            continue
+        key = materialization.asset_key
+        report = materialization.metadata.get("report")
+        data = getattr(report, "data", None)
+        if isinstance(data, dict):
+            # ``<definition>/<catalog>/catalog_cleanup`` when the definition feeds several
+            label = only or (
+                key.path[1] if len(key.path) == 3 else _asset_name(key, definition.name)
+            )
+            found.append(cleanup_summary(label, data))
+    return found

