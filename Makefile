@@ -28,7 +28,8 @@ demo: install $(DAGSTER_HOME)/dagster.yaml
 # (the other tests already run on both databases). The tests start their own PostgreSQL server.
 PG_PASS := ol_dagster_tests/test_end_to_end.py ol_dagster_tests/test_cleanup_seed_example.py \
 	ol_dagster_tests/test_failed_runs.py ol_dagster_tests/test_analysis_assets.py \
-	ol_dagster_tests/test_retention.py ol_dagster_tests/test_lineage_assets.py
+	ol_dagster_tests/test_retention.py ol_dagster_tests/test_lineage_assets.py \
+	ol_dagster_tests/test_fanout.py
 
 test: install
 	$(BIN)/pytest -q -n 2

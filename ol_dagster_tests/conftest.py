@@ -14,6 +14,7 @@ from hypothesis import settings as hypothesis_settings
 
 from ol_dagster.store import EventStore
 from ol_dagster_tests.fakes.faults import CONTRACT_VIOLATIONS
+from ol_dagster_tests.kafka_broker import TansuBroker
 from ol_dagster_tests.postgres import PostgresServer
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -186,3 +187,14 @@ def events_of(n: int, namespace: str = "etl", tag: str = "job") -> list[dict[str
         )
         for i in range(n)
     ]
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[TansuBroker]:
+    """A real Kafka-compatible broker (Tansu, in memory) for this test process; each test uses its
+    own topics and consumer group."""
+    tansu = TansuBroker().start()
+    try:
+        yield tansu
+    finally:
+        tansu.stop()

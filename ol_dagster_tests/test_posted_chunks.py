@@ -23,7 +23,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.exc import OperationalError
 
 from ol_dagster.store import BatchStatus, EventStore, NewEvent, StoreUnavailable, schema
-from ol_dagster.store import event_store as event_store_module
+from ol_dagster.store import posted as posted_module
 from ol_dagster.store.holder import this_process
 from ol_dagster_tests.conftest import PROJECT_ROOT
 
@@ -51,7 +51,7 @@ def count(store: EventStore, table) -> int:
 
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(event_store_module, "POSTED_CHUNK", CHUNK)
+    monkeypatch.setattr(posted_module, "POSTED_CHUNK", CHUNK)
 
 
 # -- all or nothing -------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ import json, sys
 from datetime import UTC, datetime
 from sqlalchemy import event
 from ol_dagster.store import EventStore, NewEvent
-from ol_dagster.store import event_store as module
+from ol_dagster.store import posted as module
 
 module.POSTED_CHUNK = {chunk}
 store = EventStore(sys.argv[1])

@@ -13,6 +13,7 @@ target leaves the sync as it was.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -21,18 +22,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import httpx
 import pytest
 import yaml
+from dagster._daemon.monitoring.run_monitoring import monitor_starting_run
 from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry, Resource
 
+from ol_dagster.definitions import build_defs
+from ol_dagster.defs import constants as C
+from ol_dagster.defs.run_lineage import lineage_sent
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.server import serve_in_background
 from ol_dagster.settings import SettingsError, load_settings, parse_settings
 from ol_dagster.store import EventStore
 from ol_dagster.sync.run_lineage import catalog_namespace, run_id
-from ol_dagster_tests.conftest import CORPUS, PROJECT_ROOT, run_event
+from ol_dagster_tests.conftest import CORPUS, PROJECT_ROOT, events_of, run_event
+from ol_dagster_tests.test_crash_safe_runs import kill_when
 
 SECRETS = {
     "OL_RL_SHOP": "shop-receiver-secret",
@@ -105,6 +112,27 @@ def test_the_schemas_are_the_corpus_and_catch_a_wrong_facet() -> None:
     assert any("programmingLanguage" in e for e in schema_errors(event))
     del event["run"]["runId"]
     assert any("runId" in e for e in schema_errors(event))
+
+
+@pytest.mark.parametrize(
+    ("url", "namespace"),
+    [
+        (
+            "postgresql+psycopg://sync:s3cr/et@db:5432/catalog",
+            "postgresql+psycopg://db:5432/catalog",
+        ),
+        ("postgresql://sync:s3cr?et@db/catalog", "postgresql://db/catalog"),
+        ("postgresql://sync:s3cr#et@db/catalog", "postgresql://db/catalog"),
+        ("postgresql://sync:s3cr@et@db/catalog?sslmode=require", "postgresql://db/catalog"),
+        ("postgresql://db/catalog?password=s3cret", "postgresql://db/catalog"),
+        ("sqlite:////var/lib/c.db", "sqlite:////var/lib/c.db"),
+        ("http://user:s3cret@marquez:5000/api", "http://marquez:5000/api"),
+    ],
+)
+def test_a_catalog_namespace_carries_no_credentials(url: str, namespace: str) -> None:
+    # the URL as SQLAlchemy reads it (its password may hold '/', '?', '#' and '@'), less the
+    # user, the password and the query: the events go to another system
+    assert catalog_namespace(url) == namespace
 
 
 # --- the settings ------------------------------------------------------------------------------
@@ -429,3 +457,127 @@ def test_an_unreachable_target_does_not_fail_the_sync(env: Env, tmp_path: Path) 
     for value in SECRETS.values():
         assert value not in proc.stdout + proc.stderr
     assert env.observed() == []
+
+
+# --- runs that fail without their hooks ----------------------------------------------------------
+
+
+def _fail_of(events: list[dict], dagster_run_id: str) -> dict:
+    """The one FAIL event of a run (and its START before it), checked."""
+    mine = [e for e in events if e["run"]["runId"] == run_id(dagster_run_id)]
+    assert [e["eventType"] for e in mine] == ["START", "FAIL"]
+    fail = mine[1]
+    assert schema_errors(fail) == []
+    text = json.dumps(fail)
+    for secret in SECRETS.values():
+        assert secret not in text
+    return fail
+
+
+def test_a_sync_killed_mid_way_sends_fail_once_and_its_retry_completes(env: Env) -> None:
+    """``ol-dagster sync`` SIGKILLed after START went (its hooks never run again); the next sync
+    fails the dead run and sends its FAIL, once, then syncs the batch again as a new run."""
+    answer = httpx.post(
+        f"{env.url}/api/v1/lineage/batch",
+        json={"events": events_of(1500, "etl")},
+        headers={"Authorization": f"Bearer {SECRETS['OL_RL_SHOP']}"},
+        timeout=120,
+    )
+    assert answer.status_code == 200, answer.text
+    batch_id = int(answer.json()["batchId"])
+
+    def midway(instance: dg.DagsterInstance) -> bool:
+        """START sent and recorded in the run's tags, the batch not uploaded yet."""
+        started = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+        return any(lineage_sent(instance, r.run_id)["sent"] for r in started) and (
+            env.store.get_batch(batch_id).upload_result is None
+        )
+
+    with dg.DagsterInstance.from_config(str(env.home)) as instance:
+        # ``ol-dagster sync`` SIGKILLed at that point, as the crash tests kill it
+        kill_when({"path": str(env.path), "home": env.home}, lambda: midway(instance))
+        (dead,) = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
+    assert [e["eventType"] for e in env.observed()] == ["START"]
+
+    lines = env.sync("shop")
+
+    (line,) = [x for x in lines if x["definition"] == "shop"]
+    assert line["batchId"] == batch_id and line["status"] == "synced"
+    assert line["openLineage"] == {"sent": ["START", "COMPLETE"], "failed": []}
+    events = env.observed()
+    assert [e["eventType"] for e in events] == ["START", "FAIL", "START", "COMPLETE"]
+    fail = _fail_of(events, dead.run_id)
+    message = fail["run"]["facets"]["errorMessage"]["message"]
+    assert "the process that executed this run" in message and "is gone" in message
+    assert fail["inputs"][0]["name"] == f"shop/batches/{batch_id}"
+    assert [e["run"]["runId"] for e in events[2:]] == [run_id(line["runId"])] * 2
+    with dg.DagsterInstance.from_config(str(env.home)) as instance:
+        assert lineage_sent(instance, dead.run_id) == {"sent": ["START", "FAIL"], "failed": []}
+        # the failure sensor sees the dead run's failure too: the tags say FAIL went
+        (failed,) = instance.all_logs(dead.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+        _failure_sensor(env, instance, failed)
+    # and a later sync fails nothing more
+    assert env.sync("shop") == [{"definition": "shop", "status": "nothing_pending"}]
+    assert env.observed() == events
+
+
+def _failure_sensor(env: Env, instance: dg.DagsterInstance, failure: Any) -> None:
+    """One evaluation of shop's failure sensor on the run whose RUN_FAILURE is ``failure``."""
+    defs = build_defs(str(env.path))
+    run = instance.get_run_by_id(failure.run_id)
+    context = dg.build_run_status_sensor_context(
+        sensor_name="shop__failed_syncs",
+        dagster_event=failure.dagster_event,
+        dagster_instance=instance,
+        dagster_run=run,
+        resources={"ol_store": defs.resources["ol_store"]},
+    )
+    defs.get_sensor_def("shop__failed_syncs")(context.for_run_failure())
+
+
+def test_the_failure_sensor_sends_fail_once(env: Env, tmp_path: Path) -> None:
+    """A run whose step failed (its hook sent FAIL) and a run Dagster failed before it started
+    (run monitoring's start timeout: no hook ever ran): after the failure sensor, each run has
+    exactly one FAIL, the second with Dagster's reason."""
+    unreachable = "postgresql+psycopg://sync:pw@127.0.0.1:1/catalog?connect_timeout=5"
+    env.write(_settings(tmp_path, env.url, shop_catalog={"kind": "embedded", "url": unreachable}))
+    first, second = env.post_snapshot(), env.post_snapshot()
+    defs = build_defs(str(env.path))
+    job = defs.resolve_job_def("shop__sync")
+    overrides = {"run_monitoring": {"enabled": True, "start_timeout_seconds": 0}}
+    with dg.instance_for_test(temp_dir=str(env.home), overrides=overrides) as instance:
+        instance.add_dynamic_partitions("shop__batches", [str(first), str(second)])
+        result = job.execute_in_process(
+            instance=instance, partition_key=str(first), raise_on_error=False
+        )
+        assert not result.success
+        (failed,) = instance.all_logs(result.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+        _failure_sensor(env, instance, failed)
+        _failure_sensor(env, instance, failed)
+        events = env.observed()
+        assert [e["eventType"] for e in events] == ["START", "FAIL"]
+        assert (
+            "catalog_upload"
+            in _fail_of(events, result.run_id)["run"]["facets"]["errorMessage"]["message"]
+        )
+
+        # never started: Dagster's run monitoring fails it, no step and no hook ran
+        never = instance.create_run_for_job(
+            job,
+            status=dg.DagsterRunStatus.NOT_STARTED,
+            tags={C.DEFINITION_TAG: "shop", "dagster/partition": str(second)},
+        )
+        record = instance.get_run_record_by_id(never.run_id)
+        assert record is not None
+        monitor_starting_run(instance, record, logging.getLogger(__name__))
+        (failed,) = instance.all_logs(never.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
+        _failure_sensor(env, instance, failed)
+        _failure_sensor(env, instance, failed)  # a second look sends nothing more
+        events = env.observed()
+        assert [e["eventType"] for e in events] == ["START", "FAIL", "START", "FAIL"]
+        fail = _fail_of(events, never.run_id)
+        assert fail["run"]["facets"]["errorMessage"]["message"].startswith(
+            "Run timed out due to taking longer than 0 seconds to start"
+        )
+        assert fail["inputs"][0]["name"] == f"shop/batches/{second}"
+        assert lineage_sent(instance, never.run_id) == {"sent": ["START", "FAIL"], "failed": []}

@@ -14,7 +14,7 @@ from sqlalchemy import Column, Integer, MetaData, Table, event, func, inspect, s
 
 from ol_dagster.db import open_engine
 from ol_dagster.store import BatchKind, BatchStatus, EventStore, NewEvent, schema
-from ol_dagster.store import event_store as event_store_module
+from ol_dagster.store import events as events_module
 from ol_dagster.store.schema import StoreVersionError
 
 T0 = datetime(2026, 11, 1, 2, 0, 0, tzinfo=UTC)
@@ -343,7 +343,7 @@ def test_batches_ordering_and_filters(event_store: EventStore) -> None:
 
 
 def test_iter_events_crosses_chunk_boundaries_in_order(event_store: EventStore) -> None:
-    n = 2 * event_store_module._READ_CHUNK + 37
+    n = 2 * events_module.READ_CHUNK + 37
     assert n > 2_000
     new = [ev(i) for i in range(n)]
     # appended in three uneven parts, so positions continue across appends
@@ -361,7 +361,7 @@ def test_iter_events_crosses_chunk_boundaries_in_order(event_store: EventStore) 
 
 
 def test_iter_events_exactly_one_chunk(event_store: EventStore) -> None:
-    n = event_store_module._READ_CHUNK
+    n = events_module.READ_CHUNK
     batch_id = event_store.add_posted_batch("add", [ev(i) for i in range(n)], received=n)
 
     assert [e.position for e in event_store.iter_events(batch_id)] == list(range(n))

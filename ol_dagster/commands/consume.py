@@ -3,7 +3,9 @@
 Start as many as the topics have partitions to share the work; each stops cleanly on SIGTERM or
 SIGINT (what it polled is stored and committed, then it leaves the group). What cannot work stops
 it before it joins the group, in one line: no ``kafka`` block, confluent-kafka not installed, a
-missing secret, an event store that cannot be opened.
+missing secret, an event store that cannot be opened. An event store lost during a rebalance
+stops it the same way (``kafka.consumer``: the partitions assigned cannot start without the
+store's offsets), having committed nothing more.
 """
 
 from __future__ import annotations
@@ -29,9 +31,27 @@ def _describe(settings: Settings) -> str:
     return f"group {kafka.groupId} on {','.join(kafka.bootstrapServers)}: {topics}"
 
 
+def _scrubbed(settings: Settings, exc: Exception) -> str:
+    """The store's reason without the store URL's password (a driver may quote the URL)."""
+    from sqlalchemy.engine import make_url
+
+    from ol_dagster.sync.run_failure import scrub
+
+    try:
+        password = make_url(settings.store.url).password
+    except Exception:  # noqa: BLE001 - opened at start-up, so it parses; nothing to hide if not
+        password = None
+    return scrub(str(exc), [str(password)] if password else [])
+
+
 def consume(settings_file: str | None, *, idle_exit: float | None = None) -> int:
     from ol_dagster.commands.startup import open_store
-    from ol_dagster.kafka.consumer import KafkaIntake, KafkaUnavailable, confluent
+    from ol_dagster.kafka.consumer import (
+        KafkaIntake,
+        KafkaUnavailable,
+        StoreLostInRebalance,
+        confluent,
+    )
 
     settings = load_settings(settings_file)
     if settings.kafka is None:
@@ -64,6 +84,13 @@ def consume(settings_file: str | None, *, idle_exit: float | None = None) -> int
 
     try:
         totals = intake.run(stop)
+    except StoreLostInRebalance as exc:
+        # the command's one-line failure (exit 2), as at start-up
+        raise SettingsError(
+            f"the event store became unreachable during a rebalance ({_scrubbed(settings, exc)}): "
+            "stopped, nothing more is committed; what was stored is kept and the rest is read "
+            "again once it is started with the store back"
+        ) from None
     finally:
         store.dispose()
     print(

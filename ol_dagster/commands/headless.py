@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,8 @@ from ol_dagster.definitions import build_defs
 from ol_dagster.defs import constants as C
 from ol_dagster.defs import names
 from ol_dagster.defs.dead_runs import fail_dead_runs, process_tags
-from ol_dagster.defs.run_lineage import lineage_sent
-from ol_dagster.settings import SyncDefinition, load_settings, settings_path
+from ol_dagster.defs.run_lineage import lineage_sent, report_failed_run
+from ol_dagster.settings import Settings, SyncDefinition, load_settings, settings_path
 from ol_dagster.store import BatchRecord, BatchStatus, EventStore
 from ol_dagster.sync import fanout
 from ol_dagster.sync.run_failure import run_failure, secret_values
@@ -93,6 +93,20 @@ def _catalog_sections(
     return out
 
 
+def _fail_reporter(
+    instance: dg.DagsterInstance, definition: SyncDefinition, settings: Settings, store: EventStore
+) -> Callable[[str, str], None]:
+    """``report(run_id, reason)`` for ``fail_dead_runs``: the dead run's OpenLineage FAIL (its
+    hooks never sent it), a warning on stderr when the target did not take it."""
+
+    def report(run_id: str, reason: str) -> None:
+        warning = report_failed_run(instance, definition, run_id, reason, lambda: (settings, store))
+        if warning:
+            print(f"{definition.name}: run {run_id}: {warning}", file=sys.stderr)
+
+    return report
+
+
 def sync_batches(
     path: str | None = None,
     *,
@@ -109,7 +123,8 @@ def sync_batches(
     try:
         for d in chosen:
             # a killed earlier sync's run must not stay STARTED, holding the definition's slot
-            for run_id in fail_dead_runs(instance, d.name):
+            report = _fail_reporter(instance, d, settings, store)
+            for run_id in fail_dead_runs(instance, d.name, report=report):
                 print(f"{d.name}: failed run {run_id}, whose process is gone", file=sys.stderr)
             store.seal_due(d.name, window_seconds=0, max_events=1, force=True)
             job = defs.resolve_job_def(names.job(d.name))

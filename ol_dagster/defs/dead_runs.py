@@ -10,10 +10,14 @@ So ``ol-dagster sync`` tags each run with its process (``store.holder``: boot, P
 start time), and the definition's sensor at each tick and the next ``ol-dagster sync`` fail the
 definition's unfinished runs whose tagged process is gone on this machine. A run without the tag
 (launched by the daemon: its run worker is watched by the run launcher) or tagged on another
-machine is left to run monitoring.
+machine is left to run monitoring. Such a run's hooks never sent its FAIL: the caller's ``report``
+sends it (``defs.run_lineage.report_failed_run``) before the run is marked failed, so that a crash
+between the two leaves FAIL sent and the run still to fail, never the run failed with FAIL unsent.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import dagster as dg
 
@@ -38,9 +42,14 @@ def process_tags() -> dict[str, str]:
     return {PROCESS_TAG: process} if process else {}
 
 
-def fail_dead_runs(instance: dg.DagsterInstance, definition: str) -> list[str]:
+def fail_dead_runs(
+    instance: dg.DagsterInstance,
+    definition: str,
+    *,
+    report: Callable[[str, str], object] | None = None,
+) -> list[str]:
     """Fail the definition's unfinished runs whose process is gone on this machine; returns their
-    run ids."""
+    run ids. ``report(run_id, reason)`` is called for each first (its OpenLineage FAIL)."""
     runs = instance.get_runs(
         filters=dg.RunsFilter(statuses=_UNFINISHED, tags={C.DEFINITION_TAG: definition})
     )
@@ -53,13 +62,13 @@ def fail_dead_runs(instance: dg.DagsterInstance, definition: str) -> list[str]:
         if current is None or current.status not in _UNFINISHED:
             continue  # failed meanwhile by another sync or sensor tick: once is enough
         pid = process.split(":")[-2] if process else "?"
-        instance.report_run_failed(
-            run,
-            message=(
-                f"ol-dagster: the process that executed this run (PID {pid} on this machine) is "
-                f"gone: it was killed or crashed. The run is marked failed so that the next runs "
-                f"of definition {definition!r} can start; its batch is synced again."
-            ),
+        message = (
+            f"ol-dagster: the process that executed this run (PID {pid} on this machine) is "
+            f"gone: it was killed or crashed. The run is marked failed so that the next runs "
+            f"of definition {definition!r} can start; its batch is synced again."
         )
+        if report is not None:
+            report(run.run_id, message)
+        instance.report_run_failed(run, message=message)
         failed.append(run.run_id)
     return failed

@@ -10,10 +10,17 @@ sees in the UI what reached the target: ``ol_dagster/openlineage_sent`` (``START
 ``ol_dagster/openlineage_failed`` (the events the target did not take; the warning in the run's
 log says why). A failed send never fails the sync, and a hook's own error is Dagster's to log
 (Dagster never fails a run for a hook).
+
+A run can also fail with no hook left to run: its ``ol-dagster sync`` process killed
+(``defs.dead_runs`` fails it) or its run worker lost or never started (Dagster's run monitoring
+fails it; the failure sensor sees it). Those paths call ``report_failed_run``: FAIL (START first if
+it never went), with their reason, guarded by the same tags, so a run sends FAIL once whichever
+path sees it first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +28,7 @@ import dagster as dg
 
 from ol_dagster.defs import names
 from ol_dagster.settings import Settings, SyncDefinition
-from ol_dagster.sync.run_failure import run_failure, secret_values
+from ol_dagster.sync.run_failure import run_failure, scrub, secret_values
 
 if TYPE_CHECKING:
     from ol_dagster.sync.run_lineage import SyncRun
@@ -59,29 +66,71 @@ def report_step(context: dg.HookContext, definition: SyncDefinition, *, failed: 
     """After one step: send what the run's state now calls for (START, then COMPLETE or FAIL)."""
     instance = context.instance
     run = instance.get_run_by_id(context.run_id)
-    if run is None:
+    if run is None or _ended(run):
         return
+    ending = "FAIL" if failed else "COMPLETE" if _plan_succeeded(instance, run) else None
+    ol_store = context.resources.ol_store
+    warning = _report(
+        instance, lambda: (ol_store.settings(), ol_store.get()), definition, run, ending
+    )
+    if warning:
+        context.log.warning(warning)
+
+
+def report_failed_run(
+    instance: dg.DagsterInstance,
+    definition: SyncDefinition,
+    run_id: str,
+    reason: str,
+    source: Callable[[], tuple[Settings, Any]],
+) -> str | None:
+    """For a run that failed with no hook left to run (a killed process, a lost or never started
+    worker): FAIL, and START before it if it never went, unless the run's tags say FAIL or
+    COMPLETE was already tried. ``reason`` is why it failed (scrubbed here), used when no step's
+    failure says more; ``source`` gives the settings and the event store. Returns the warning to
+    log, or None."""
+    if definition.openLineage is None:
+        return None
+    run = instance.get_run_by_id(run_id)
+    if run is None or _ended(run):
+        return None
+    return _report(instance, source, definition, run, "FAIL", reason=reason)
+
+
+def _ended(run: dg.DagsterRun) -> bool:
+    """Whether COMPLETE or FAIL was already tried for the run (sent or refused): the one guard."""
+    tags = dict(run.tags)
+    return bool(set(_listed(tags, SENT_TAG) + _listed(tags, FAILED_TAG)) & set(_TERMINAL))
+
+
+def _report(
+    instance: dg.DagsterInstance,
+    source: Callable[[], tuple[Settings, Any]],
+    definition: SyncDefinition,
+    run: dg.DagsterRun,
+    ending: str | None,
+    *,
+    reason: str | None = None,
+) -> str | None:
+    """Send START (when not tried yet) and ``ending``, and record in the run's tags what went and
+    what did not; returns the warning to log, or None."""
     sent = _listed(dict(run.tags), SENT_TAG)
     undelivered = _listed(dict(run.tags), FAILED_TAG)
-    done = set(sent) | set(undelivered)  # tried: a refused event is not tried again
-    if done & set(_TERMINAL):
-        return
-    states = [] if "START" in done else ["START"]
-    if failed:
-        states.append("FAIL")
-    elif _plan_succeeded(instance, run):
-        states.append("COMPLETE")
+    states = [] if "START" in sent + undelivered else ["START"]  # a refused event is not retried
+    states += [ending] if ending else []
     if not states:
-        return
+        return None
+    warnings = []
     try:
-        outcome = _send(context, definition, run, states)
+        settings, store = source()
+        outcome = _send(instance, settings, store, definition, run, states, reason)
     except Exception as exc:  # noqa: BLE001 - reporting never fails the sync
-        context.log.warning(f"OpenLineage events of this run not sent ({type(exc).__name__})")
+        warnings.append(f"OpenLineage events of this run not sent ({type(exc).__name__})")
         outcome = None
     delivered = outcome.delivered if outcome else []
     refused = outcome.failed if outcome else states
     if outcome and outcome.errors:
-        context.log.warning(
+        warnings.append(
             f"OpenLineage: {len(refused)} event(s) not taken by the target "
             f"({', '.join(refused)}): {'; '.join(outcome.errors)}"
         )
@@ -89,6 +138,7 @@ def report_step(context: dg.HookContext, definition: SyncDefinition, *, failed: 
     if refused or undelivered:
         tags[FAILED_TAG] = ",".join(undelivered + refused)
     instance.add_run_tags(run.run_id, tags)
+    return "; ".join(warnings) or None
 
 
 def lineage_sent(instance: dg.DagsterInstance, run_id: str) -> dict[str, list[str]]:
@@ -113,17 +163,21 @@ def _plan_succeeded(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
 
 
 def _send(
-    context: dg.HookContext, definition: SyncDefinition, run: dg.DagsterRun, states: list[str]
+    instance: dg.DagsterInstance,
+    settings: Settings,
+    store: Any,
+    definition: SyncDefinition,
+    run: dg.DagsterRun,
+    states: list[str],
+    reason: str | None,
 ) -> Any:
     from openlineage.client.event_v2 import RunState
 
     from ol_dagster.sync import run_lineage
 
     assert definition.openLineage is not None
-    ol_store = context.resources.ol_store
-    settings: Settings = ol_store.settings()
     secrets = secret_values(settings) + definition.openLineage.secret_values()
-    facts = _gather(context.instance, ol_store.get(), settings, definition, run, states, secrets)
+    facts = _gather(instance, store, settings, definition, run, states, secrets, reason)
     now = datetime.now(UTC)
     events = [
         run_lineage.build_event(
@@ -145,6 +199,7 @@ def _gather(
     run: dg.DagsterRun,
     states: list[str],
     secrets: list[str],
+    reason: str | None = None,
 ) -> SyncRun:
     """The plain values of the run's events, from the store and the run's own event log."""
     from ol_dagster.sync import run_lineage
@@ -172,10 +227,14 @@ def _gather(
         facts["checks"] = _checks(instance, run.run_id, definition.name)
         facts["cleanups"] = _cleanups(instance, run.run_id, definition)
     if "FAIL" in states:
+        # a failed step says most; else the caller's reason (a killed process, Dagster's message)
         failure = run_failure(instance.all_logs(run.run_id), secrets)
-        if failure:
-            step = f"step {failure['step']}: " if failure["step"] else ""
-            facts["error"] = step + failure["error"]
+        if failure and failure["step"]:
+            facts["error"] = f"step {failure['step']}: {failure['error']}"
+        elif reason:
+            facts["error"] = scrub(reason, secrets)
+        elif failure:
+            facts["error"] = failure["error"]
     return run_lineage.SyncRun(**facts)
 
 

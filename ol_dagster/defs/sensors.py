@@ -9,13 +9,16 @@ run did) keeps its events and is requested again once its backoff has passed (1,
 at most an hour), with run key ``<batch id>:retry<attempts>``.
 Each tick first fails the definition's runs whose ``ol-dagster sync`` process is gone on this
 machine (``defs.dead_runs``): such a run would hold the definition's only slot, and keep the runs
-requested here QUEUED, until run monitoring's ``max_runtime_seconds``.
+requested here QUEUED, until run monitoring's ``max_runtime_seconds``. Such a run, and one the
+failure sensor sees (a worker lost or never started), sends its OpenLineage FAIL from here when
+its definition reports its runs and no hook sent it (``defs.run_lineage.report_failed_run``).
 Each tick reads the settings file once: a change of the definition's limits or of the retention
 applies from the next tick on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
 
 import dagster as dg
@@ -24,6 +27,7 @@ from ol_dagster.defs import constants as C
 from ol_dagster.defs import names
 from ol_dagster.defs.dead_runs import fail_dead_runs
 from ol_dagster.defs.resources import StoreResource
+from ol_dagster.defs.run_lineage import report_failed_run
 from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import BatchStatus
 from ol_dagster.sync.batch import fail_run, purge_expired
@@ -36,6 +40,28 @@ if TYPE_CHECKING:
     )
 
 SyncJob: TypeAlias = "dg.JobDefinition | UnresolvedAssetJobDefinition"
+
+
+def _fail_reporter(
+    context: dg.SensorEvaluationContext | dg.RunFailureSensorContext,
+    definition: SyncDefinition,
+    ol_store: StoreResource,
+) -> Callable[[str, str], None]:
+    """``report(run_id, reason)``: a failed run's OpenLineage FAIL, a warning in the tick's log
+    when the target did not take it."""
+
+    def report(run_id: str, reason: str) -> None:
+        warning = report_failed_run(
+            context.instance,
+            definition,
+            run_id,
+            reason,
+            lambda: (ol_store.settings(), ol_store.get()),
+        )
+        if warning:
+            context.log.warning(f"run {run_id}: {warning}")
+
+    return report
 
 
 def build_sensor(
@@ -53,7 +79,8 @@ def build_sensor(
     def new_batches(
         context: dg.SensorEvaluationContext, ol_store: StoreResource
     ) -> dg.SensorResult:
-        for run_id in fail_dead_runs(context.instance, definition.name):
+        report = _fail_reporter(context, definition, ol_store)
+        for run_id in fail_dead_runs(context.instance, definition.name, report=report):
             context.log.warning(f"failed run {run_id}: its ol-dagster sync process is gone")
         # this tick's version of the settings file, read once (``defs.resources``): its limits
         # and retention apply from this tick on, as in the runs it requests, which load the file
@@ -124,7 +151,9 @@ def build_sensor(
 def build_failure_sensor(definition: SyncDefinition, job: SyncJob) -> dg.SensorDefinition:
     """A sync run that failed before its cleanup (a crash, a killed worker) must not leave its
     batch waiting for nothing: the batch becomes FAILED, keeps its events, gets a RUN_FAILED
-    report, and the new-batches sensor retries it after its backoff (``sync.batch.fail_run``)."""
+    report, and the new-batches sensor retries it after its backoff (``sync.batch.fail_run``).
+    A run that failed with no hook left to run sends its OpenLineage FAIL here, with Dagster's
+    failure message (once: a FAIL its hook or ``defs.dead_runs`` sent is not sent again)."""
 
     @dg.run_failure_sensor(
         name=names.failed_syncs_sensor(definition.name),
@@ -134,7 +163,10 @@ def build_failure_sensor(definition: SyncDefinition, job: SyncJob) -> dg.SensorD
     )
     def failed_syncs(context: dg.RunFailureSensorContext, ol_store: StoreResource) -> None:
         key = context.dagster_run.tags.get("dagster/partition")
+        run_id = context.dagster_run.run_id
         if key and key.isdigit():
-            fail_run(ol_store.get(), definition, int(key), context.dagster_run.run_id)
+            fail_run(ol_store.get(), definition, int(key), run_id)
+        reason = context.failure_event.message or "the sync run failed"
+        _fail_reporter(context, definition, ol_store)(run_id, reason)
 
     return failed_syncs

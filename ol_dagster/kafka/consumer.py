@@ -13,6 +13,15 @@ reports 1 for a partition of 750 messages.)
 Several consumers of one group split the partitions; before a partition is revoked everything
 polled from it is stored and committed (a poll is stored before the next one, and the callbacks
 run inside a poll), and an open snapshot of it is dropped, to be read whole by its next owner.
+
+An event store that cannot be reached during a rebalance: a revoked partition only misses the
+re-commit of its stored offsets (a warning; its next reader starts at the store's offsets anyway).
+An assigned one cannot start without them, so the consumer stops (``StoreLostInRebalance``;
+``ol-dagster consume`` ends in one line, exit 2), committing nothing more, and leaves the group.
+Not a retry, as the write path does: the callback runs inside the poll, so retrying there holds
+the poll past ``max.poll.interval.ms`` and the group drops the member anyway, while the partitions
+it holds read nothing; a stopped member hands them over at once, and its supervisor's restart
+waits for the store (start-up refuses an unreachable store in one line).
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from ol_dagster.kafka.intake import Assembler, Message
 from ol_dagster.kafka.settings import KafkaSettings
@@ -37,6 +48,11 @@ _STORE_RETRY_MAX = 30.0  # seconds between two tries of a store that refuses wri
 
 class KafkaUnavailable(RuntimeError):
     """confluent-kafka is not installed (the message says how to install it)."""
+
+
+class StoreLostInRebalance(RuntimeError):
+    """The event store could not give the offsets of the partitions just assigned: the consumer
+    stops (the message is the store's reason)."""
 
 
 def confluent() -> Any:
@@ -74,6 +90,7 @@ class KafkaIntake:
         self.totals = Totals()
         self.assigned: set[tuple[str, int]] = set()
         self.joined = False  # the group has given this consumer its first assignment
+        self.store_lost: str | None = None  # why it stopped in a rebalance: no store call since
         self.last_activity = time.monotonic()
         ck = confluent()
         self._ck = ck
@@ -84,8 +101,23 @@ class KafkaIntake:
 
     # -- rebalance -------------------------------------------------------------------------------
 
+    def _offsets(self, topics: set[str]) -> dict[tuple[str, int], int]:
+        """The store's offsets of ``topics``; ``StoreUnavailable`` when it cannot be reached."""
+        if not topics:
+            return {}  # an empty assignment needs no store
+        try:
+            return self.store.kafka_offsets(topics)
+        except (OperationalError, InterfaceError) as exc:
+            raise StoreUnavailable(" ".join(str(exc.orig or exc).split())) from None
+
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        stored = self.store.kafka_offsets({p.topic for p in partitions})
+        if self.store_lost is not None:
+            return  # stopping: confluent-kafka assigns them itself, nothing is read from them
+        try:
+            stored = self._offsets({p.topic for p in partitions})
+        except StoreUnavailable as exc:
+            self.store_lost = str(exc)
+            raise StoreLostInRebalance(str(exc)) from None
         for p in partitions:
             key = (p.topic, p.partition)
             if key in stored:
@@ -99,9 +131,19 @@ class KafkaIntake:
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         keys = [(p.topic, p.partition) for p in partitions]
         self.assembler.drop(keys)
-        stored = self.store.kafka_offsets({t for t, _ in keys})
-        # what is stored is committed, in case the commit after its write was refused
-        self._commit({k: stored[k] for k in keys if k in stored})
+        if self.store_lost is None:
+            try:
+                stored = self._offsets({t for t, _ in keys})
+            except StoreUnavailable as exc:
+                log.warning(
+                    "event store unreachable (%s): the stored offsets of %s are not committed "
+                    "again (their next reader starts at the event store's offsets)",
+                    exc,
+                    _names(partitions),
+                )
+            else:
+                # what is stored is committed, in case the commit after its write was refused
+                self._commit({k: stored[k] for k in keys if k in stored})
         if self._cooperative:
             consumer.incremental_unassign(partitions)
         self.assigned.difference_update(keys)

@@ -194,7 +194,10 @@ class Assembler:
         self, key: tuple[str, int], definition: SyncDefinition, write: KafkaWrite, end: str, at: int
     ) -> None:
         opened = self._open[key]
-        announced = int(end) if end.strip().isdigit() else None
+        count = end.strip()
+        # ASCII digits only, and no more than a count can have: int() refuses "²" (a digit to
+        # str.isdigit) and 5,000 digits, and an exception here would stop the partition for good
+        announced = int(count) if count.isascii() and count.isdigit() and len(count) < 19 else None
         if announced is None:
             opened.rejections.append(
                 {

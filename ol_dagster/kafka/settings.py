@@ -3,8 +3,10 @@
 Each topic feeds one sync definition; its messages are stream events, or, with ``snapshot:
 true``, whole snapshots framed by headers (``ol_dagster.kafka.intake``). The consumer group, the
 broker's security and librdkafka's other properties are here too. Secrets are ``{env: NAME}``
-only, resolved when the consumer starts, and a ``properties`` key that would hold one is refused
-at load: every secret has a key of its own.
+only, resolved when the consumer starts: a ``properties`` key that would hold one (librdkafka's
+sensitive properties, ``_RK_SENSITIVE`` in its ``rdkafka_conf.c``, and the families their names
+share) written literally is refused at load; the SASL password and the TLS key's password have
+keys of their own in ``security``.
 
 This module does not import ``ol_dagster.settings`` (which imports it for the ``kafka`` key):
 its secrets are resolved by that module's ``EnvSecret`` when they are used.
@@ -20,8 +22,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 # Kafka's own rule for a topic name
 _TOPIC = r"^[A-Za-z0-9._-]{1,249}$"
-# librdkafka properties that hold a secret: they go in ``security`` as {env: NAME}
-_SECRET_PROPERTY = re.compile(r"password|secret|jaas|token|\.pem$|key$", re.IGNORECASE)
+# librdkafka properties that hold a secret, written as {env: NAME}: librdkafka's sensitive ones
+# (ssl.key.password, ssl.key.pem, ssl_key, ssl.keystore.password, sasl.password,
+# sasl.oauthbearer.config, which may hold a client secret) and the families of their names:
+# *password*, *passphrase* (sasl.oauthbearer.assertion.private.key.passphrase), *secret*
+# (sasl.oauthbearer.client.secret), *.pem, *key, *jaas*, *token* but a URL (the OIDC token
+# endpoint's is no secret)
+_SECRET_PROPERTY = re.compile(
+    r"password|passphrase|secret|jaas|token(?!.*\.url$)|\.pem$|key$|^sasl\.oauthbearer\.config$",
+    re.IGNORECASE,
+)
+_AS_ENV = "{env: NAME}"
 # properties the intake sets itself: its guarantees depend on them
 _OWN_PROPERTIES = {
     "bootstrap.servers": "bootstrapServers",
@@ -34,6 +45,8 @@ _OWN_PROPERTIES = {
     "sasl.mechanism": "security.saslMechanism",
     "sasl.mechanisms": "security.saslMechanism",
     "sasl.username": "security.username",
+    "sasl.password": f"security.password ({_AS_ENV})",
+    "ssl.key.password": f"security.keyPassword ({_AS_ENV})",
 }
 
 
@@ -122,7 +135,8 @@ class KafkaSettings(_Model):
     pollTimeoutSeconds: Annotated[float, Field(gt=0)] = 1.0
     sessionTimeoutSeconds: Annotated[float, Field(ge=1)] = 45.0
     deadLetterMaxBytes: Annotated[int, Field(ge=0)] = 65_536  # of a rejected message's bytes
-    properties: dict[str, str | int | float | bool] = {}  # other librdkafka consumer properties
+    # other librdkafka consumer properties; a secret's value as {env: NAME}
+    properties: dict[str, str | int | float | bool | KafkaSecret] = {}
 
     @field_validator("bootstrapServers", mode="before")
     @classmethod
@@ -134,13 +148,15 @@ class KafkaSettings(_Model):
     @field_validator("properties")
     @classmethod
     def _no_secrets(cls, value: dict[str, object]) -> dict[str, object]:
-        for key in value:
-            if key in _OWN_PROPERTIES:
-                raise ValueError(f"{key!r} is set by ol-dagster: use {_OWN_PROPERTIES[key]}")
-            if _SECRET_PROPERTY.search(key):
+        for key, item in value.items():
+            if key.lower() in _OWN_PROPERTIES:
                 raise ValueError(
-                    f"{key!r} would hold a secret in the file: use security's keys, whose "
-                    "secrets are {env: NAME}"
+                    f"{key!r} is set by ol-dagster: use {_OWN_PROPERTIES[key.lower()]}"
+                )
+            if _SECRET_PROPERTY.search(key) and not isinstance(item, KafkaSecret):
+                raise ValueError(
+                    f"{key!r} would hold a secret in the file: write its value as {_AS_ENV}, "
+                    "read from the environment when the consumer starts"
                 )
         return value
 
@@ -174,6 +190,12 @@ class KafkaSettings(_Model):
                     "BATCH_SNAPSHOT"
                 )
 
+    def secrets(self) -> list[KafkaSecret]:
+        """Every secret this block names, so an error that quotes one can be scrubbed."""
+        named = [self.security.password, self.security.keyPassword]
+        named += [v for v in self.properties.values() if isinstance(v, KafkaSecret)]
+        return [s for s in named if s is not None]
+
     def topic(self, name: str) -> KafkaTopic:
         for t in self.topics:
             if t.topic == name:
@@ -186,7 +208,10 @@ class KafkaSettings(_Model):
         return {
             # librdkafka's 3 s heartbeat outlives a session shorter than 9 s: a third of it
             "heartbeat.interval.ms": min(3000, session_ms // 3),
-            **self.properties,
+            **{
+                k: v.resolve() if isinstance(v, KafkaSecret) else v
+                for k, v in self.properties.items()
+            },
             "bootstrap.servers": ",".join(self.bootstrapServers),
             "group.id": self.groupId,
             "client.id": self.clientId,

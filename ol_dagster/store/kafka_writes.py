@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ol_dagster.store.event_store import NewEvent
+    from ol_dagster.store.event_rows import NewEvent
 
 
 @dataclass(frozen=True, slots=True)

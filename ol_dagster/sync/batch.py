@@ -202,8 +202,10 @@ def begin_run(
     batch = store.get_batch(batch_id)
     if batch.definition != definition.name:
         return []
-    keys = fanout.kept(definition, batch, store.catalog_records(batch_id))
-    store.keep_catalogs(batch_id, keys, run_id)
+    records = store.catalog_records(batch_id)
+    keys = fanout.kept(definition, batch, records)
+    # added to the runs that keep it: another run of the batch may be in flight, keeping it too
+    store.keep_catalogs(batch_id, keys, lambda kept: fanout.keeping(kept, run_id))
     return keys
 
 
@@ -212,7 +214,7 @@ def _kept(
 ) -> CatalogRecord | None:
     """The catalog's part of the batch when this run keeps it (``begin_run``), else None."""
     found = store.catalog_records(batch.id).get(where.key)
-    if found is not None and found.kept_in_run == run_id:
+    if found is not None and run_id in fanout.kept_by(found):
         return found
     return None
 

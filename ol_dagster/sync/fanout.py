@@ -13,7 +13,9 @@ that so, in one place for ``sync.batch`` and the commands:
 - ``record``: a catalog's part of a batch; a batch synced before store version 11 (no catalog
   rows) is read as its primary catalog's, the only one it had.
 - ``kept``: a retry leaves alone the catalogs that finished the batch in an earlier run, so A is
-  not uploaded and cleaned again because B was down.
+  not uploaded and cleaned again because B was down. Two runs of one batch may be in flight at
+  once (a retry and a person's run): a finished catalog's row names every run that keeps it
+  (``keeping``, ``kept_by``), so the later start does not take it from the earlier one.
 - ``batch_status``: SYNCED once every catalog finished the batch; FAILED (retried after its
   backoff) when one failed, counted once per run.
 """
@@ -104,6 +106,28 @@ def kept(
         if found is not None and found.status is BatchStatus.SYNCED:
             out.append(where.key)
     return out
+
+
+# the store's column naming the runs that keep a finished catalog (Dagster's run ids are 36
+# characters: five fit, more than are ever in flight at once)
+KEPT_LENGTH = 200
+
+
+def kept_by(found: CatalogRecord) -> list[str]:
+    """The runs that keep this catalog's finished part of the batch (``begin_run``)."""
+    return _runs(found.kept_in_run)
+
+
+def _runs(kept_in_run: str | None) -> list[str]:
+    return kept_in_run.split(",") if kept_in_run else []
+
+
+def keeping(kept_in_run: str | None, run_id: str) -> str:
+    """What the row records once run ``run_id`` keeps it too: the latest runs that fit."""
+    runs = [r for r in _runs(kept_in_run) if r != run_id] + [run_id]
+    while len(runs) > 1 and len(",".join(runs)) > KEPT_LENGTH:
+        runs.pop(0)  # the oldest: long over, or never to take its steps
+    return ",".join(runs)
 
 
 def batch_status(

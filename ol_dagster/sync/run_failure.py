@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ol_dagster.settings import Settings, SettingsError
+from ol_dagster.kafka.settings import KafkaSecret
+from ol_dagster.settings import EnvSecret, Settings, SettingsError
 
 _WRAPPERS = {"DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError"}
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*:)[^\s/@]+@")
@@ -22,9 +23,11 @@ _MAX_CHARS = 500
 
 def secret_values(settings: Settings) -> list[str]:
     """The values of every secret the settings name that is set (unset ones hide nothing)."""
-    secrets = [d.receiver.token for d in settings.definitions]
+    secrets: list[EnvSecret | KafkaSecret] = [d.receiver.token for d in settings.definitions]
     for catalog in settings.catalogs.values():
         secrets += catalog.secrets()
+    if settings.kafka is not None:
+        secrets += settings.kafka.secrets()
     values = []
     for secret in secrets:
         try:

@@ -39,6 +39,7 @@ from openlineage.client.facet_v2 import (
     job_type_job,
 )
 from openlineage.client.transport import get_default_factory
+from sqlalchemy.engine import make_url
 
 from ol_dagster.sync.run_failure import scrub
 
@@ -50,7 +51,8 @@ def _version() -> str:
         return "0"
 
 
-# An absolute URI, as the schema wants; ol-dagster has no public URL to claim (catalog/check.py).
+# An absolute URI, as the schema wants; ol-dagster has no public URL to claim
+# (as in catalog/check/openmetadata.py).
 PRODUCER = f"urn:ol-dagster:{_version()}"
 # The schema of our two custom facets, shipped in ol_dagster/openlineage/schemas/.
 FACETS_SCHEMA = "urn:ol-dagster:spec:facets:1-0-0:OlDagsterFacets.json"
@@ -149,7 +151,19 @@ def batch_dataset(definition: str, batch_id: int) -> str:
 
 def catalog_namespace(url: str) -> str:
     """A catalog's URL as a dataset namespace: no user, password, query or fragment (a database
-    URL may carry its password in either)."""
+    URL may carry its password in either). Read as SQLAlchemy reads it, which is how the catalog
+    connects: its password may hold '/', '?', '#' and '@', which a split on them would leave in."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: the plain split below
+        parsed = None
+    if parsed is not None:
+        # an '@' left in the host: a password that held one unencoded (no server has that name)
+        host = (parsed.host or "").rpartition("@")[2]
+        host = f"[{host}]" if ":" in host else host  # an IPv6 address
+        port = f":{parsed.port}" if parsed.port is not None else ""
+        path = f"/{parsed.database}" if parsed.database is not None else ""
+        return f"{parsed.drivername}://{host}{port}{path}"
     base = url.split("?", 1)[0].split("#", 1)[0]
     scheme, sep, rest = base.partition("://")
     if not sep:

@@ -1,0 +1,93 @@
+"""How the receiver holds a large post in bounded memory (issue 15).
+
+A body of ``receiver.largePostBytes`` or more is a large post: at most
+``receiver.maxConcurrentLargePosts`` are read and processed at once (``LargeSlot``: others get
+503 with ``Retry-After`` as soon as their body grows that large), the worker thread takes the body
+(``HeldBody``) so that nothing else keeps it alive once its events are sorted, and the post is
+processed with the collector paused (``receiver.decode`` decodes its events one at a time); its
+memory is handed back to the system after the answer (``receiver.trim``). A post peaks at about
+3x its body, and its memory is returned. Small posts are processed with the collector running as
+usual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starlette.responses import JSONResponse
+
+from ol_dagster.gcpause import gc_paused
+from ol_dagster.receiver.body import BodyError
+from ol_dagster.receiver.trim import release_free_memory
+from ol_dagster.settings import ReceiverLimits, SyncDefinition
+
+
+class HeldBody:
+    """A post's body on its way to the worker thread, which takes it: the event loop's frame and
+    the thread call's arguments would otherwise keep a large body alive until the answer, on
+    top of its accepted events (the batch endpoint drops it once they are sorted)."""
+
+    __slots__ = ("_data", "size")
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self.size = len(data)
+
+    def take(self) -> bytes:
+        data, self._data = self._data, b""
+        return data
+
+
+class LargePosts:
+    """The large posts being read or processed (one event loop: no lock)."""
+
+    def __init__(self, limits: ReceiverLimits) -> None:
+        self.limits = limits
+        self.in_progress = 0
+
+
+class LargeSlot:
+    """``read_body``'s ``on_size`` for one post: takes a slot when the body becomes large, or
+    refuses the post with 503 (``Retry-After``) when every slot is taken. ``release`` frees it."""
+
+    def __init__(self, posts: LargePosts) -> None:
+        self.posts = posts
+        self.taken = False
+
+    def __call__(self, size: int) -> None:
+        limits = self.posts.limits
+        if self.taken or size < limits.largePostBytes:
+            return
+        if self.posts.in_progress >= limits.maxConcurrentLargePosts:
+            raise BodyError(
+                503,
+                f"receiver.maxConcurrentLargePosts ({limits.maxConcurrentLargePosts}) posts of "
+                f"receiver.largePostBytes ({limits.largePostBytes}) bytes or more are in "
+                "progress; retry later",
+            )
+        self.posts.in_progress += 1
+        self.taken = True
+
+    def release(self) -> None:
+        if self.taken:
+            self.taken = False
+            self.posts.in_progress -= 1
+
+
+Process = Callable[[SyncDefinition, HeldBody], JSONResponse]
+
+
+def process_held(
+    process: Process, definition: SyncDefinition, held: HeldBody, large_post_bytes: int
+) -> JSONResponse:
+    """Runs in the worker thread. A small post is processed with the collector running as usual,
+    so its cycles are collected as they come. A large one with the collector paused
+    (``gcpause``) from its decoding to its stored answer; what it allocated is all dropped when
+    ``process`` returns, before the pause ends (nothing left to age), then handed back to the
+    system."""
+    if held.size < large_post_bytes:
+        return process(definition, held)
+    with gc_paused():
+        response = process(definition, held)
+    release_free_memory()
+    return response

@@ -1,0 +1,174 @@
+"""The two posting endpoints: ``POST /api/v1/lineage`` (one event) and ``/api/v1/lineage/batch``.
+
+A post goes through the same steps at both (``Posts._receive``): the bearer token selects the
+definition (``receiver.tenants``), the Content-Type must be JSON, the body is read within the
+definition's ``limits.maxBodyBytes`` and the large-post slots (``receiver.large_posts``), then
+everything else (decoding, validation, storage) runs in a worker thread, so the event loop keeps
+answering other requests. Only what is stored differs: one event as a stream batch, or the
+batch's accepted events (a whole snapshot when the definition says so). A store that cannot be
+reached is a 503 (retriable), never a silent drop.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse
+
+from ol_dagster.receiver.answers import error, snapshot_note, summary_answer
+from ol_dagster.receiver.body import BodyError, read_body
+from ol_dagster.receiver.decode import NotABatch, NotJson, decode_event, decoded, split_batch
+from ol_dagster.receiver.health import WriteRefusals
+from ol_dagster.receiver.intake import sort_events
+from ol_dagster.receiver.large_posts import HeldBody, LargePosts, LargeSlot, Process, process_held
+from ol_dagster.receiver.tenants import Tenants
+from ol_dagster.settings import ReceiverLimits, SnapshotMode, SyncDefinition
+from ol_dagster.store import EventStore, StoreUnavailable
+
+log = logging.getLogger("ol_dagster.receiver")
+
+_JSON_TYPES = ("application/json", "application/x-ndjson", "text/json", "application/ld+json")
+
+
+class Posts:
+    """The endpoints ``lineage`` and ``lineage_batch``, and the steps they share."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        limits: ReceiverLimits,
+        tenants: Tenants,
+        writes: WriteRefusals,
+    ) -> None:
+        self.store = store
+        self.limits = limits
+        self.tenants = tenants
+        self.writes = writes
+        self.large = LargePosts(limits)
+
+    async def lineage(self, request: Request) -> JSONResponse:
+        return await self._receive(request, self._process_event)
+
+    async def lineage_batch(self, request: Request) -> JSONResponse:
+        return await self._receive(request, self._process_batch)
+
+    async def _receive(self, request: Request, process: Process) -> JSONResponse:
+        """Authenticate, read the body within the limits, then ``process`` it in a worker
+        thread: the event loop only reads bytes."""
+        definition = self.tenants.authenticate(request)
+        if definition is None:
+            return error(401, "missing or unknown bearer token")
+        ctype = request.headers.get("content-type", "application/json").split(";")[0].strip()
+        if ctype and ctype.lower() not in _JSON_TYPES:
+            return error(415, f"Content-Type {ctype!r} is not supported: send application/json")
+        limits = self.limits
+        slot = LargeSlot(self.large)
+        try:
+            try:
+                body = await read_body(
+                    request.stream(),
+                    request.headers.get("content-encoding", ""),
+                    definition.limits.maxBodyBytes,
+                    on_size=slot,
+                )
+            except BodyError as exc:
+                retry = limits.retryAfterSeconds if exc.status == 503 else None
+                return error(
+                    exc.status, exc.message, retriable=retry is not None, retry_after=retry
+                )
+            except ClientDisconnect:
+                return error(400, "the client went away before its body was read")
+            if not body.strip():
+                return error(400, "request body is empty: send a JSON object")
+            held = HeldBody(body)
+            del body  # the worker takes it: see ``HeldBody``
+            return await run_in_threadpool(
+                process_held, process, definition, held, limits.largePostBytes
+            )
+        finally:
+            slot.release()
+
+    def _process_event(self, definition: SyncDefinition, held: HeldBody) -> JSONResponse:
+        body = held.take()
+        try:
+            parsed = decode_event(body)
+        except NotJson as exc:
+            return error(400, f"request body is not valid JSON: {exc}")
+        if isinstance(parsed, dict) and isinstance(parsed.get("events"), list):
+            return error(400, "this endpoint takes one event; post {'events': [...]} to /batch")
+        intake = sort_events(
+            [parsed],
+            definition.allowedJobNamespaces,
+            max_name_length=definition.limits.maxNameLength,
+        )
+        if not intake.accepted:
+            return summary_answer(intake, None)
+        try:
+            batch_id = self.store.add_stream_events(
+                definition.name, intake.accepted, received=intake.received
+            )
+        except StoreUnavailable:
+            log.exception("store unavailable; event refused with 503")
+            return self._unavailable()
+        self.writes.succeeded()
+        return summary_answer(intake, batch_id)
+
+    def _process_batch(self, definition: SyncDefinition, held: HeldBody) -> JSONResponse:
+        body = held.take()
+        try:
+            raw_events = split_batch(body, precise_below=self.limits.largePostBytes)
+        except NotJson as exc:
+            return error(400, f"request body is not valid JSON: {exc}")
+        except NotABatch as exc:
+            return error(400, str(exc))
+        limit = definition.limits.maxEventsPerBatch
+        if len(raw_events) > limit:
+            return error(
+                413,
+                f"{len(raw_events)} events exceed limits.maxEventsPerBatch ({limit}); "
+                "split the batch",
+            )
+        try:
+            intake = sort_events(
+                decoded(raw_events),
+                definition.allowedJobNamespaces,
+                max_name_length=definition.limits.maxNameLength,
+            )
+        except NotJson as exc:
+            return error(400, f"request body is not valid JSON: {exc}")
+        del raw_events, body  # the accepted events are copies: the body can go now
+        if intake.received and not intake.accepted:
+            return summary_answer(intake, None)
+        snapshot = definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT
+        try:
+            batch_id = self.store.add_posted_batch(
+                definition.name,
+                intake.accepted,
+                received=intake.received,
+                rejections=[r.as_dict() for r in intake.rejected],
+                snapshot=snapshot,
+            )
+        except StoreUnavailable:
+            log.exception("store unavailable; batch refused with 503")
+            return self._unavailable()
+        self.writes.succeeded()
+        whole, note = snapshot_note(definition, intake)
+        log.info(
+            "batch %s for %s: %d received, %d accepted",
+            batch_id,
+            definition.name,
+            intake.received,
+            len(intake.accepted),
+        )
+        return summary_answer(intake, batch_id, note, whole_snapshot=whole)
+
+    def _unavailable(self) -> JSONResponse:
+        self.writes.refused(self.store)
+        return error(
+            503,
+            "the event store is unavailable; retry later",
+            retriable=True,
+            retry_after=self.limits.retryAfterSeconds,
+        )

@@ -1,0 +1,173 @@
+"""Batches as records: read one or a definition's in order, their status, retries, retention.
+
+A batch is the unit everything downstream works on (one Dagster partition, one run, one
+cleanup); how one is written is ``store.posted``, ``store.stream`` and ``store.kafka_intake``.
+A FAILED batch keeps its events for a retry after a growing backoff; a SYNCED one is purged
+(with its events, graph and catalog facts) once older than the definition's retention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+
+from ol_dagster.store.base import StoreBase, aware, naive, utcnow
+from ol_dagster.store.schema import (
+    BatchKind,
+    BatchStatus,
+    batch_catalogs,
+    batch_graphs,
+    batches,
+    events,
+)
+
+RETRY_BASE = timedelta(minutes=1)
+RETRY_MAX = timedelta(hours=1)
+
+
+def retry_backoff(attempts: int) -> timedelta:
+    """1, 2, 4 ... minutes after each failed sync, at most an hour."""
+    return min(RETRY_BASE * 2 ** max(attempts - 1, 0), RETRY_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRecord:
+    id: int
+    definition: str
+    kind: BatchKind
+    status: BatchStatus
+    received_at: datetime
+    sealed_at: datetime | None
+    received_count: int
+    accepted_count: int
+    rejected_count: int
+    whole_snapshot: bool
+    rejections: list[dict[str, Any]] = field(default_factory=list)
+    cutoff: datetime | None = None
+    upload_result: dict[str, Any] | None = None
+    cleanup_report: dict[str, Any] | None = None
+    synced_at: datetime | None = None
+    attempts: int = 0
+    next_attempt_at: datetime | None = None
+
+    @property
+    def partition_key(self) -> str:
+        return str(self.id)
+
+
+def _record(row: Any) -> BatchRecord:
+    m = row._mapping
+    return BatchRecord(
+        id=m["id"],
+        definition=m["definition"],
+        kind=BatchKind(m["kind"]),
+        status=BatchStatus(m["status"]),
+        received_at=aware(m["received_at"]),  # type: ignore[arg-type]
+        sealed_at=aware(m["sealed_at"]),
+        received_count=m["received_count"],
+        accepted_count=m["accepted_count"],
+        rejected_count=m["rejected_count"],
+        whole_snapshot=bool(m["whole_snapshot"]),
+        rejections=list(m["rejections"] or []),
+        cutoff=aware(m["cutoff"]),
+        upload_result=m["upload_result"],
+        cleanup_report=m["cleanup_report"],
+        synced_at=aware(m["synced_at"]),
+        attempts=m["attempts"] or 0,
+        next_attempt_at=aware(m["next_attempt_at"]),
+    )
+
+
+class BatchRecords(StoreBase):
+    """Reading batches, moving them through their statuses, purging the synced ones."""
+
+    def get_batch(self, batch_id: int) -> BatchRecord:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(batches).where(batches.c.id == batch_id)).first()
+        if row is None:
+            raise KeyError(f"no batch {batch_id} in the event store")
+        return _record(row)
+
+    def batches(
+        self,
+        definition: str | None = None,
+        *,
+        statuses: Sequence[BatchStatus] | None = None,
+        after_id: int = 0,
+        limit: int | None = None,
+    ) -> list[BatchRecord]:
+        """Batches in id order (the order runs must follow); RECEIVING ones only when
+        ``statuses`` names them."""
+        query = select(batches).where(batches.c.id > after_id).order_by(batches.c.id)
+        if definition is not None:
+            query = query.where(batches.c.definition == definition)
+        if statuses is not None:
+            query = query.where(batches.c.status.in_(list(statuses)))
+        else:
+            query = query.where(batches.c.status != BatchStatus.RECEIVING)
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            return [_record(r) for r in conn.execute(query)]
+
+    def set_status(
+        self, batch_id: int, status: BatchStatus, *, now: datetime | None = None
+    ) -> None:
+        """SYNCED ends a batch; FAILED keeps its events pending for a retry after a backoff."""
+        now_n = naive(now or utcnow())
+        values: dict[str, Any] = {"status": status}
+        if status is BatchStatus.SYNCED:
+            values["synced_at"] = now_n
+            values["next_attempt_at"] = None
+        if status is BatchStatus.FAILED:
+            attempts = self.get_batch(batch_id).attempts + 1
+            values["attempts"] = attempts
+            values["next_attempt_at"] = now_n + retry_backoff(attempts)
+        self._update(batch_id, **values)
+
+    def due_retries(self, definition: str, *, now: datetime | None = None) -> list[BatchRecord]:
+        """FAILED batches whose backoff has passed, in batch order."""
+        now_n = naive(now or utcnow())
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(batches)
+                .where(
+                    batches.c.definition == definition,
+                    batches.c.status == BatchStatus.FAILED,
+                    batches.c.next_attempt_at <= now_n,
+                )
+                .order_by(batches.c.id)
+            )
+            return [_record(r) for r in rows]
+
+    def _update(self, batch_id: int, **values: Any) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(batches.update().where(batches.c.id == batch_id).values(**values))
+
+    def purge_synced(self, definition: str, *, before: datetime, limit: int = 500) -> list[int]:
+        """Delete synced batches (with their events) synced before ``before``: retention. Failed
+        and pending batches are never purged, whatever their age."""
+        with self.engine.begin() as conn:
+            ids = [
+                int(r[0])
+                for r in conn.execute(
+                    select(batches.c.id)
+                    .where(
+                        batches.c.definition == definition,
+                        batches.c.status == BatchStatus.SYNCED,
+                        batches.c.synced_at < naive(before),
+                    )
+                    .order_by(batches.c.id)
+                    .limit(limit)
+                )
+            ]
+            if ids:
+                conn.execute(events.delete().where(events.c.batch_id.in_(ids)))
+                conn.execute(batch_graphs.delete().where(batch_graphs.c.batch_id.in_(ids)))
+                conn.execute(batch_catalogs.delete().where(batch_catalogs.c.batch_id.in_(ids)))
+                conn.execute(batches.delete().where(batches.c.id.in_(ids)))
+        return ids

@@ -1,0 +1,202 @@
+"""Each catalog's part of a batch's sync (``ol_batch_catalogs``, version 11).
+
+A definition may feed several catalogs (``catalogs:``): each has its own upload, cleanup report
+and outcome for a batch, so a retry redoes only the catalogs that did not finish. The primary
+catalog's upload and report are also kept in the batch's own columns, as before version 11, and
+a batch synced before then is adopted (its primary catalog's row written) before any part of it
+is written again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, select, update
+
+from ol_dagster.store.base import StoreBase, aware, naive
+from ol_dagster.store.schema import BatchKind, BatchStatus, batch_catalogs, batches
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogRecord:
+    """One catalog's part of a batch's sync (``ol_batch_catalogs``, version 11)."""
+
+    catalog: str
+    status: BatchStatus | None  # None: uploaded, cleanup pending; SYNCED; FAILED (retry)
+    run_id: str | None  # the run that recorded ``status``
+    kept_in_run: str | None  # the runs (comma-joined) that leave this finished catalog alone
+    cutoff: datetime | None
+    upload_result: dict[str, Any] | None
+    cleanup_report: dict[str, Any] | None
+
+
+def _upsert_catalog(conn: Connection, batch_id: int, catalog: str, **values: Any) -> None:
+    """Write a batch's row for ``catalog`` (``ol_batch_catalogs``), creating it if needed; the
+    definition's sync lock of that catalog keeps two writers of one row apart."""
+    bc = batch_catalogs.c
+    updated = conn.execute(
+        update(batch_catalogs)
+        .where(bc.batch_id == batch_id, bc.catalog == catalog)
+        .values(**values)
+    ).rowcount
+    if not updated:
+        conn.execute(batch_catalogs.insert().values(batch_id=batch_id, catalog=catalog, **values))
+
+
+class CatalogFacts(StoreBase):
+    """Writing and reading the batch's facts per catalog."""
+
+    def record_upload(
+        self,
+        batch_id: int,
+        *,
+        cutoff: datetime | None,
+        result: Mapping[str, Any],
+        catalog: str | None = None,
+        primary: bool = True,
+    ) -> None:
+        """The batch's upload to ``catalog`` (its row in ``ol_batch_catalogs``), and, for the
+        primary catalog (``primary``), in the batch's own columns too, in one transaction.
+        Without ``catalog``: the batch's columns only (as before version 11)."""
+        cut = naive(cutoff) if cutoff else None
+        with self.engine.begin() as conn:
+            if catalog is not None:
+                # a new upload: the catalog's outcome is open again until its cleanup ends
+                _upsert_catalog(
+                    conn, batch_id, catalog, cutoff=cut, upload_result=result, status=None
+                )
+            if primary or catalog is None:
+                conn.execute(
+                    batches.update()
+                    .where(batches.c.id == batch_id)
+                    .values(cutoff=cut, upload_result=result)
+                )
+
+    def record_cleanup(
+        self,
+        batch_id: int,
+        report: Mapping[str, Any],
+        *,
+        catalog: str | None = None,
+        primary: bool = True,
+        status: BatchStatus | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        """The cleanup report of ``catalog`` for the batch with its outcome (``status``, by
+        ``run_id``); the primary catalog's also in the batch's own column."""
+        with self.engine.begin() as conn:
+            if catalog is not None:
+                _upsert_catalog(
+                    conn,
+                    batch_id,
+                    catalog,
+                    cleanup_report=report,
+                    status=status.value if status is not None else None,
+                    run_id=run_id,
+                )
+            if primary or catalog is None:
+                conn.execute(
+                    batches.update().where(batches.c.id == batch_id).values(cleanup_report=report)
+                )
+
+    def catalog_records(self, batch_id: int) -> dict[str, CatalogRecord]:
+        """Each catalog's part of the batch, by catalog key (none for a batch synced before
+        version 11, or not uploaded yet)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(batch_catalogs).where(batch_catalogs.c.batch_id == batch_id)
+            ).all()
+        out = {}
+        for row in rows:
+            m = row._mapping
+            out[m["catalog"]] = CatalogRecord(
+                catalog=m["catalog"],
+                status=BatchStatus(m["status"]) if m["status"] else None,
+                run_id=m["run_id"],
+                kept_in_run=m["kept_in_run"],
+                cutoff=aware(m["cutoff"]),
+                upload_result=m["upload_result"],
+                cleanup_report=m["cleanup_report"],
+            )
+        return out
+
+    def adopt_catalog_record(self, batch_id: int, record: CatalogRecord) -> None:
+        """Write ``record`` as the batch's row for its catalog unless the batch has catalog rows
+        already: a batch synced before version 11 gets its primary catalog's row (read from its
+        own columns, ``sync.fanout.record``) before anything writes part of one."""
+        bc = batch_catalogs.c
+        with self.engine.begin() as conn:
+            if conn.execute(select(bc.batch_id).where(bc.batch_id == batch_id).limit(1)).first():
+                return
+            conn.execute(
+                batch_catalogs.insert().values(
+                    batch_id=batch_id,
+                    catalog=record.catalog,
+                    status=record.status.value if record.status is not None else None,
+                    run_id=record.run_id,
+                    kept_in_run=record.kept_in_run,
+                    cutoff=naive(record.cutoff) if record.cutoff else None,
+                    upload_result=record.upload_result,
+                    cleanup_report=record.cleanup_report,
+                )
+            )
+
+    def keep_catalogs(
+        self, batch_id: int, catalogs: Sequence[str], merge: Callable[[str | None], str]
+    ) -> None:
+        """A run leaves these catalogs alone: they finished the batch. ``merge`` turns the runs
+        that keep a catalog into those that do once this run does; read and written in one
+        transaction, the row locked, so two runs starting at once both stay recorded."""
+        if not catalogs:
+            return
+        bc = batch_catalogs.c
+        with self.engine.begin() as conn:
+            rows = conn.execute(
+                select(bc.catalog, bc.kept_in_run)
+                .where(bc.batch_id == batch_id, bc.catalog.in_(list(catalogs)))
+                .with_for_update()
+            ).all()
+            for catalog, kept in rows:
+                conn.execute(
+                    update(batch_catalogs)
+                    .where(bc.batch_id == batch_id, bc.catalog == catalog)
+                    .values(kept_in_run=merge(kept))
+                )
+
+    def newer_synced_snapshot(
+        self, definition: str, batch_id: int, *, catalog: str | None = None, primary: bool = True
+    ) -> int | None:
+        """A whole snapshot of the definition, later than this batch, already synced (to
+        ``catalog``: its part finished there; for the ``primary`` catalog a batch synced before
+        version 11, which has no catalog rows, counts by its own status)."""
+        newer = and_(
+            batches.c.definition == definition,
+            batches.c.id > batch_id,
+            batches.c.kind == BatchKind.POSTED,
+            batches.c.whole_snapshot.is_(True),
+        )
+        if catalog is None:
+            synced = batches.c.status == BatchStatus.SYNCED
+        else:
+            bc = batch_catalogs.c
+            in_catalog = (
+                select(bc.batch_id)
+                .where(
+                    bc.batch_id == batches.c.id,
+                    bc.catalog == catalog,
+                    bc.status == BatchStatus.SYNCED.value,
+                )
+                .exists()
+            )
+            synced = in_catalog
+            if primary:
+                legacy = and_(
+                    batches.c.status == BatchStatus.SYNCED,
+                    ~select(bc.batch_id).where(bc.batch_id == batches.c.id).exists(),
+                )
+                synced = in_catalog | legacy
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.min(batches.c.id)).where(newer, synced)).scalar()

@@ -1,0 +1,153 @@
+"""Reading stored events back: a batch's in order, a time range's, by id, and what they hold.
+
+Every reader skips batches still RECEIVING (``store.posted``). ``iter_events`` feeds every sync's
+graph and is benchmarked (``benchmarks/sync_graph.py``): reads go in chunks to keep memory flat,
+and a row becomes a ``StoredEvent`` with no other work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, select
+
+from ol_dagster.store.base import StoreBase, naive
+from ol_dagster.store.event_rows import StoredEvent
+from ol_dagster.store.schema import BatchStatus, batches, events
+
+READ_CHUNK = 2_000
+
+
+def _receiving_ids() -> Any:
+    """The ids of the batches still being received, which no reader sees."""
+    return select(batches.c.id).where(batches.c.status == BatchStatus.RECEIVING)
+
+
+class EventReads(StoreBase):
+    """The events of a batch, of a time range, of given ids; their kinds, namespaces and runs."""
+
+    def iter_events(self, batch_id: int) -> Iterator[StoredEvent]:
+        """The batch's events in position order, read in chunks to keep memory flat."""
+        last = -1
+        while True:
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    select(
+                        events.c.position,
+                        events.c.raw,
+                        events.c.kind,
+                        events.c.event_type,
+                        events.c.event_time,
+                        events.c.producer,
+                        events.c.job_namespace,
+                        events.c.job_name,
+                        events.c.run_id,
+                    )
+                    .where(events.c.batch_id == batch_id, events.c.position > last)
+                    .order_by(events.c.position)
+                    .limit(READ_CHUNK)
+                ).all()
+            for r in rows:
+                yield StoredEvent(
+                    bytes(r[1]),
+                    r[2],
+                    r[3],
+                    r[4].replace(tzinfo=UTC),
+                    r[5],
+                    r[6],
+                    r[7],
+                    r[8],
+                    position=r[0],
+                )
+            if len(rows) < READ_CHUNK:
+                return
+            last = rows[-1][0]
+
+    def iter_events_between(
+        self, start: datetime, end: datetime, *, definition: str | None = None
+    ) -> Iterator[bytes]:
+        """Raw events whose eventTime lies in [start, end), across batches (for the analyses),
+        read in chunks to keep memory flat. Open stream batches are included: they are data;
+        batches still being received are not."""
+        last_id = 0
+        while True:
+            query = (
+                select(events.c.id, events.c.raw)
+                .where(
+                    events.c.id > last_id,
+                    events.c.event_time >= naive(start),
+                    events.c.event_time < naive(end),
+                    events.c.batch_id.not_in(_receiving_ids()),
+                )
+                .order_by(events.c.id)
+                .limit(READ_CHUNK)
+            )
+            if definition is not None:
+                query = query.join(batches, batches.c.id == events.c.batch_id).where(
+                    batches.c.definition == definition
+                )
+            with self.engine.connect() as conn:
+                rows = conn.execute(query).all()
+            for _, raw in rows:
+                yield bytes(raw)
+            if len(rows) < READ_CHUNK:
+                return
+            last_id = rows[-1][0]
+
+    def event_counts(self, batch_id: int) -> dict[str, dict[str, int]]:
+        """How the batch's events split by kind, eventType and producer."""
+        out: dict[str, dict[str, int]] = {}
+        with self.engine.connect() as conn:
+            for name, col in (
+                ("kind", events.c.kind),
+                ("eventType", events.c.event_type),
+                ("producer", events.c.producer),
+            ):
+                rows = conn.execute(
+                    select(col, func.count())
+                    .where(events.c.batch_id == batch_id)
+                    .group_by(col)
+                    .order_by(col)
+                )
+                out[name] = {(k if k is not None else "(none)"): int(n) for k, n in rows}
+        return out
+
+    def job_namespaces(self, batch_id: int) -> list[str]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(events.c.job_namespace)
+                .where(events.c.batch_id == batch_id, events.c.job_namespace.is_not(None))
+                .distinct()
+                .order_by(events.c.job_namespace)
+            )
+            return [r[0] for r in rows]
+
+    def runs_of(self, batch_id: int, *, ended: bool = False) -> set[tuple[str, str, str]]:
+        """(run id, job namespace, job name) of the batch's runs (with ``ended``, only those a
+        terminal event of the batch ends: COMPLETE, FAIL or ABORT)."""
+        query = select(events.c.run_id, events.c.job_namespace, events.c.job_name).where(
+            events.c.batch_id == batch_id, events.c.run_id.is_not(None)
+        )
+        if ended:
+            query = query.where(events.c.event_type.in_(["COMPLETE", "FAIL", "ABORT"]))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.distinct()).all()
+        return {(r[0], r[1], r[2]) for r in rows if r[1] is not None and r[2] is not None}
+
+    def events_by_id(self, ids: Sequence[int]) -> Iterator[bytes]:
+        """The raw events with these ids, in the order given, read in chunks."""
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            with self.engine.connect() as conn:
+                rows = dict(
+                    conn.execute(select(events.c.id, events.c.raw).where(events.c.id.in_(chunk)))
+                    .tuples()
+                    .all()
+                )
+            for i in chunk:
+                raw = rows.get(i)
+                if raw is None:
+                    raise KeyError(f"event {i} is no longer in the event store")
+                yield bytes(raw)
