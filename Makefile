@@ -26,10 +26,10 @@ demo: install $(DAGSTER_HOME)/dagster.yaml
 
 # The settings-based tests run a second time with the store and the embedded catalog on PostgreSQL
 # (the other tests already run on both databases). The tests start their own PostgreSQL server.
-PG_PASS := ol_dagster_tests/test_end_to_end.py ol_dagster_tests/test_cleanup_seed_example.py \
-	ol_dagster_tests/test_failed_runs.py ol_dagster_tests/test_analysis_assets.py \
-	ol_dagster_tests/test_retention.py ol_dagster_tests/test_lineage_assets.py \
-	ol_dagster_tests/test_fanout.py
+PG_PASS := ol_dagster_tests/dagster/test_end_to_end.py ol_dagster_tests/safety/test_cleanup_seed_example.py \
+	ol_dagster_tests/dagster/test_failed_runs.py ol_dagster_tests/dagster/test_analysis_assets.py \
+	ol_dagster_tests/dagster/test_retention.py ol_dagster_tests/dagster/test_lineage_assets.py \
+	ol_dagster_tests/safety/test_fanout.py
 
 test: install
 	$(BIN)/pytest -q -n 2

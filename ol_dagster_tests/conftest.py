@@ -23,7 +23,7 @@ CORPUS = PROJECT_ROOT.parent / "shared" / "corpus" / "openlineage"
 # Hypothesis profiles. ``ci`` (the default, every ``make test``): 500 sequences of the lineage
 # safety model on SQLite (a share of them on PostgreSQL and through Dagster, see
 # test_lineage_safety_model.py). ``long``, for a nightly run, ten times as many:
-#   .venv/bin/pytest ol_dagster_tests/test_lineage_safety_model.py --hypothesis-profile=long
+#   .venv/bin/pytest ol_dagster_tests/safety/test_lineage_safety_model.py --hypothesis-profile=long
 hypothesis_settings.register_profile("ci", max_examples=500, deadline=None, print_blob=True)
 hypothesis_settings.register_profile("long", max_examples=5000, deadline=None, print_blob=True)
 hypothesis_settings.load_profile("ci")

@@ -34,9 +34,9 @@ from ol_dagster.store.event_store import event_digest, utcnow
 from ol_dagster.sync import graph as sync_graph
 from ol_dagster.sync.batch import cleanup_batch, upload_batch
 from ol_dagster.sync.graph import batch_graph, graph_inputs
-from ol_dagster_tests.test_catalog_marquez import Env as MarquezEnv
-from ol_dagster_tests.test_catalog_marquez import env  # noqa: F401 (fixture)
-from ol_dagster_tests.test_cleanup_rules import (  # noqa: F401 (fixtures)
+from ol_dagster_tests.catalogs.test_catalog_marquez import Env as MarquezEnv
+from ol_dagster_tests.catalogs.test_catalog_marquez import env  # noqa: F401 (fixture)
+from ol_dagster_tests.safety.test_cleanup_rules import (  # noqa: F401 (fixtures)
     WH,
     Harness,
     catalog,
@@ -48,7 +48,7 @@ from ol_dagster_tests.test_cleanup_rules import (  # noqa: F401 (fixtures)
     job,
     pg,
 )
-from ol_dagster_tests.test_cleanup_seed_example import NS, Env, make_env  # noqa: F401
+from ol_dagster_tests.safety.test_cleanup_seed_example import NS, Env, make_env  # noqa: F401
 
 NORMALIZE = sys.modules["ol_dagster.lineage.normalize"]
 

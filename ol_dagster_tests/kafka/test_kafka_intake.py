@@ -29,7 +29,7 @@ from ol_dagster.store.schema import events
 from ol_dagster_tests.conftest import run_event, settings_data
 from ol_dagster_tests.kafka_broker import TansuBroker
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PG = "postgres://db:5432"
 
 

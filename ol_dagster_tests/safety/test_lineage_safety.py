@@ -18,7 +18,7 @@ import pytest
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.settings import SyncDefinition
 from ol_dagster.sync.batch import CleanupOverrides, SyncBusy, cleanup_batch, upload_batch
-from ol_dagster_tests.test_cleanup_rules import (  # noqa: F401 (fixtures)
+from ol_dagster_tests.safety.test_cleanup_rules import (  # noqa: F401 (fixtures)
     BUCKET,
     BUCKET_SYSTEM,
     WH,

@@ -23,7 +23,7 @@ test``) runs 500 sequences of up to 12 steps on SQLite (~45 s), 100 on PostgreSQ
 25 of up to 8 steps through the real Dagster job, ``headless.sync_batches`` (~1 minute: a Dagster
 run a batch); ``long`` ten times as many, for a nightly run (~25 minutes)::
 
-    .venv/bin/pytest ol_dagster_tests/test_lineage_safety_model.py --hypothesis-profile=long
+    .venv/bin/pytest ol_dagster_tests/safety/test_lineage_safety_model.py --hypothesis-profile=long
 
 A failure is shrunk to a minimal sequence (which takes minutes: the tests' timeout is raised),
 printed step by step with the events of each post. Disagreements found so far are written out

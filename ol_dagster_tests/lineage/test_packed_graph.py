@@ -24,9 +24,9 @@ from ol_dagster.commands.eventfiles import BrokenLine, read_events
 from ol_dagster.lineage import LineageGraph, normalize
 from ol_dagster.lineage import graph as g
 from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack
-from ol_dagster_tests.test_normalize import _assertions, _parent, event, schema
+from ol_dagster_tests.lineage.test_normalize import _assertions, _parent, event, schema
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 PG = "postgres://warehouse.internal:5432"
 

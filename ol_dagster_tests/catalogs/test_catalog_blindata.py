@@ -43,7 +43,7 @@ from ol_dagster.sync.batch import cleanup_batch, upload_batch
 from ol_dagster.sync.upload import UploadOutcome, build_graph
 from ol_dagster_tests.conftest import settings_data
 from ol_dagster_tests.fakes.blindata_fake import BlindataFake, FakeClock, Fault
-from ol_dagster_tests.test_cleanup_rules import (
+from ol_dagster_tests.safety.test_cleanup_rules import (
     BUCKET,
     BUCKET_SYSTEM,
     WH,
@@ -55,7 +55,7 @@ from ol_dagster_tests.test_cleanup_rules import (
     pg,
     simple,
 )
-from ol_dagster_tests.test_cleanup_seed_example import (
+from ol_dagster_tests.safety.test_cleanup_seed_example import (
     ANOMALIES,
     CHECKS_ALL_PASSED,
     KPI,
@@ -865,7 +865,7 @@ def test_object_types_of_counts_are_the_protocols(h: Harness):
 
 
 def _kpi_dataset(**kw: Any) -> dict[str, Any]:
-    from ol_dagster_tests.test_embedded_catalog import ds as lifecycle_ds
+    from ol_dagster_tests.catalogs.test_embedded_catalog import ds as lifecycle_ds
 
     return lifecycle_ds(BUCKET, "kpi/daily.parquet", **kw)
 
@@ -911,7 +911,7 @@ def test_a_drop_is_a_call_of_the_cleanup_only_where_the_policy_allows(
     """A DROP is carried out by the cleanup (``drop_datasets``, behind its guards), never by the
     upload; its planned counts are exactly what it removes: the entity, its fields and every
     flow touching them."""
-    from ol_dagster_tests.test_embedded_catalog import dataset_event
+    from ol_dagster_tests.catalogs.test_embedded_catalog import dataset_event
 
     d = definition(
         datasetSystems=[{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": mode}]

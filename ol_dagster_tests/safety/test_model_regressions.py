@@ -19,7 +19,7 @@ import pytest
 
 from ol_dagster_tests.model.generate import BUCKET, CUTOFF, WAREHOUSE, definition_spec
 from ol_dagster_tests.model.reference import Dataset, Event
-from ol_dagster_tests.test_lineage_safety_model import Driver, Env
+from ol_dagster_tests.safety.test_lineage_safety_model import Driver, Env
 
 PG_A = Dataset(WAREHOUSE, "shop.public.a")
 BUCKET_B = Dataset(BUCKET, "b")

@@ -26,7 +26,7 @@ from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import load_settings
 from ol_dagster.store import BatchStatus, EventStore
 from ol_dagster_tests.conftest import settings_data
-from ol_dagster_tests.test_cleanup_rules import (
+from ol_dagster_tests.safety.test_cleanup_rules import (
     BUCKET,
     BUCKET_SYSTEM,
     age_dataset,

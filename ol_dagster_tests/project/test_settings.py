@@ -835,7 +835,7 @@ def instance() -> Iterator[dg.DagsterInstance]:
 def test_a_sensor_tick_reads_the_settings_once_and_sees_an_edit_at_the_next(
     write_settings: Callable[..., Path], instance: dg.DagsterInstance
 ) -> None:
-    from ol_dagster_tests.test_sensor import Harness, ev, keys_of
+    from ol_dagster_tests.dagster.test_sensor import Harness, ev, keys_of
 
     path = write_settings(limits={"batchWindowSeconds": 3600, "maxEventsPerRun": 1000})
     _settle(path, 60)
@@ -863,7 +863,7 @@ def test_a_sync_run_reads_the_settings_once(
     write_settings: Callable[..., Path], instance: dg.DagsterInstance
 ) -> None:
     from ol_dagster.defs import names
-    from ol_dagster_tests.test_sensor import Harness, ev
+    from ol_dagster_tests.dagster.test_sensor import Harness, ev
 
     path = write_settings()
     _settle(path, 60)

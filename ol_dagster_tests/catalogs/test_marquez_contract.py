@@ -52,7 +52,7 @@ from ol_dagster_tests.fakes.marquez_fake import MarquezFake
 
 START = datetime(2026, 11, 1, 3, 0, tzinfo=UTC)
 MARQUEZ_FIXTURES = (
-    Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "openlineage" / "events"
+    Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "openlineage" / "events"
 )
 
 

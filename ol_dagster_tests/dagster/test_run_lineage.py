@@ -39,7 +39,7 @@ from ol_dagster.settings import SettingsError, load_settings, parse_settings
 from ol_dagster.store import EventStore
 from ol_dagster.sync.run_lineage import catalog_namespace, run_id
 from ol_dagster_tests.conftest import CORPUS, PROJECT_ROOT, events_of, run_event
-from ol_dagster_tests.test_crash_safe_runs import kill_when
+from ol_dagster_tests.dagster.test_crash_safe_runs import kill_when
 
 SECRETS = {
     "OL_RL_SHOP": "shop-receiver-secret",

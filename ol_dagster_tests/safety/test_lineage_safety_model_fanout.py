@@ -49,7 +49,7 @@ from ol_dagster.sync.batch import begin_run, cleanup_batch, fail_run, upload_bat
 from ol_dagster_tests.model.fanout import FanoutModel
 from ol_dagster_tests.model.generate import EventFactory, definition_spec, to_json, universes
 from ol_dagster_tests.model.reference import Dataset, DefinitionSpec, Event
-from ol_dagster_tests.test_lineage_safety_model import (
+from ol_dagster_tests.safety.test_lineage_safety_model import (
     _OVERRIDES,
     AVOID,
     PG_A,

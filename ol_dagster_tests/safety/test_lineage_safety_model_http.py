@@ -94,7 +94,7 @@ from ol_dagster_tests.model.reference import (
     DefinitionSpec,
     Event,
 )
-from ol_dagster_tests.test_lineage_safety_model import (
+from ol_dagster_tests.safety.test_lineage_safety_model import (
     AVOID,
     CoreMachine,
     Driver,

@@ -32,7 +32,7 @@ import pytest
 from ol_dagster.commands.demo import TEMPLATES, demo_settings
 from ol_dagster.commands.inspection import inspect_files
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "ol_dagster"
 TESTS_PACKAGE = "ol_dagster_tests"
 # Never imported by ol_dagster, whatever the dev extra lists: the tests and what only they use.

@@ -26,8 +26,8 @@ from ol_dagster.commands.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import load_settings
 from ol_dagster.store import EventStore
-from ol_dagster_tests import test_catalog_marquez as marquez
-from ol_dagster_tests import test_catalog_openmetadata as openmetadata
+from ol_dagster_tests.catalogs import test_catalog_marquez as marquez
+from ol_dagster_tests.catalogs import test_catalog_openmetadata as openmetadata
 from ol_dagster_tests.conftest import settings_data
 from ol_dagster_tests.fakes.faults import Clock, Fault, serve
 from ol_dagster_tests.fakes.harness import (

@@ -40,8 +40,7 @@ from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import flow_scope, scope_prefix
 from ol_dagster.settings import SyncDefinition, parse_settings
 from ol_dagster.sync.upload import UploadOutcome, build_graph, upload_graph
-from ol_dagster_tests.conftest import settings_data
-from ol_dagster_tests.test_embedded_catalog import (
+from ol_dagster_tests.catalogs.test_embedded_catalog import (
     LAKE,
     WH,
     build_kpi,
@@ -49,6 +48,7 @@ from ol_dagster_tests.test_embedded_catalog import (
     graph_of,
     load_orders,
 )
+from ol_dagster_tests.conftest import settings_data
 
 CONTENT = [t.entities, t.fields, t.routines, t.statements, t.data_flows, t.field_flows]
 CONTENT_NAMES = ["entities", "fields", "routines", "statements", "dataFlows", "fieldFlows"]

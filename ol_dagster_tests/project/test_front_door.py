@@ -16,7 +16,7 @@ import pytest
 
 import ol_dagster
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARCHITECTURE = ROOT / "ARCHITECTURE.md"
 
 # a backticked path into the package or the tests, optionally followed by ``::name``

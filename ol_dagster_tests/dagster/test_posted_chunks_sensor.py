@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ol_dagster.store import BatchStatus, EventStore
-from ol_dagster_tests.test_posted_chunks import PausedWriter, ev, paused_writer  # noqa: F401
-from ol_dagster_tests.test_sensor import Harness, harness, instance, keys_of  # noqa: F401
+from ol_dagster_tests.dagster.test_sensor import Harness, harness, instance, keys_of  # noqa: F401
+from ol_dagster_tests.receiver.test_posted_chunks import PausedWriter, ev, paused_writer  # noqa: F401
 
 
 def sealed_id(store: EventStore) -> int:
