@@ -191,6 +191,18 @@ class KafkaIntake(StoreBase):
             ).all()
         return {(t, int(p)): int(n) for t, p, n in rows}
 
+    def purge_dead_letters(self, definition: str, *, before: datetime) -> int:
+        """Delete the definition's dead letters received before ``before`` (retention, as for
+        synced batches); returns how many went."""
+        d = kafka_dead_letters.c
+        with self.engine.begin() as conn:
+            gone = conn.execute(
+                kafka_dead_letters.delete().where(
+                    d.definition == definition, d.received_at < naive(before)
+                )
+            )
+        return int(gone.rowcount or 0)
+
     def dead_letters(
         self, *, definition: str | None = None, limit: int = 1000
     ) -> list[KafkaDeadLetter]:

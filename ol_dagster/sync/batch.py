@@ -476,10 +476,13 @@ def purge_expired(
     store: EventStore, definition: SyncDefinition, keep_days: int | None
 ) -> list[int]:
     """``retention.keepDays``: the definition's synced batches older than that go, with their
-    events; returns their ids (their partitions go too). Pending work is never purged."""
+    events; returns their ids (their partitions go too). Pending work is never purged. The Kafka
+    intake's dead letters of the definition older than that go too (nothing else reads them)."""
     if keep_days is None:
         return []
-    return store.purge_synced(definition.name, before=utcnow() - timedelta(days=keep_days))
+    before = utcnow() - timedelta(days=keep_days)
+    store.purge_dead_letters(definition.name, before=before)
+    return store.purge_synced(definition.name, before=before)
 
 
 def _superseded_since(

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import load_settings
 from ol_dagster.store import BatchStatus, EventStore
+from ol_dagster.store.kafka_writes import DeadLetter, KafkaWrite
 from ol_dagster.sync.batch import fail_run, purge_expired
 from ol_dagster.sync.cleanup import RUN_FAILED
 from ol_dagster_tests.conftest import run_event
@@ -53,3 +54,26 @@ def test_retention_purges_only_old_synced_batches(event_store, write_settings):
     assert purge_expired(event_store, add, None) == []  # no keepDays: kept forever
     assert purge_expired(event_store, add, 7) == [old]
     assert {b.id for b in event_store.batches("add")} == {recent, failed}
+
+
+def test_retention_purges_the_definitions_old_kafka_dead_letters(event_store, write_settings):
+    """A topic of bad messages must not grow the store for ever: ``retention.keepDays`` removes
+    the definition's dead letters older than that, as it removes synced batches."""
+    add = load_settings(write_settings()).definition("add")
+    long_ago = datetime.now(UTC) - timedelta(days=30)
+
+    def letters(definition: str, offset: int, now: datetime | None = None) -> None:
+        write = KafkaWrite()
+        write.dead_letters.append(DeadLetter(definition, "t", 0, offset, "not JSON", b"x", 1))
+        write.next_offsets[("t", 0)] = offset + 1
+        event_store.add_kafka_write(write, now=now)
+
+    letters("add", 0, long_ago)
+    letters("snap", 1, long_ago)  # another definition's: its own retention decides
+    letters("add", 2)
+
+    assert purge_expired(event_store, add, None) == []
+    assert len(event_store.dead_letters()) == 3  # no keepDays: kept forever
+    purge_expired(event_store, add, 7)
+    kept = [(d.definition, d.offset) for d in event_store.dead_letters()]
+    assert kept == [("snap", 1), ("add", 2)]
