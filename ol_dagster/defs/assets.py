@@ -48,6 +48,7 @@ from ol_dagster.sync.batch import (
     begin_run,
     cleanup_batch,
     definition_batch,
+    kafka_rejections,
     upload_batch,
 )
 from ol_dagster.sync.graph import batch_graph
@@ -55,6 +56,8 @@ from ol_dagster.sync.graph import batch_graph
 # How long a sync waits for another sync of its definition (its lock) before it fails and its
 # batch stays pending for the sensor's retry.
 LOCK_WAIT_SECONDS = 120.0
+# The Kafka dead letters a stream batch's page lists (all are counted).
+KAFKA_LETTERS_SHOWN = 200
 
 
 class CleanupConfig(dg.Config):
@@ -168,7 +171,8 @@ def build_assets(
             context.log.info(f"catalogs {', '.join(kept)} finished this batch earlier: kept")
         counts = store.event_counts(batch.id)
         logged = _log_events(store, batch, definition)
-        yield received_batch_result(batch, counts, logged, snapshot=snapshot)
+        kafka = kafka_rejections(store, batch, limit=KAFKA_LETTERS_SHOWN)
+        yield received_batch_result(batch, counts, logged, snapshot=snapshot, kafka=kafka)
 
     @dg.asset(
         key=keys[names.LINEAGE_GRAPH],

@@ -17,7 +17,7 @@ from ol_dagster.defs.lineage_assets import JobRunRow
 from ol_dagster.defs.report import cleanup_markdown, counts_markdown, rows_markdown
 from ol_dagster.logstore_backlog import LogOutcome
 from ol_dagster.store import BatchRecord
-from ol_dagster.sync.batch import UploadDone
+from ol_dagster.sync.batch import KafkaRejections, UploadDone
 from ol_dagster.sync.cleanup import (
     CLEANUP_PERMISSION_DENIED,
     REMOVAL_CAP_EXCEEDED,
@@ -63,9 +63,23 @@ def received_batch_result(
     logged: LogOutcome | None,
     *,
     snapshot: bool,
+    kafka: KafkaRejections | None = None,
 ) -> dg.MaterializeResult:
-    """``received_batch``: the batch's counts, rejections and its three checks."""
+    """``received_batch``: the batch's counts, rejections and its three checks; for a stream
+    batch fed by Kafka, the dead letters received beside its events (``kafka_rejections``)."""
     rejected_rows = [{"index": r.get("index"), "reason": r.get("reason")} for r in batch.rejections]
+    kafka_metadata: dict[str, Any] = {}
+    if kafka is not None and kafka.count:
+        letters = [
+            {"topic": d.topic, "partition": d.partition, "offset": d.offset, "reason": d.reason}
+            for d in kafka.first
+        ]
+        kafka_metadata = {
+            "kafkaDeadLetters": kafka.count,
+            "kafkaDeadLetterReasons": dg.MetadataValue.md(
+                rows_markdown(letters, ["topic", "partition", "offset", "reason"], _TABLE_ROWS)
+            ),
+        }
     return dg.MaterializeResult(
         metadata={
             "batchId": batch.id,
@@ -82,6 +96,7 @@ def received_batch_result(
             ),
             "dagster/row_count": batch.accepted_count,
             **({"loggedEvents": logged.written} if logged is not None else {}),
+            **kafka_metadata,
         },
         check_results=[
             dg.AssetCheckResult(

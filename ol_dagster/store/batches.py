@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from ol_dagster.store.base import StoreBase, aware, naive, utcnow
 from ol_dagster.store.schema import (
@@ -147,6 +147,17 @@ class BatchRecords(StoreBase):
     def _update(self, batch_id: int, **values: Any) -> None:
         with self.engine.begin() as conn:
             conn.execute(batches.update().where(batches.c.id == batch_id).values(**values))
+
+    def previous_stream_seal(self, definition: str, batch_id: int) -> datetime | None:
+        """When the definition's stream batch before ``batch_id`` was sealed (None: none was)."""
+        b = batches.c
+        with self.engine.connect() as conn:
+            sealed = conn.execute(
+                select(func.max(b.sealed_at)).where(
+                    b.definition == definition, b.kind == BatchKind.STREAM, b.id < batch_id
+                )
+            ).scalar_one()
+        return aware(sealed) if sealed is not None else None
 
     def purge_synced(self, definition: str, *, before: datetime, limit: int = 500) -> list[int]:
         """Delete synced batches (with their events) synced before ``before``: retention. Failed

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import ColumnElement, Connection, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from ol_dagster.store.base import StoreBase, StoreUnavailable, naive, utcnow
@@ -191,6 +191,16 @@ class KafkaIntake(StoreBase):
             ).all()
         return {(t, int(p)): int(n) for t, p, n in rows}
 
+    def count_dead_letters(
+        self, definition: str, *, after: datetime | None = None, until: datetime | None = None
+    ) -> int:
+        """How many dead letters of the definition were received in that window."""
+        query = select(func.count()).select_from(kafka_dead_letters)
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(query.where(*_letters_where(definition, after, until))).scalar_one()
+            )
+
     def purge_dead_letters(self, definition: str, *, before: datetime) -> int:
         """Delete the definition's dead letters received before ``before`` (retention, as for
         synced batches); returns how many went."""
@@ -204,12 +214,17 @@ class KafkaIntake(StoreBase):
         return int(gone.rowcount or 0)
 
     def dead_letters(
-        self, *, definition: str | None = None, limit: int = 1000
+        self,
+        *,
+        definition: str | None = None,
+        limit: int = 1000,
+        after: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[KafkaDeadLetter]:
-        """The Kafka messages kept as dead letters, oldest first."""
+        """The Kafka messages kept as dead letters, oldest first (received after ``after`` and
+        up to ``until`` when given)."""
         query = select(kafka_dead_letters).order_by(kafka_dead_letters.c.id).limit(limit)
-        if definition is not None:
-            query = query.where(kafka_dead_letters.c.definition == definition)
+        query = query.where(*_letters_where(definition, after, until))
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
         return [
@@ -224,3 +239,17 @@ class KafkaIntake(StoreBase):
             )
             for m in (r._mapping for r in rows)
         ]
+
+
+def _letters_where(
+    definition: str | None, after: datetime | None, until: datetime | None
+) -> list[ColumnElement[bool]]:
+    d = kafka_dead_letters.c
+    where: list[ColumnElement[bool]] = []
+    if definition is not None:
+        where.append(d.definition == definition)
+    if after is not None:
+        where.append(d.received_at > naive(after))
+    if until is not None:
+        where.append(d.received_at <= naive(until))
+    return where

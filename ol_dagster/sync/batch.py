@@ -43,6 +43,7 @@ from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, CatalogRecord, EventStore
 from ol_dagster.store.event_store import utcnow
 from ol_dagster.store.holder import this_process
+from ol_dagster.store.kafka_writes import DeadLetter
 from ol_dagster.sync import fanout
 from ol_dagster.sync.cleanup import (
     RUN_FAILED,
@@ -470,6 +471,32 @@ def fail_run(store: EventStore, definition: SyncDefinition, batch_id: int, run_i
     if marked and not already:
         store.set_status(batch.id, BatchStatus.FAILED)
     return marked
+
+
+@dataclass(frozen=True)
+class KafkaRejections:
+    """The Kafka dead letters a stream batch stands for: how many, and the first of them."""
+
+    count: int
+    first: list[DeadLetter]
+
+
+def kafka_rejections(store: EventStore, batch: BatchRecord, *, limit: int) -> KafkaRejections:
+    """A stream batch's Kafka rejections: its definition's dead letters received after the
+    previous stream batch was sealed, up to this one's seal (or now, while it is open). Each dead
+    letter is shown with exactly one batch, the one its accepted neighbours joined, as a posted
+    batch shows its own rejections."""
+    if batch.kind is not BatchKind.STREAM:
+        return KafkaRejections(0, [])
+    after = store.previous_stream_seal(batch.definition, batch.id)
+    until = batch.sealed_at
+    count = store.count_dead_letters(batch.definition, after=after, until=until)
+    first = (
+        store.dead_letters(definition=batch.definition, after=after, until=until, limit=limit)
+        if count
+        else []
+    )
+    return KafkaRejections(count, first)
 
 
 def purge_expired(

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
+import dagster as dg
 import pytest
 from sqlalchemy import func, select
 
@@ -192,6 +193,14 @@ def test_a_stream_topic_lands_in_the_definitions_stream_batch_and_syncs(
         assert {"etl.k_0", "etl.k_1", "etl.k_2"} <= set(catalog.job_names())
     finally:
         catalog.close()
+    # the batch's page in Dagster shows the two messages Kafka brought that were no events
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        event = instance.get_latest_materialization_event(dg.AssetKey(["add", "received_batch"]))
+    assert event is not None and event.asset_materialization is not None
+    metadata = event.asset_materialization.metadata
+    assert metadata["kafkaDeadLetters"].value == 2
+    reasons = str(metadata["kafkaDeadLetterReasons"].value)
+    assert "not valid JSON" in reasons and "job.name" in reasons
 
 
 def test_a_consumer_killed_mid_stream_loses_nothing_and_stores_nothing_twice(broker, kafka_env):

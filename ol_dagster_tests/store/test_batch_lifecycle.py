@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import load_settings
 from ol_dagster.store import BatchStatus, EventStore
-from ol_dagster.store.kafka_writes import DeadLetter, KafkaWrite
-from ol_dagster.sync.batch import fail_run, purge_expired
+from ol_dagster.store.kafka_writes import DeadLetter, KafkaWrite, StreamEvent
+from ol_dagster.sync.batch import fail_run, kafka_rejections, purge_expired
 from ol_dagster.sync.cleanup import RUN_FAILED
 from ol_dagster_tests.conftest import run_event
 
@@ -77,3 +77,40 @@ def test_retention_purges_the_definitions_old_kafka_dead_letters(event_store, wr
     purge_expired(event_store, add, 7)
     kept = [(d.definition, d.offset) for d in event_store.dead_letters()]
     assert kept == [("snap", 1), ("add", 2)]
+
+
+def test_each_kafka_dead_letter_is_shown_with_one_stream_batch(event_store, write_settings):
+    """A stream batch's page lists the dead letters received while it was the open one: those
+    before the previous batch was sealed belong to that batch, none is shown twice."""
+    t0 = datetime.now(UTC) - timedelta(hours=1)
+    accepted = sort_events([run_event("etl", "daily")], ["*"]).accepted
+
+    def poll(offset: int, at: datetime, *, good: bool) -> None:
+        write = KafkaWrite()
+        if good:
+            write.stream.append(StreamEvent("add", "t", 0, offset, accepted[0]))
+        else:
+            write.dead_letters.append(DeadLetter("add", "t", 0, offset, f"bad {offset}", b"x", 1))
+        write.next_offsets[("t", 0)] = offset + 1
+        event_store.add_kafka_write(write, now=at)
+
+    poll(0, t0, good=False)  # before any batch: the first batch's
+    poll(1, t0 + timedelta(minutes=1), good=True)
+    poll(2, t0 + timedelta(minutes=2), good=False)
+    (first,) = event_store.seal_due(
+        "add", now=t0 + timedelta(minutes=3), window_seconds=0, max_events=10
+    )
+    poll(3, t0 + timedelta(minutes=4), good=False)
+    poll(4, t0 + timedelta(minutes=5), good=True)
+
+    first_batch, second_batch = event_store.batches("add")
+    assert first_batch.id == first
+    shown = {
+        b.id: [d.reason for d in kafka_rejections(event_store, b, limit=10).first]
+        for b in (first_batch, second_batch)
+    }
+    assert shown == {first: ["bad 0", "bad 2"], second_batch.id: ["bad 3"]}
+    assert kafka_rejections(event_store, second_batch, limit=10).count == 1
+    # a posted batch has its own rejections, never Kafka's
+    posted = event_store.get_batch(_batch(event_store, "add"))
+    assert kafka_rejections(event_store, posted, limit=10).count == 0
