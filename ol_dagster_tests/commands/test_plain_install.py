@@ -107,10 +107,7 @@ def dependency_problems(root: Path) -> list[str]:
     runtime = {_requirement_name(r) for r in project.get("dependencies", [])}
     extras = project.get("optional-dependencies", {})
     dev = {_requirement_name(r) for r in extras.get("dev", [])} | ALWAYS_DEV_ONLY
-    # an optional extra (``openlineage``...) declares what the modules behind its setting import;
-    # a plain install never imports them (the slow proof below runs one)
-    optional = {_requirement_name(r) for k, reqs in extras.items() if k != "dev" for r in reqs}
-    dev_only = dev - runtime - optional
+    dev_only = dev - runtime
     distributions = importlib.metadata.packages_distributions()
     problems = [
         f"{name} is a dev-only package in [project].dependencies" for name in sorted(runtime & dev)
@@ -123,7 +120,7 @@ def dependency_problems(root: Path) -> list[str]:
             problems.append(f"{imp.where}: imports dev-only {imp.module}")
         elif not dists:
             problems.append(f"{imp.where}: imports {imp.module}, which no distribution provides")
-        elif not dists & (runtime | optional):
+        elif not dists & runtime:
             names = ", ".join(sorted(dists))
             problems.append(
                 f"{imp.where}: imports {imp.module} ({names}), not in [project].dependencies"
