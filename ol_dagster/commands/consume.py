@@ -32,16 +32,10 @@ def _describe(settings: Settings) -> str:
 
 
 def _scrubbed(settings: Settings, exc: Exception) -> str:
-    """The store's reason without the store URL's password (a driver may quote the URL)."""
-    from sqlalchemy.engine import make_url
+    """The store's reason without a secret of the settings (a driver may quote the URL)."""
+    from ol_dagster.sync.run_failure import scrub, secret_values
 
-    from ol_dagster.sync.run_failure import scrub
-
-    try:
-        password = make_url(settings.store.url).password
-    except Exception:  # noqa: BLE001 - opened at start-up, so it parses; nothing to hide if not
-        password = None
-    return scrub(str(exc), [str(password)] if password else [])
+    return scrub(str(exc), secret_values(settings))
 
 
 def consume(settings_file: str | None, *, idle_exit: float | None = None) -> int:

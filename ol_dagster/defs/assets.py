@@ -143,8 +143,8 @@ def build_assets(
     keys = {a: names.asset_key(name, a) for a in (names.RECEIVED_BATCH, names.LINEAGE_GRAPH)}
     snapshot = definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT
 
-    def checks(asset: str, names: list[str] | tuple[str, ...]) -> list[dg.AssetCheckSpec]:
-        return [check_spec(c, keys[asset]) for c in names]
+    def checks(asset: str, specs: list[str] | tuple[str, ...]) -> list[dg.AssetCheckSpec]:
+        return [check_spec(c, keys[asset]) for c in specs]
 
     received_checks = [C.NOT_EMPTY, C.WHOLE_SNAPSHOT]
     if definition.logStore:

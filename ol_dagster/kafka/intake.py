@@ -105,9 +105,6 @@ class Assembler:
         self.definitions = definitions
         self._open: dict[tuple[str, int], _OpenSnapshot] = {}
 
-    def open_snapshots(self) -> dict[tuple[str, int], str]:
-        return {key: s.id for key, s in self._open.items()}
-
     def drop(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Forget the open snapshots of partitions this consumer no longer reads: nothing of
         them was stored or committed, so their next reader reads them whole."""
@@ -177,7 +174,7 @@ class Assembler:
         opened.received += 1
         end = m.header(SNAPSHOT_END_HEADER)
         if end is not None:
-            self._end(key, definition, write, end, m.offset)
+            self._end(key, definition, write, end)
         elif opened.received >= definition.limits.maxEventsPerBatch:
             opened.rejections.append(
                 {
@@ -187,11 +184,11 @@ class Assembler:
                 }
             )
             part = opened.part + 1
-            self._close(key, definition, write, whole=False, last_offset=m.offset)
+            self._close(key, definition, write, whole=False)
             self._open[key] = _OpenSnapshot(snapshot_id, m.offset + 1, part=part)
 
     def _end(
-        self, key: tuple[str, int], definition: SyncDefinition, write: KafkaWrite, end: str, at: int
+        self, key: tuple[str, int], definition: SyncDefinition, write: KafkaWrite, end: str
     ) -> None:
         opened = self._open[key]
         count = end.strip()
@@ -214,7 +211,7 @@ class Assembler:
                     f"{opened.received} were read (from offset {opened.first_offset}): not whole",
                 }
             )
-        self._close(key, definition, write, whole=not opened.part, last_offset=at)
+        self._close(key, definition, write, whole=not opened.part)
 
     def _close(
         self,
@@ -223,7 +220,6 @@ class Assembler:
         write: KafkaWrite,
         *,
         whole: bool,
-        last_offset: int | None = None,
     ) -> None:
         opened = self._open.pop(key)
         write.snapshots.append(
@@ -231,9 +227,6 @@ class Assembler:
                 definition.name,
                 *key,
                 first_offset=opened.first_offset,
-                last_offset=opened.first_offset + opened.received - 1
-                if last_offset is None
-                else last_offset,
                 events=opened.events,
                 received=opened.received,
                 rejections=opened.rejections,

@@ -29,15 +29,14 @@ class StreamEvent:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotBatch:
-    """The messages of one snapshot (``first_offset``..``last_offset`` of one partition),
-    stored as one sealed posted batch; ``whole``: every message accepted and as many as the
+    """The messages of one snapshot (from ``first_offset`` in one partition), stored as one
+    sealed posted batch; ``whole``: every message accepted and as many as the
     end marker announced."""
 
     definition: str
     topic: str
     partition: int
     first_offset: int
-    last_offset: int
     events: list[NewEvent]
     received: int
     rejections: list[dict]

@@ -172,7 +172,7 @@ def upload_batch(
     (``begin_run``: it finished the batch in an earlier run) is left alone."""
     where = fanout.target(definition, catalog_key)
     batch = store.get_batch(batch_id)
-    kept = _kept(store, batch, where, run_id)
+    kept = _kept(store, batch_id, where, run_id)
     if kept is not None:
         record = stored_upload(dict(kept.upload_result or {}))
         return UploadDone(record, None, None, kept_from=kept.run_id or "")
@@ -211,10 +211,10 @@ def begin_run(
 
 
 def _kept(
-    store: EventStore, batch: BatchRecord, where: fanout.CatalogTarget, run_id: str
+    store: EventStore, batch_id: int, where: fanout.CatalogTarget, run_id: str
 ) -> CatalogRecord | None:
     """The catalog's part of the batch when this run keeps it (``begin_run``), else None."""
-    found = store.catalog_records(batch.id).get(where.key)
+    found = store.catalog_records(batch_id).get(where.key)
     if found is not None and run_id in fanout.kept_by(found):
         return found
     return None
@@ -228,13 +228,7 @@ def _upload_locked(
     run_id: str,
     where: fanout.CatalogTarget,
 ) -> UploadDone:
-    newer = (
-        store.newer_synced_snapshot(
-            definition.name, batch.id, catalog=where.key, primary=where.primary
-        )
-        if batch.whole_snapshot
-        else None
-    )
+    newer = _superseded_since(store, batch, where)
     if newer is not None:
         record: UploadRecord = {"skippedReason": SUPERSEDED, "supersededBy": newer, "runId": run_id}
         store.record_upload(
@@ -313,7 +307,7 @@ def cleanup_batch(
         if over.maxRemovalsPerRun is not None
         else definition.cleanup.maxRemovalsPerRun
     )
-    kept = _kept(store, store.get_batch(batch_id), where, run_id)
+    kept = _kept(store, batch_id, where, run_id)
     if kept is not None and kept.cleanup_report is not None:
         _settle(store, definition, batch_id, where, run_id)
         return stored_report(kept.cleanup_report)
@@ -515,6 +509,8 @@ def purge_expired(
 def _superseded_since(
     store: EventStore, batch: BatchRecord, where: fanout.CatalogTarget
 ) -> int | None:
+    """A newer whole snapshot already synced to this catalog (before the upload, and again
+    before the cleanup), else None."""
     if not batch.whole_snapshot:
         return None
     return store.newer_synced_snapshot(

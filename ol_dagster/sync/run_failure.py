@@ -34,7 +34,25 @@ def secret_values(settings: Settings) -> list[str]:
             values.append(secret.resolve())
         except SettingsError:
             continue
-    return values
+    return values + _url_passwords(settings)
+
+
+def _url_passwords(settings: Settings) -> list[str]:
+    """The passwords of the database URLs (event store, embedded catalogs): a driver's message
+    may quote one without its URL, where the ``scheme://user:***@`` rule cannot see it."""
+    from sqlalchemy.engine import make_url
+
+    urls = [settings.store.url]
+    urls += [c.url for c in settings.catalogs.values() if c.kind == "embedded"]
+    passwords = []
+    for url in urls:
+        try:
+            password = make_url(url).password
+        except Exception:  # noqa: BLE001 - not a database URL: no password in it to hide
+            continue
+        if password:
+            passwords.append(str(password))
+    return passwords
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
@@ -59,6 +77,11 @@ def _message(error: Any) -> str:
     return f"{error.cls_name}: {rest}" if sep and head.endswith(error.cls_name) else error.message
 
 
+def _error(event: Any, error: Any, secrets: Iterable[str]) -> str:
+    text = _message(_innermost(error)) if error is not None else event.message
+    return scrub(text or "", secrets)
+
+
 def run_failure(records: Iterable[Any], secrets: Iterable[str] = ()) -> dict[str, str] | None:
     """``{"step": ..., "error": ...}`` of the first failed step among a run's event log records
     (``instance.all_logs``), or of the run itself when no step failed (a run that could not
@@ -70,9 +93,7 @@ def run_failure(records: Iterable[Any], secrets: Iterable[str] = ()) -> dict[str
         data = getattr(event, "event_specific_data", None)
         error = getattr(data, "error", None)
         if kind == "STEP_FAILURE":
-            text = _message(_innermost(error)) if error is not None else event.message
-            return {"step": str(event.step_key), "error": scrub(text or "", secrets)}
+            return {"step": str(event.step_key), "error": _error(event, error, secrets)}
         if kind in ("PIPELINE_FAILURE", "RUN_FAILURE") and run_level is None:
-            text = _message(_innermost(error)) if error is not None else event.message
-            run_level = {"step": "", "error": scrub(text or "", secrets)}
+            run_level = {"step": "", "error": _error(event, error, secrets)}
     return run_level
