@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,8 +12,11 @@ from typing import Any
 import pytest
 import yaml
 from hypothesis import settings as hypothesis_settings
+from sqlalchemy import func, select
 
+from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.store import EventStore
+from ol_dagster.store.schema import events
 from ol_dagster_tests.fakes.faults import CONTRACT_VIOLATIONS
 from ol_dagster_tests.kafka_broker import TansuBroker
 from ol_dagster_tests.postgres import PostgresServer
@@ -78,11 +82,31 @@ def pg_url(pg_server: PostgresServer) -> str:
     return pg_server.fresh_database()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+def _backend_url(request: pytest.FixtureRequest, tmp_path: Path, sqlite_file: str) -> str:
+    """A SQLite file in ``tmp_path`` or a fresh database on the throwaway PostgreSQL server."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
+        return f"sqlite:///{tmp_path / sqlite_file}"
     return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return _backend_url(request, tmp_path, "store.db")
+
+
+@pytest.fixture(params=BACKENDS)
+def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return _backend_url(request, tmp_path, "catalog.db")
+
+
+@pytest.fixture
+def catalog(catalog_url: str) -> Iterator[EmbeddedCatalog]:
+    c = EmbeddedCatalog(catalog_url)
+    yield c
+    c.close()
 
 
 @pytest.fixture
@@ -175,6 +199,30 @@ def run_event(
     }
 
 
+def kpi_snapshot(*, with_anomalies: bool = True) -> dict[str, Any]:
+    """A snapshot batch: ``etl.build_daily_kpi`` (orders -> daily KPI), and unless told
+    otherwise ``etl.features.export_anomalies`` (daily KPI -> S3 anomalies)."""
+    pg, s3 = "postgres://db:5432", "s3://anomalies-bucket"
+    events = [
+        run_event(
+            "etl",
+            "build_daily_kpi",
+            inputs=[(pg, "shop.public.orders")],
+            outputs=[(pg, "shop.kpi.daily")],
+        ),
+    ]
+    if with_anomalies:
+        events.append(
+            run_event(
+                "etl",
+                "features.export_anomalies",
+                inputs=[(pg, "shop.kpi.daily")],
+                outputs=[(s3, "anomalies")],
+            )
+        )
+    return {"events": events}
+
+
 def events_of(n: int, namespace: str = "etl", tag: str = "job") -> list[dict[str, Any]]:
     """``n`` completed runs of jobs ``<tag>_<i>``, each reading ``raw.<tag>_<i>`` and writing
     ``mart.<tag>_<i>``."""
@@ -187,6 +235,34 @@ def events_of(n: int, namespace: str = "etl", tag: str = "job") -> list[dict[str
         )
         for i in range(n)
     ]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float) -> None:
+    """Poll ``condition`` every 0.1 s; fail the test once ``timeout`` seconds have gone by."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def stored_raws(store_url: str) -> list[bytes]:
+    """The raw bytes of every event in the store, read on a connection of its own."""
+    store = EventStore(store_url)
+    try:
+        with store.engine.connect() as conn:
+            return [bytes(r[0]) for r in conn.execute(select(events.c.raw))]
+    finally:
+        store.dispose()
+
+
+def stored_count(store_url: str) -> int:
+    """How many events the store holds, read on a connection of its own."""
+    store = EventStore(store_url)
+    try:
+        with store.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(events)).scalar_one())
+    finally:
+        store.dispose()
 
 
 @pytest.fixture(scope="session")

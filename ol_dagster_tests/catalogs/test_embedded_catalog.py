@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -58,20 +58,6 @@ TOUCHED_TABLES = [
 
 
 # -- fixtures and helpers -------------------------------------------------------------------------
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'catalog.db'}"
-    return request.getfixturevalue("pg_url")
-
-
-@pytest.fixture
-def catalog(catalog_url: str) -> Iterator[EmbeddedCatalog]:
-    c = EmbeddedCatalog(catalog_url)
-    yield c
-    c.close()
 
 
 @pytest.fixture

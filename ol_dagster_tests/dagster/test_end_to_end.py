@@ -18,31 +18,9 @@ from ol_dagster.definitions import build_defs
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import load_settings
 from ol_dagster.store import BatchStatus, EventStore
-from ol_dagster_tests.conftest import PROJECT_ROOT, run_event
+from ol_dagster_tests.conftest import PROJECT_ROOT, kpi_snapshot, run_event
 
-S3 = "s3://anomalies-bucket"
 PG = "postgres://db:5432"
-
-
-def _repo_snapshot(*, with_anomalies: bool = True) -> dict:
-    events = [
-        run_event(
-            "etl",
-            "build_daily_kpi",
-            inputs=[(PG, "shop.public.orders")],
-            outputs=[(PG, "shop.kpi.daily")],
-        ),
-    ]
-    if with_anomalies:
-        events.append(
-            run_event(
-                "etl",
-                "features.export_anomalies",
-                inputs=[(PG, "shop.kpi.daily")],
-                outputs=[(S3, "anomalies")],
-            )
-        )
-    return {"events": events}
 
 
 @pytest.fixture
@@ -83,14 +61,14 @@ def _catalog_jobs(env) -> list[str]:
 
 
 def test_second_snapshot_removes_the_job_it_no_longer_describes(env):
-    _post(env, _repo_snapshot())
+    _post(env, kpi_snapshot())
     (first,) = _sync(env)
     assert first["status"] == "synced"
     assert first["cleanup"]["mode"] == "CUTOFF"
     assert first["cleanup"]["removedJobs"] == []
     assert set(_catalog_jobs(env)) == {"etl.build_daily_kpi", "etl.features.export_anomalies"}
 
-    _post(env, _repo_snapshot(with_anomalies=False))
+    _post(env, kpi_snapshot(with_anomalies=False))
     (second,) = _sync(env)
     assert second["status"] == "synced"
     assert second["cleanup"]["skippedReason"] is None
@@ -112,7 +90,7 @@ def test_second_snapshot_removes_the_job_it_no_longer_describes(env):
 
 
 def test_empty_batch_deletes_nothing_and_fails_not_empty(env):
-    _post(env, _repo_snapshot())
+    _post(env, kpi_snapshot())
     _sync(env)
     answer = _post(env, {"events": []})
     assert answer["batchId"] is not None
@@ -124,9 +102,9 @@ def test_empty_batch_deletes_nothing_and_fails_not_empty(env):
 
 def test_removal_cap_blocks_every_real_call_and_an_override_lifts_it(env, write_settings):
     write_settings(allowedJobNamespaces=["etl"], cleanup={"maxRemovalsPerRun": 0})
-    _post(env, _repo_snapshot())
+    _post(env, kpi_snapshot())
     _sync(env)
-    _post(env, _repo_snapshot(with_anomalies=False))
+    _post(env, kpi_snapshot(with_anomalies=False))
     (line,) = _sync(env)
     report = line["cleanup"]
     assert report["skippedReason"] == "REMOVAL_CAP_EXCEEDED"
@@ -156,9 +134,9 @@ def test_removal_cap_blocks_every_real_call_and_an_override_lifts_it(env, write_
 
 
 def test_partial_snapshot_is_not_a_snapshot_and_gets_day_based_cleanup(env):
-    _post(env, _repo_snapshot())
+    _post(env, kpi_snapshot())
     _sync(env)
-    batch = _repo_snapshot(with_anomalies=False)
+    batch = kpi_snapshot(with_anomalies=False)
     batch["events"].append({"eventTime": "not a time"})
     answer = env["client"].post("/api/v1/lineage/batch", json=batch, headers=env["auth"]).json()
     assert answer["status"] == "partial_success"
@@ -170,7 +148,7 @@ def test_partial_snapshot_is_not_a_snapshot_and_gets_day_based_cleanup(env):
 
 
 def test_materializations_and_checks_are_recorded_on_the_instance(env):
-    _post(env, _repo_snapshot())
+    _post(env, kpi_snapshot())
     (line,) = _sync(env)
     instance: dg.DagsterInstance = env["instance"]
     for asset in ("received_batch", "lineage_graph", "catalog_upload", "catalog_cleanup"):
@@ -196,7 +174,7 @@ def test_sync_command_prints_one_json_line_per_batch(write_settings, tokens, tmp
     client = TestClient(create_app(settings, store))
     client.post(
         "/api/v1/lineage/batch",
-        json=_repo_snapshot(),
+        json=kpi_snapshot(),
         headers={"Authorization": f"Bearer {tokens['snap']}"},
     )
     store.dispose()
@@ -264,12 +242,12 @@ def test_a_sync_does_not_run_while_another_holds_the_definition(env, monkeypatch
     from ol_dagster.defs import assets
 
     monkeypatch.setattr(assets, "LOCK_WAIT_SECONDS", 0.2)
-    _post(env, _repo_snapshot())
+    _post(env, kpi_snapshot())
     (first,) = _sync(env)
     store: EventStore = env["store"]
     # an operator's sync in another process holds the lock (not a run this instance knows)
     assert store.acquire_sync_lock("snap", "operator-sync", lease_seconds=600) is None
-    _post(env, _repo_snapshot(with_anomalies=False))
+    _post(env, kpi_snapshot(with_anomalies=False))
     (blocked,) = _sync(env)
     assert blocked["status"] == "run_failed"
     assert store.get_batch(blocked["batchId"]).status is BatchStatus.SEALED  # still pending

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -20,14 +19,18 @@ from typing import Any
 import confluent_kafka
 import dagster as dg
 import pytest
-from sqlalchemy import func, select
 
 from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.kafka.intake import SNAPSHOT_END_HEADER, SNAPSHOT_HEADER, Assembler, Message
 from ol_dagster.settings import load_settings, parse_settings
 from ol_dagster.store import BatchKind, BatchStatus, EventStore
-from ol_dagster.store.schema import events
-from ol_dagster_tests.conftest import run_event, settings_data
+from ol_dagster_tests.conftest import (
+    run_event,
+    settings_data,
+    stored_count,
+    stored_raws,
+    wait_until,
+)
 from ol_dagster_tests.kafka_broker import TansuBroker
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -109,31 +112,6 @@ def _assigned(log: Path, topic: str) -> bool:
     return any("assigned" in line and f"{topic}[" in line for line in log.read_text().splitlines())
 
 
-def _stored_events(path: Path) -> list[bytes]:
-    store = EventStore(load_settings(path).store.url)
-    try:
-        with store.engine.connect() as conn:
-            return [bytes(r[0]) for r in conn.execute(select(events.c.raw))]
-    finally:
-        store.dispose()
-
-
-def _count(path: Path) -> int:
-    store = EventStore(load_settings(path).store.url)
-    try:
-        with store.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(events)).scalar_one())
-    finally:
-        store.dispose()
-
-
-def _wait_until(condition: Callable[[], bool], timeout: float = 40.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def _jobs(n: int, tag: str) -> list[dict]:
     return [
         run_event(
@@ -211,17 +189,17 @@ def test_a_consumer_killed_mid_stream_loses_nothing_and_stores_nothing_twice(bro
 
     first = _start(path, path.parent / "first.log")
     try:
-        _wait_until(lambda: _count(path) >= 100)
+        wait_until(lambda: stored_count(load_settings(path).store.url) >= 100, 40)
         first.send_signal(signal.SIGKILL)
         first.wait(10)
     finally:
         first.kill()
-    stored_at_kill = _count(path)
+    stored_at_kill = stored_count(load_settings(path).store.url)
     assert 0 < stored_at_kill < len(sent), "the kill did not land mid-stream"
 
     totals = _consume(path)
 
-    raw = _stored_events(path)
+    raw = stored_raws(load_settings(path).store.url)
     run_ids = [json.loads(r)["run"]["runId"] for r in raw]
     assert len(run_ids) == len(sent)  # nothing lost, nothing twice
     assert set(run_ids) == {e["run"]["runId"] for e in sent}
@@ -236,11 +214,11 @@ def test_two_consumers_of_one_group_split_the_partitions(broker, kafka_env, tmp_
     one = _start(path, tmp_path / "one.log")
     two = None
     try:
-        _wait_until(lambda: _count(path) == 200)
+        wait_until(lambda: stored_count(load_settings(path).store.url) == 200, 40)
         two = _start(path, tmp_path / "two.log")  # the group rebalances: one gives some up
-        _wait_until(lambda: _assigned(tmp_path / "two.log", topic))
+        wait_until(lambda: _assigned(tmp_path / "two.log", topic), 40)
         _produce(broker, topic, _jobs(200, "b"), key=lambda i: f"b{i}")
-        _wait_until(lambda: _count(path) == 400)
+        wait_until(lambda: stored_count(load_settings(path).store.url) == 400, 40)
         totals = []
         for proc in (one, two):
             proc.send_signal(signal.SIGTERM)
@@ -251,7 +229,7 @@ def test_two_consumers_of_one_group_split_the_partitions(broker, kafka_env, tmp_
         for proc in (one, two):
             if proc is not None:
                 proc.kill()
-    assert _count(path) == 400
+    assert stored_count(load_settings(path).store.url) == 400
     assert sum(t["events"] for t in totals) == 400
     assert totals[1]["events"] > 0, "the second consumer was given no partition"
     assert totals[0]["events"] > 200  # and the first kept some after the rebalance
@@ -283,7 +261,7 @@ def test_openlineage_python_kafka_transport_posts_unchanged(broker, kafka_env, m
     )
 
     assert _consume(path)["events"] == 1
-    (raw,) = _stored_events(path)
+    (raw,) = stored_raws(load_settings(path).store.url)
     event = json.loads(raw)
     assert (event["run"]["runId"], event["job"]["name"]) == (run_id, "from_the_client")
 
@@ -322,7 +300,7 @@ def test_a_snapshot_topic_stores_each_snapshot_whole_at_its_end_marker(broker, k
         assert (second.accepted_count, second.whole_snapshot) == (2, False)
         assert "announced 3 messages; 2 were read" in second.rejections[0]["reason"]
         # s3 has no end marker yet: nothing of it is stored, nor committed past its start
-        assert _count(path) == 5
+        assert stored_count(load_settings(path).store.url) == 5
     finally:
         store.dispose()
 

@@ -13,18 +13,22 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import confluent_kafka
 import pytest
 import yaml
-from sqlalchemy import func, select
 
-from ol_dagster.store import EventStore
-from ol_dagster.store.schema import events
-from ol_dagster_tests.conftest import PROJECT_ROOT, events_of, settings_data
+from ol_dagster_tests.conftest import (
+    PROJECT_ROOT,
+    events_of,
+    settings_data,
+    stored_count,
+    stored_raws,
+    wait_until,
+)
 from ol_dagster_tests.kafka_broker import TansuBroker
 from ol_dagster_tests.postgres import PostgresServer
 
@@ -79,21 +83,10 @@ class Setup:
             )
 
     def stored(self) -> int:
-        store = EventStore(self.store_url)
-        try:
-            with store.engine.connect() as conn:
-                return int(conn.execute(select(func.count()).select_from(events)).scalar_one())
-        finally:
-            store.dispose()
+        return stored_count(self.store_url)
 
     def run_ids(self) -> list[str]:
-        store = EventStore(self.store_url)
-        try:
-            with store.engine.connect() as conn:
-                raws = [bytes(r[0]) for r in conn.execute(select(events.c.raw))]
-        finally:
-            store.dispose()
-        return [json.loads(r)["run"]["runId"] for r in raws]
+        return [json.loads(r)["run"]["runId"] for r in stored_raws(self.store_url)]
 
     def member(self) -> Any:
         """Another member of the group (manual commits: it commits nothing)."""
@@ -125,19 +118,12 @@ def setup(broker, server, tmp_path: Path, tokens) -> Setup:
     return Setup(broker, server, tmp_path)
 
 
-def _wait_until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def _consuming(setup: Setup, n: int) -> subprocess.Popen[str]:
     """``ol-dagster consume`` running, with ``n`` events stored and committed."""
     setup.produce(events_of(n, "etl", "before"))
     proc = setup.start()
-    _wait_until(lambda: setup.stored() == n)
-    _wait_until(lambda: setup.committed() == n)
+    wait_until(lambda: setup.stored() == n, 60)
+    wait_until(lambda: setup.committed() == n, 60)
     return proc
 
 
@@ -171,7 +157,7 @@ def test_a_store_gone_during_a_rebalance_stops_the_consumer_in_one_line(setup: S
     setup.produce(events_of(5, "etl", "after"))
     again = setup.start("again.log")
     try:
-        _wait_until(lambda: setup.stored() == 25)
+        wait_until(lambda: setup.stored() == 25, 60)
         again.send_signal(signal.SIGTERM)
         again.wait(60)
     finally:

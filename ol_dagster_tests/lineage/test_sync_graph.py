@@ -39,8 +39,6 @@ from ol_dagster_tests.catalogs.test_catalog_marquez import env  # noqa: F401 (fi
 from ol_dagster_tests.safety.test_cleanup_rules import (  # noqa: F401 (fixtures)
     WH,
     Harness,
-    catalog,
-    catalog_url,
     datasets,
     definition,
     flows,

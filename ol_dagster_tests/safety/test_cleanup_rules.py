@@ -233,20 +233,6 @@ class Harness:
         return self.uploads[-1].cutoff
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'catalog.db'}"
-    return request.getfixturevalue("pg_url")
-
-
-@pytest.fixture
-def catalog(catalog_url: str) -> Iterator[EmbeddedCatalog]:
-    c = EmbeddedCatalog(catalog_url)
-    yield c
-    c.close()
-
-
 @pytest.fixture
 def h(catalog: EmbeddedCatalog, tmp_path: Path) -> Iterator[Harness]:
     store = EventStore(f"sqlite:///{tmp_path / 'store.db'}")

@@ -35,36 +35,13 @@ from ol_dagster.store import BatchStatus, EventStore
 from ol_dagster.store.schema import batches
 from ol_dagster.sync import fanout
 from ol_dagster.sync.batch import cleanup_batch, fail_run, sync_batch
-from ol_dagster_tests.conftest import PROJECT_ROOT, TEST_DB_ENV, run_event, settings_data
+from ol_dagster_tests.conftest import PROJECT_ROOT, TEST_DB_ENV, kpi_snapshot, settings_data
 from ol_dagster_tests.fakes.faults import Clock, Fault, serve
 from ol_dagster_tests.fakes.marquez_fake import MarquezFake
 
-PG = "postgres://db:5432"
-S3 = "s3://anomalies-bucket"
 KPI = "etl.build_daily_kpi"
 ANOMALIES = "etl.features.export_anomalies"
 START = datetime(2026, 11, 1, 3, 0, tzinfo=UTC)
-
-
-def snapshot(*, with_anomalies: bool = True) -> dict[str, Any]:
-    events = [
-        run_event(
-            "etl",
-            "build_daily_kpi",
-            inputs=[(PG, "shop.public.orders")],
-            outputs=[(PG, "shop.kpi.daily")],
-        ),
-    ]
-    if with_anomalies:
-        events.append(
-            run_event(
-                "etl",
-                "features.export_anomalies",
-                inputs=[(PG, "shop.kpi.daily")],
-                outputs=[(S3, "anomalies")],
-            )
-        )
-    return {"events": events}
 
 
 @dataclass
@@ -215,7 +192,7 @@ def test_a_definition_names_one_catalog_or_a_list_of_them_the_first_primary():
 
 def test_both_catalogs_receive_the_batch_and_each_cleans_with_its_own_cutoff(two_embedded: Env):
     e = two_embedded
-    e.post(snapshot())
+    e.post(kpi_snapshot())
     (first,) = e.sync()
     assert first["status"] == "synced"
     assert set(first["catalogs"]) == {"main", "lineage"}
@@ -224,7 +201,7 @@ def test_both_catalogs_receive_the_batch_and_each_cleans_with_its_own_cutoff(two
         assert first["catalogs"][key]["cleanup"]["mode"] == "CUTOFF"
         assert e.embedded_jobs(key) == {KPI, ANOMALIES}
 
-    batch = e.post(snapshot(with_anomalies=False))
+    batch = e.post(kpi_snapshot(with_anomalies=False))
     (second,) = e.sync()
     assert second["status"] == "synced"
     records = e.store.catalog_records(batch)
@@ -257,9 +234,9 @@ def test_a_removal_cap_hit_in_one_catalog_does_not_stop_the_other(two_embedded: 
         {"kind": "embedded", "url": f"sqlite:///{e.tmp / 'lineage.db'}"},
         cleanup={"maxRemovalsPerRun": 0},
     )
-    e.post(snapshot())
+    e.post(kpi_snapshot())
     e.sync()
-    e.post(snapshot(with_anomalies=False))
+    e.post(kpi_snapshot(with_anomalies=False))
     # the cap is raised for the lineage catalog's cleanup only (its own asset's run config)
     raised = {"ops": {"snap__lineage__catalog_cleanup": {"config": {"maxRemovalsPerRun": 100}}}}
     (line,) = e.sync(run_config=raised)
@@ -282,7 +259,7 @@ def test_a_failing_catalog_blocks_only_its_own_cleanup_and_a_retry_completes_it(
     with_marquez: WithMarquez,
 ):
     m, e = with_marquez, with_marquez.env
-    e.post(snapshot())
+    e.post(kpi_snapshot())
     (first,) = e.sync()
     assert first["status"] == "synced", first
     assert m.jobs() == {KPI, ANOMALIES} and e.embedded_jobs("main") == {KPI, ANOMALIES}
@@ -292,7 +269,7 @@ def test_a_failing_catalog_blocks_only_its_own_cleanup_and_a_retry_completes_it(
     assert records["main"].cutoff is not None and records["main"].cutoff > START
 
     m.fake.clock.advance(seconds=10)
-    batch = e.post(snapshot(with_anomalies=False))
+    batch = e.post(kpi_snapshot(with_anomalies=False))
     m.fake.server.inject(
         *(Fault(status=500, method="POST", path="/api/v1/lineage") for _ in range(4))
     )
@@ -330,10 +307,10 @@ def test_a_failing_catalog_blocks_only_its_own_cleanup_and_a_retry_completes_it(
 
 def test_a_catalog_that_is_down_is_its_own_failed_upload(with_marquez: WithMarquez):
     m, e = with_marquez, with_marquez.env
-    e.post(snapshot())
+    e.post(kpi_snapshot())
     e.sync()
     m.fake.clock.advance(seconds=10)
-    batch = e.post(snapshot(with_anomalies=False))
+    batch = e.post(kpi_snapshot(with_anomalies=False))
     with serve(MarquezFake().server) as closed:
         pass  # nothing listens there any more
     e.write(m.config(closed))
@@ -353,7 +330,7 @@ def test_a_catalog_that_is_down_is_its_own_failed_upload(with_marquez: WithMarqu
 
 def test_ol_dagster_sync_prints_a_section_per_catalog(with_marquez: WithMarquez):
     e = with_marquez.env
-    e.post(snapshot())
+    e.post(kpi_snapshot())
     env = {**os.environ, "DAGSTER_HOME": str(e.tmp / "dagster_home")}
     proc = subprocess.run(
         [sys.executable, "-m", "ol_dagster.commands.cli", "--settings", str(e.path), "sync"],
@@ -386,9 +363,9 @@ def test_the_job_has_per_catalog_assets_and_a_cleanup_rerun_touches_one_catalog(
         {"kind": "embedded", "url": f"sqlite:///{e.tmp / 'lineage.db'}"},
         cleanup={"maxRemovalsPerRun": 0},
     )
-    e.post(snapshot())
+    e.post(kpi_snapshot())
     e.sync()
-    batch = e.post(snapshot(with_anomalies=False))
+    batch = e.post(kpi_snapshot(with_anomalies=False))
     (capped,) = e.sync()
     assert {capped["catalogs"][k]["cleanup"]["skippedReason"] for k in ("main", "lineage")} == {
         "REMOVAL_CAP_EXCEEDED"
@@ -489,11 +466,11 @@ def test_the_sensor_retries_a_run_that_failed_in_one_catalog_for_that_catalog_on
     sensor marks the batch for a retry; once the backoff passed the sensor requests a retry run,
     which leaves main alone and syncs lineage."""
     e = two_embedded
-    e.post(snapshot())
+    e.post(kpi_snapshot())
     e.sync()  # both catalogs hold the first snapshot
     lineage = {"kind": "embedded", "url": "postgresql+psycopg://nobody@127.0.0.1:1/none"}
     e.write(lineage)
-    batch = e.post(snapshot(with_anomalies=False))
+    batch = e.post(kpi_snapshot(with_anomalies=False))
     defs = build_defs(str(e.path))
     e.cursors["snap"] = str(batch - 1)  # the first batch was synced by ``ol-dagster sync``
 
@@ -563,7 +540,7 @@ def test_a_v9_store_keeps_working_for_one_catalog_and_becomes_the_primarys(
     d = settings.definition("snap")
     url = settings.store.url
     store = EventStore(url)
-    older, newer = (_post(store, snapshot()) for _ in range(2))
+    older, newer = (_post(store, kpi_snapshot()) for _ in range(2))
     catalog = EmbeddedCatalog(settings.catalogs["main"].url)
     try:
         sync_batch(store, catalog, d, newer, run_id="r-newer")

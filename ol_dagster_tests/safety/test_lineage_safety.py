@@ -24,8 +24,6 @@ from ol_dagster_tests.safety.test_cleanup_rules import (  # noqa: F401 (fixtures
     WH,
     Harness,
     calls,
-    catalog,
-    catalog_url,
     count,
     datasets,
     definition,
