@@ -35,6 +35,8 @@ from pydantic import (
 )
 
 from ol_dagster.kafka.settings import KafkaSettings
+from ol_dagster.namespaces import common_namespace, is_literal
+from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.run_lineage_settings import RunLineageSettings
 from ol_dagster.settings_cache import FileVersionCache
 
@@ -284,6 +286,9 @@ class SyncDefinition(_Model):
     allowedJobNamespaces: Annotated[
         list[Annotated[str, Field(min_length=1)]], Field(min_length=1)
     ] = ["*"]
+    # namespaces this definition writes beside others on its catalogs: nobody runs a cutoff
+    # over them (days only); every other namespace has one owner per catalog (``Settings``)
+    sharedJobNamespaces: list[Annotated[str, Field(min_length=1)]] = []
     openLineageSystem: str | None = None
     jobSystems: list[JobSystemRule] = []
     datasetSystems: list[DatasetSystemRule] = []
@@ -326,6 +331,26 @@ class SyncDefinition(_Model):
     def catalog_keys(self) -> tuple[str, ...]:
         """The catalogs this definition feeds, the primary first (``catalog`` or ``catalogs``)."""
         return (self.catalog,) if self.catalog is not None else tuple(self.catalogs or ())
+
+    @property
+    def namespace_patterns(self) -> tuple[str, ...]:
+        """Every job namespace pattern this definition admits: its own, then the shared ones."""
+        return (*self.allowedJobNamespaces, *self.sharedJobNamespaces)
+
+    def is_shared(self, namespace: str) -> bool:
+        """Whether other definitions may write this namespace too (a shared pattern admits it):
+        then no cutoff runs over it, only the day-based cleanup."""
+        return namespace_allowed(namespace, self.sharedJobNamespaces)
+
+    @property
+    def sole_namespace(self) -> bool:
+        """The definition writes exactly one namespace, alone: one allowed pattern without a glob
+        character, nothing shared. Only then may it keep CUTOFF on a dataset System."""
+        return (
+            len(self.allowedJobNamespaces) == 1
+            and is_literal(self.allowedJobNamespaces[0])
+            and not self.sharedJobNamespaces
+        )
 
     @property
     def job_system(self) -> str:
@@ -415,12 +440,78 @@ class Settings(_Model):
                     )
         return self
 
+    @model_validator(mode="after")
+    def _one_owner_per_namespace(self) -> Settings:
+        """Two definitions on one catalog never both own a namespace: one's snapshot would
+        remove the other's lineage. A namespace both write is declared shared by both (in
+        ``sharedJobNamespaces``, in neither's ``allowedJobNamespaces``): days only there."""
+        same = _same_catalogs(self.catalogs)
+        for i, a in enumerate(self.definitions):
+            for b in self.definitions[:i]:
+                catalog = _common_catalog(b, a, same)
+                if catalog is None:
+                    continue
+                if overlap := _overlap(a, b) or _overlap(b, a):
+                    raise ValueError(
+                        f"definitions {b.name} and {a.name} both feed catalog {catalog} and "
+                        f"both admit job namespace {overlap!r} ({b.name} by "
+                        f"{_admitting(b, overlap)}, {a.name} by {_admitting(a, overlap)}): one "
+                        "owner per namespace per catalog; give them disjoint "
+                        "allowedJobNamespaces, or list a namespace both write in the "
+                        "sharedJobNamespaces of both (days only there)"
+                    )
+        return self
+
     def definition(self, name: str) -> SyncDefinition:
         for d in self.definitions:
             if d.name == name:
                 return d
         known = ", ".join(d.name for d in self.definitions) or "none"
         raise SettingsError(f"no definition named {name!r} (known: {known})")
+
+
+def _same_catalogs(catalogs: dict[str, CatalogSettings]) -> set[tuple[str, str]]:
+    """Pairs of catalog keys that name one catalog: the same key, or the same kind at the same
+    place (URL, and tenant for Blindata) once ``databaseUrl`` is applied."""
+    place = {key: _catalog_place(c) for key, c in catalogs.items()}
+    return {(k1, k2) for k1 in catalogs for k2 in catalogs if place[k1] == place[k2]}
+
+
+def _common_catalog(b: SyncDefinition, a: SyncDefinition, same: set[tuple[str, str]]) -> str | None:
+    """The catalog both definitions feed, as the message names it, or None."""
+    for kb in b.catalog_keys:
+        for ka in a.catalog_keys:
+            if (kb, ka) in same:
+                return repr(kb) if ka == kb else f"{kb!r} ({a.name} names it {ka!r})"
+    return None
+
+
+def _catalog_place(catalog: CatalogSettings) -> tuple[str, ...]:
+    """Where a catalog's objects live, spelled one way: two keys at one place are one catalog."""
+    url = catalog.url.rstrip("/")
+    scheme, sep, rest = url.partition("://")
+    if sep:  # the driver does not change the database: postgresql+psycopg is postgresql
+        scheme = scheme.split("+", 1)[0].lower()
+        if scheme == "sqlite" and rest.startswith("/") and rest != "/":
+            rest = "/" + os.path.normpath(rest[1:])  # ./a.db is a.db, /x//a.db is /x/a.db
+        url = f"{scheme}://{rest}"
+    tenant = catalog.tenant if isinstance(catalog, BlindataCatalogSettings) else ""
+    return (catalog.kind, url, tenant)
+
+
+def _overlap(a: SyncDefinition, b: SyncDefinition) -> str | None:
+    """A namespace ``a`` owns that ``b`` may write too (its own or shared): shared by both is
+    fine, owned by either and written by the other is not."""
+    return common_namespace(a.allowedJobNamespaces, b.namespace_patterns)
+
+
+def _admitting(definition: SyncDefinition, namespace: str) -> str:
+    """The key and pattern by which a definition admits a namespace, as the message shows it."""
+    for key in ("allowedJobNamespaces", "sharedJobNamespaces"):
+        for pattern in getattr(definition, key):
+            if namespace_allowed(namespace, [pattern]):
+                return f"{key} {pattern!r}"
+    raise AssertionError(f"{definition.name} does not admit {namespace!r}")
 
 
 def receiver_tokens(settings: Settings) -> dict[str, str]:
@@ -471,6 +562,11 @@ def _format_errors(exc: ValidationError, source: str, prefix: tuple[str | int, .
         elif err["type"] == "catalog_kind":
             given = err["input"].get("kind") if isinstance(err["input"], dict) else None
             msg = f"kind {given!r} is not one of {', '.join(CATALOG_KINDS)}"
+        elif err["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")
+            if not loc:  # a check across keys: its message names them
+                parts.append(msg)
+                continue
         parts.append(f"{path}: {msg}")
     return f"invalid settings in {source}: " + "; ".join(parts)
 

@@ -124,7 +124,8 @@ def tokens(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 
 def settings_data(tmp_path: Path, **definition_overrides: Any) -> dict[str, Any]:
-    """Two definitions: ``snap`` (BATCH_SNAPSHOT, namespaces etl, features) and ``add``."""
+    """Two definitions: ``snap`` (BATCH_SNAPSHOT, namespaces etl, features) on catalog ``main``,
+    and ``add`` (every namespace) on catalog ``other``: one owner per namespace per catalog."""
     snap: dict[str, Any] = {
         "name": "snap",
         "uuid": "11111111-1111-4111-8111-111111111111",
@@ -136,13 +137,16 @@ def settings_data(tmp_path: Path, **definition_overrides: Any) -> dict[str, Any]
     snap.update(definition_overrides)
     return {
         "store": {"url": f"sqlite:///{tmp_path / 'store.db'}"},
-        "catalogs": {"main": {"kind": "embedded", "url": f"sqlite:///{tmp_path / 'catalog.db'}"}},
+        "catalogs": {
+            "main": {"kind": "embedded", "url": f"sqlite:///{tmp_path / 'catalog.db'}"},
+            "other": {"kind": "embedded", "url": f"sqlite:///{tmp_path / 'other.db'}"},
+        },
         "definitions": [
             snap,
             {
                 "name": "add",
                 "uuid": "22222222-2222-4222-8222-222222222222",
-                "catalog": "main",
+                "catalog": "other",
                 "receiver": {"token": {"env": "OL_TEST_TOKEN_ADD"}},
             },
         ],
@@ -157,8 +161,9 @@ def write_settings(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[.
     """Write a settings file; pass a full mapping, or definition overrides for ``snap``.
 
     With ``OL_DAGSTER_TEST_DB=postgresql`` (the second pass of ``make test``), the settings put
-    the event store and the embedded catalog on the throwaway PostgreSQL server (one fresh
-    database each per test) instead of SQLite files."""
+    the event store and the embedded catalogs on the throwaway PostgreSQL server (one fresh
+    database each per test for the store and ``main``; ``other`` in the store's database, as
+    ``databaseUrl`` would) instead of SQLite files."""
     databases: dict[str, str] = {}
     if os.environ.get(TEST_DB_ENV) == "postgresql":
         databases = {"store": request.getfixturevalue("pg_url")}
@@ -170,6 +175,7 @@ def write_settings(tmp_path: Path, request: pytest.FixtureRequest) -> Callable[.
         if databases and data is None:
             content["store"]["url"] = databases["store"]
             content["catalogs"]["main"]["url"] = databases["catalog"]
+            content["catalogs"]["other"]["url"] = databases["store"]
         path.write_text(yaml.safe_dump(content))
         return path
 

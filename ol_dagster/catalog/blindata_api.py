@@ -56,6 +56,8 @@ ROUTINE_TYPE = "PROCEDURE"  # [C] value in HELP (§2 Routines: PROCEDURE|FUNCTIO
 
 # -- data flows (notes §2 "Data flows", §3 "Data flows [I]") --------------------------------------
 DATA_FLOWS = "/api/v1/dataflows"  # [I] inferred, §3 Data flows: GET ?scope=&scopePrefix=, POST
+# [I] how ``scopePrefix`` matches (literally? with case? ``_``/``%`` as wildcards?) is not
+# documented: it only narrows reads; the flows cleanup names exact ``scopes`` (``cleanup.py``)
 DATA_FLOW = "/api/v1/dataflows/{uuid}"  # [I] inferred, §3 Data flows: PUT/DELETE
 DATA_FLOWS_CLEANUP = "/api/v1/dataflows/*/cleanup"  # [I] inferred, §3 Cleanup actions
 

@@ -2,10 +2,11 @@
 
 OpenMetadata and Marquez keep no "scope" and no last-update time ol-dagster could clean by. The
 ledger, kept in the event store's database, records every object a definition sent to such a
-catalog (lineage edges with their scope, jobs, datasets, each with its catalog identity) and when a
-sync last touched it. The cutoff, the dry-run counts, the calls and every guard of the cleanup then
-work unchanged: "last touched before the cutoff" is read from the ledger, and the backend deletes
-the matching objects through its own API.
+catalog (lineage edges with their owner, jobs, datasets, each with its catalog identity) and when a
+sync last touched it. An edge's owner is stored as its parts (the job's namespace and name) and
+matched with equality, like the embedded catalog's flows. The cutoff, the dry-run counts, the
+calls and every guard of the cleanup then work unchanged: "last touched before the cutoff" is
+read from the ledger, and the backend deletes the matching objects through its own API.
 
 Times in the ledger come from the catalog's clock (the ``Date`` of its answers), like the cutoff.
 """
@@ -20,22 +21,29 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     Column,
+    ColumnElement,
     DateTime,
     Engine,
     Index,
     MetaData,
+    Row,
     String,
     Table,
+    Text,
     UniqueConstraint,
     and_,
     delete,
+    false,
     func,
     or_,
     select,
+    tuple_,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ol_dagster.catalog import owner_columns
 from ol_dagster.db import AUTO_ID, lock_schema
+from ol_dagster.lineage.graph import FlowOwner, NodeKey, parse_scope
 
 EDGE = "edge"
 JOB = "job"
@@ -53,21 +61,27 @@ items = Table(
     Column("catalog", String(200), nullable=False),
     Column("definition", String(200), nullable=False),
     Column("kind", String(16), nullable=False),
-    Column("identity", String(4000), nullable=False),
-    Column("scope", String(3000)),
-    Column("system", String(500)),
-    Column("schema", String(1000)),
+    # names of up to ``limits.maxNameLength`` characters, and strings made of them: unbounded
+    Column("identity", Text, nullable=False),
+    Column("scope", Text),  # an edge's ``FlowOwner.scope``, for display
+    # an edge's owner, the job whose flow it is: what the flows cleanup matches, with equality
+    Column("scope_namespace", Text),
+    Column("scope_job", Text),
+    Column("system", Text),
+    Column("schema", Text),
     Column("payload", JSON, nullable=False),
     Column("last_touched", DateTime, nullable=False),
     UniqueConstraint("catalog", "definition", "kind", "identity", name="ux_ol_ledger_identity"),
-    Index("ix_ol_ledger_scope", "catalog", "definition", "kind", "scope"),
+    Index("ix_ol_ledger_owner", "catalog", "definition", "kind", "scope_namespace", "scope_job"),
 )
+# the index of the scope strings, when a prefix of them chose the edges to remove
+_RETIRED_INDEXES = ("ix_ol_ledger_scope",)
 
 systems = Table(
     "ol_ledger_systems",
     metadata,
     Column("catalog", String(200), primary_key=True),
-    Column("name", String(500), primary_key=True),
+    Column("name", Text, primary_key=True),
     Column("properties", JSON, nullable=False),
 )
 
@@ -77,9 +91,17 @@ class LedgerItem:
     kind: str
     identity: str
     payload: dict[str, Any] = field(default_factory=dict)
-    scope: str | None = None
+    scope: str | None = None  # an edge's scope string; its ``owner`` when that is not given
     system: str | None = None
     schema: str | None = None
+    owner: FlowOwner | None = None  # an edge's owner
+
+    @property
+    def flow_owner(self) -> FlowOwner | None:
+        """The owner of an edge: ``owner``, else read from its scope string."""
+        if self.owner is not None or self.scope is None:
+            return self.owner
+        return parse_scope(self.scope)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +114,35 @@ def _naive(dt: datetime) -> datetime:
     return dt.astimezone(UTC).replace(tzinfo=None)
 
 
-def _like_prefix(prefix: str) -> str:
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+_c = items.c
+_ENTRY = select(
+    _c.id,
+    _c.kind,
+    _c.identity,
+    _c.payload,
+    _c.scope,
+    _c.system,
+    _c.schema,
+    _c.scope_namespace,
+    _c.scope_job,
+)
+
+
+def _entry(r: Row[Any]) -> Entry:
+    owner = FlowOwner(r[7], r[8]) if r[7] is not None and r[8] is not None else None
+    return Entry(r[0], LedgerItem(r[1], r[2], r[3] or {}, r[4], r[5], r[6], owner))
+
+
+def _owned_by(namespaces: Sequence[str], jobs: Sequence[NodeKey]) -> ColumnElement[bool]:
+    """Edges owned by every job of ``namespaces`` or by ``jobs``, by the owner's parts (SQL
+    equality: case and every character count); nothing when both are empty."""
+    c = items.c
+    owned: list[ColumnElement[bool]] = [false()]
+    if namespaces:
+        owned.append(c.scope_namespace.in_(list(namespaces)))
+    if jobs:
+        owned.append(tuple_(c.scope_namespace, c.scope_job).in_([(ns, job) for ns, job in jobs]))
+    return or_(*owned)
 
 
 class Ledger:
@@ -103,17 +152,28 @@ class Ledger:
         with engine.begin() as conn:  # locked: syncs starting at once on an empty database
             lock_schema(conn, _SCHEMA_LOCK)
             metadata.create_all(conn)
+            # a ledger an earlier version made: unbounded names, the owners of its edges as parts
+            owner_columns.widen(conn, [items, systems])
+            c = items.c
+            owner_columns.add_owner_columns(conn, items, [c.catalog, c.definition, c.kind, c.scope])
+            for index in items.indexes:
+                index.create(conn, checkfirst=True)
+            for name in _RETIRED_INDEXES:
+                conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
 
     def touch(self, definition: str, entries: Iterable[LedgerItem], now: datetime) -> int:
         rows: dict[tuple[str, str], dict[str, Any]] = {}
         for e in entries:
+            owner = e.flow_owner
             rows[(e.kind, e.identity)] = {
                 "catalog": self.catalog,
                 "definition": definition,
                 "kind": e.kind,
                 "identity": e.identity,
-                "scope": e.scope,
+                "scope": owner.scope if owner else e.scope,
+                "scope_namespace": owner.namespace if owner else None,
+                "scope_job": owner.job if owner else None,
                 "system": e.system,
                 "schema": e.schema,
                 "payload": e.payload,
@@ -128,7 +188,15 @@ class Ledger:
                         index_elements=["catalog", "definition", "kind", "identity"],
                         set_={
                             c: stmt.excluded[c]
-                            for c in ("scope", "system", "schema", "payload", "last_touched")
+                            for c in (
+                                "scope",
+                                "scope_namespace",
+                                "scope_job",
+                                "system",
+                                "schema",
+                                "payload",
+                                "last_touched",
+                            )
                         },
                     ),
                     values[i : i + _CHUNK],
@@ -141,11 +209,14 @@ class Ledger:
         kind: str,
         *,
         before: datetime,
-        scope_prefixes: Sequence[str] = (),
-        scopes: Sequence[str] = (),
+        namespaces: Sequence[str] | None = None,
+        jobs: Sequence[NodeKey] | None = None,
         system: str | None = None,
         schemas: Sequence[str] | None = None,
     ) -> list[Entry]:
+        """This definition's entries of ``kind`` last touched before ``before``; with
+        ``namespaces`` or ``jobs``, only the edges those owners own (every job of a namespace;
+        a job), matched by the owner's parts with equality (none when both are empty)."""
         c = items.c
         condition = and_(
             c.catalog == self.catalog,
@@ -153,25 +224,15 @@ class Ledger:
             c.kind == kind,
             c.last_touched < _naive(before),
         )
-        if scope_prefixes or scopes:
-            condition = and_(
-                condition,
-                or_(
-                    *(c.scope.like(_like_prefix(p), escape="\\") for p in scope_prefixes),
-                    *([c.scope.in_(list(scopes))] if scopes else []),
-                ),
-            )
+        if namespaces is not None or jobs is not None:
+            condition = and_(condition, _owned_by(namespaces or (), jobs or ()))
         if system is not None:
             condition = and_(condition, c.system == system)
         if schemas is not None:
             condition = and_(condition, c.schema.in_(list(schemas)))
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(c.id, c.kind, c.identity, c.payload, c.scope, c.system, c.schema)
-                .where(condition)
-                .order_by(c.id)
-            ).all()
-        return [Entry(r[0], LedgerItem(r[1], r[2], r[3] or {}, r[4], r[5], r[6])) for r in rows]
+            rows = conn.execute(_ENTRY.where(condition).order_by(c.id)).all()
+        return [_entry(r) for r in rows]
 
     def entries(
         self, definition: str, kind: str, identities: Sequence[tuple[str, str | None]]
@@ -187,19 +248,18 @@ class Ledger:
         with self.engine.connect() as conn:
             for i in range(0, len(names), _CHUNK):
                 rows = conn.execute(
-                    select(c.id, c.kind, c.identity, c.payload, c.scope, c.system, c.schema)
-                    .where(
+                    _ENTRY.where(
                         c.catalog == self.catalog,
                         c.definition == definition,
                         c.kind == kind,
                         c.identity.in_(names[i : i + _CHUNK]),
-                    )
-                    .order_by(c.id)
+                    ).order_by(c.id)
                 ).all()
                 out += [
-                    Entry(r[0], LedgerItem(r[1], r[2], r[3] or {}, r[4], r[5], r[6]))
-                    for r in rows
-                    if (r[2], None) in wanted or (r[2], r[5]) in wanted
+                    entry
+                    for entry in map(_entry, rows)
+                    if (entry.item.identity, None) in wanted
+                    or (entry.item.identity, entry.item.system) in wanted
                 ]
         return sorted(out, key=lambda e: e.id)
 
@@ -209,15 +269,22 @@ class Ledger:
         kind: str,
         *,
         system: str | None = None,
+        system_names: Sequence[str] | None = None,
         schemas: Sequence[str] | None = None,
+        namespaces: Sequence[str] | None = None,
     ) -> int:
-        """How many entries of ``kind`` this definition holds (in a System, in these schemas)."""
+        """How many entries of ``kind`` this definition holds (in a System or these Systems, in
+        these schemas, owned by jobs of these namespaces)."""
         c = items.c
         condition = and_(c.catalog == self.catalog, c.definition == definition, c.kind == kind)
         if system is not None:
             condition = and_(condition, c.system == system)
+        if system_names is not None:
+            condition = and_(condition, c.system.in_(list(system_names)))
         if schemas is not None:
             condition = and_(condition, c.schema.in_(list(schemas)))
+        if namespaces is not None:
+            condition = and_(condition, _owned_by(namespaces, ()))
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).where(condition)).scalar() or 0)
 
@@ -232,10 +299,8 @@ class Ledger:
         if definition is not None:
             condition = and_(condition, c.definition == definition)
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(c.kind, c.identity, c.payload, c.scope, c.system, c.schema).where(condition)
-            ).all()
-        return [LedgerItem(r[0], r[1], r[2] or {}, r[3], r[4], r[5]) for r in rows]
+            rows = conn.execute(_ENTRY.where(condition)).all()
+        return [_entry(r).item for r in rows]
 
     # -- Systems: the same properties the embedded catalog keeps on its Systems -------------------
 

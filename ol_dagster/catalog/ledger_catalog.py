@@ -1,7 +1,7 @@
 """The ``Catalog`` protocol for catalogs that take OpenLineage events and cannot clean by scope.
 
 OpenMetadata and Marquez receive the batch's accepted events through their own OpenLineage
-endpoints. What a definition sent is then recorded in the sync ledger (edges with their scope,
+endpoints. What a definition sent is then recorded in the sync ledger (edges with their owner,
 jobs, datasets) with the catalog's time, so the cleanup works unchanged: its calls select the
 ledger entries last touched before the cutoff, and the backend deletes them through its API.
 
@@ -47,7 +47,7 @@ from ol_dagster.catalog.protocol import (
 from ol_dagster.catalog.systems import owned_jobs, wanted_systems
 from ol_dagster.db import open_engine
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import DataFlow, NodeKey, job_of_scope
+from ol_dagster.lineage.graph import DataFlow, NodeKey
 from ol_dagster.lineage_state import DatasetState, JobState, LineageState, new_state
 from ol_dagster.settings import HttpCatalogSettings, SyncDefinition
 
@@ -224,7 +224,9 @@ class LedgerCatalog(ABC, Generic[CfgT]):
             for key in resolved
         ]
         named = [(f, p) for f, p in zip(edges, payloads, strict=True) if p is not None]
-        entries += [LedgerItem(EDGE, edge_identity(f), p, scope=f.scope) for f, p in named]
+        entries += [
+            LedgerItem(EDGE, edge_identity(f), p, scope=f.scope, owner=f.owner) for f, p in named
+        ]
         # a flow still written whose ends cannot be named this time keeps the entry it had: it is
         # still this definition's, and going stale would delete it
         kept = self.ledger.entries(
@@ -319,13 +321,17 @@ class LedgerCatalog(ABC, Generic[CfgT]):
     def cleanup_flows(
         self,
         *,
-        scope_prefixes: Sequence[str] = (),
-        scopes: Sequence[str] = (),
+        namespaces: Sequence[str] = (),
+        jobs: Sequence[NodeKey] = (),
         before: datetime,
         dry_run: bool,
     ) -> CleanupCounts:
         stale = self.ledger.stale(
-            self.definition_name, EDGE, before=before, scope_prefixes=scope_prefixes, scopes=scopes
+            self.definition_name,
+            EDGE,
+            before=before,
+            namespaces=list(namespaces),
+            jobs=[(ns, name) for ns, name in jobs],
         )
         return self._remove(stale, self.delete_edge, dry_run, ObjectType.DATA_FLOWS)
 
@@ -369,6 +375,19 @@ class LedgerCatalog(ABC, Generic[CfgT]):
         """This definition's JOB entries in a job System (in these schemas; None: all)."""
         return self.ledger.count(self.definition_name, JOB, system=system, schemas=schemas)
 
+    def count_held(
+        self, *, namespaces: Sequence[str], dataset_systems: Sequence[str]
+    ) -> dict[str, int]:
+        """From the ledger: this definition's edges owned by jobs of ``namespaces``, its
+        DATASET entries in ``dataset_systems``; no fields (these catalogs' cleanups remove
+        none)."""
+        name = self.definition_name
+        return {
+            "dataFlows": self.ledger.count(name, EDGE, namespaces=list(namespaces)),
+            "datasets": self.ledger.count(name, DATASET, system_names=list(dataset_systems)),
+            "fields": 0,
+        }
+
     def disable_quality_checks(self, jobs: list[str]) -> int:
         return 0  # neither catalog keeps quality checks ol-dagster could disable
 
@@ -386,9 +405,10 @@ class LedgerCatalog(ABC, Generic[CfgT]):
         edges: set[tuple[str, str]] = set()
         for item in self.ledger.all(EDGE, self.definition_name):
             src, dst = item.payload["from"], item.payload["to"]
-            job = job_node(item.scope or "")
-            if job is None:
+            owner = item.flow_owner
+            if owner is None:
                 continue
+            job = job_node(owner)
             edges.add((f"dataset:{src['namespace']}:{src['name']}", job))
             edges.add((job, f"dataset:{dst['namespace']}:{dst['name']}"))
         known = {n for e in edges for n in e} | {
@@ -426,8 +446,8 @@ class LedgerCatalog(ABC, Generic[CfgT]):
                 "fields": [],
             }
         for i in self.ledger.all(EDGE, self.definition_name):
-            key = job_of_scope(i.scope or "")
-            job = jobs.get(f"{key[0]}|{key[1]}") if key else None
+            owner = i.flow_owner
+            job = jobs.get(f"{owner.namespace}|{owner.job}") if owner else None
             if job is None:
                 continue
             src, dst = i.payload["from"], i.payload["to"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ol_dagster.lineage.graph import job_of_scope
+from ol_dagster.lineage.graph import FlowOwner
 
 
 class NodeNotFound(LookupError):
@@ -31,10 +31,9 @@ def parse_node(node: str) -> tuple[str, list[tuple[str, str]]]:
     return kind, [(rest[:i], rest[i + 1 :]) for i, ch in enumerate(rest) if ch == ":"]
 
 
-def job_node(scope: str) -> str | None:
-    """The ``job:<ns>:<name>`` node of the job a flow scope belongs to."""
-    job = job_of_scope(scope)
-    return f"job:{job[0]}:{job[1]}" if job else None
+def job_node(owner: FlowOwner) -> str:
+    """The ``job:<ns>:<name>`` node of the job that owns a flow."""
+    return f"job:{owner.namespace}:{owner.job}"
 
 
 def lineage_of_edges(

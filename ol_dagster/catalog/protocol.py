@@ -14,7 +14,7 @@ each backend that has one against it (``catalog.conformance``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +22,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
 from ol_dagster.lineage import LineageGraph
+from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.settings import SyncDefinition
 
 if TYPE_CHECKING:  # lineage_state finds ``ExportsState`` here
@@ -150,12 +151,14 @@ class Catalog(Protocol):
     def cleanup_flows(
         self,
         *,
-        scope_prefixes: list[str] = ...,
-        scopes: list[str] = ...,
+        namespaces: Sequence[str] = (),
+        jobs: Sequence[NodeKey] = (),
         before: datetime,
         dry_run: bool,
     ) -> CleanupCounts:
-        """Data, orchestration and field flows of the scopes, last updated before ``before``."""
+        """Data, orchestration and field flows owned by every job of ``namespaces``, or by
+        ``jobs`` (both scopes of each), last updated before ``before``. Owners are matched by
+        their parts with exact equality (case and every character count)."""
         ...
 
     def cleanup_job_system(
@@ -185,6 +188,14 @@ class Catalog(Protocol):
 
     def count_jobs(self, system: str, *, schemas: list[str] | None) -> int:
         """How many job entities a job System holds (in these schemas; ``None``: all)."""
+        ...
+
+    def count_held(
+        self, *, namespaces: Sequence[str], dataset_systems: Sequence[str]
+    ) -> dict[str, int]:
+        """What a definition holds, for the removal share: ``dataFlows`` (data, orchestration and
+        field flows owned by jobs of ``namespaces``), ``datasets`` (dataset entities in
+        ``dataset_systems``) and ``fields`` (their fields). Jobs: ``count_jobs``."""
         ...
 
     def disable_quality_checks(self, jobs: list[str]) -> int:

@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ol_dagster.catalog.systems import dataset_system_rules, may_change
+from ol_dagster.catalog.systems import dataset_system_rules
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import DatasetNode
 from ol_dagster.lineage.naming import Placement, place_dataset
+from ol_dagster.ownership import may_change
 from ol_dagster.settings import SyncDefinition
 
 

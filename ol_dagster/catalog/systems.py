@@ -12,7 +12,7 @@ from fnmatch import fnmatchcase
 
 from ol_dagster.lineage import JobNode, LineageGraph
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.openlineage.envelope import namespace_allowed
+from ol_dagster.ownership import admits, own_place
 from ol_dagster.settings import CleanupMode, DatasetSystemRule, SyncDefinition
 
 
@@ -30,7 +30,9 @@ def dataset_system_rules(definition: SyncDefinition) -> list[tuple[str, str]]:
 
 def dataset_policy(definition: SyncDefinition, system: str) -> DatasetSystemRule:
     for rule in definition.datasetSystems:
-        if rule.system == system:
+        # a System another definition claimed: its datasets of this one go to one of its own,
+        # with the rule's policy (``ownership.own_place``)
+        if system in (rule.system, own_place(definition, rule.system)):
             return rule
     return DatasetSystemRule(namespace=system, system=system, cleanupMode=CleanupMode.NONE)
 
@@ -38,9 +40,7 @@ def dataset_policy(definition: SyncDefinition, system: str) -> DatasetSystemRule
 def foreign_job(definition: SyncDefinition, job: JobNode) -> bool:
     """A job known only from a child's parent facet, in a namespace this definition does not
     own: another owner's job, never created, touched or removed in this definition's Systems."""
-    return job.referenced_only and not namespace_allowed(
-        job.namespace, definition.allowedJobNamespaces
-    )
+    return job.referenced_only and not admits(definition, job.namespace)
 
 
 def owned_jobs(graph: LineageGraph, definition: SyncDefinition) -> dict[NodeKey, str]:
@@ -51,21 +51,6 @@ def owned_jobs(graph: LineageGraph, definition: SyncDefinition) -> dict[NodeKey,
         for key, job in graph.jobs.items()
         if not foreign_job(definition, job)
     }
-
-
-def owned_by(definition: SyncDefinition, properties: dict) -> bool:
-    """A System this definition created (``openLineageOwner`` is its uuid): the only dataset
-    Systems in which it may remove, drop or rename anything. A System without an owner is not
-    owned."""
-    return properties.get("openLineageOwner") == str(definition.uuid)
-
-
-def may_change(definition: SyncDefinition, properties: dict) -> bool:
-    """Whether this definition may remove, drop or rename dataset entities in a System: only in
-    one it created (``owned_by``) whose policy lets it clean (cleanupMode not NONE). Every path
-    that removes or moves a dataset asks this, the cleanup's DROPs and the uploads' RENAMEs."""
-    mode = properties.get("cleanupMode", CleanupMode.NONE.value)
-    return owned_by(definition, properties) and mode != CleanupMode.NONE.value
 
 
 def wanted_systems(graph: LineageGraph, definition: SyncDefinition) -> dict[str, dict]:

@@ -63,7 +63,7 @@ def _annotate(settings: Settings, key: str, items: list[AnalysisItem]) -> int:
         mine = [
             i
             for i in items
-            if i[0] != "job" or namespace_allowed(i[1], definition.allowedJobNamespaces)
+            if i[0] != "job" or namespace_allowed(i[1], definition.namespace_patterns)
         ]
         # the primary catalog: the one the asset graph's lineage is read from
         catalog = open_catalog(settings, definition.catalog_keys[0], definition=definition.name)

@@ -326,7 +326,8 @@ def cleanup_result(report: CleanupReport, checks: Sequence[str]) -> dg.Materiali
 
 def removal_limits_check(report: CleanupReport) -> dg.AssetCheckResult:
     """``removal_cap``: fails when the planned removals passed ``maxRemovalsPerRun`` or would
-    remove more than ``maxRemovalShare`` of the definition's jobs; says which, with the numbers."""
+    remove more than ``maxRemovalShare`` of the definition's jobs, datasets, fields or flows; says
+    which, with the numbers."""
     reason = report["skippedReason"]
     description = None
     if reason == REMOVAL_CAP_EXCEEDED:
@@ -335,9 +336,15 @@ def removal_limits_check(report: CleanupReport) -> dg.AssetCheckResult:
             f"{report.get('maxRemovalsPerRun')}: nothing deleted"
         )
     elif reason == REMOVAL_SHARE_EXCEEDED:
+        planned, held = report.get("plannedByKind") or {}, report.get("heldByKind") or {}
+        over = report.get("shareExceeded") or ["jobs"]
+        if not planned:  # a report recorded before the share was judged per kind
+            planned = {"jobs": report.get("plannedJobRemovals", 0)}
+            held = {"jobs": report.get("heldJobs", 0)}
+        parts = ", ".join(f"{planned.get(k, 0)} of {held.get(k, 0)} {k}" for k in over)
         description = (
-            f"{report.get('plannedJobRemovals', 0)} of {report.get('heldJobs', 0)} jobs would be "
-            f"removed, more than maxRemovalShare {report.get('maxRemovalShare')}: nothing deleted"
+            f"{parts} would be removed, more than maxRemovalShare "
+            f"{report.get('maxRemovalShare')}: nothing deleted"
         )
     return dg.AssetCheckResult(
         check_name=C.REMOVAL_CAP,

@@ -74,7 +74,7 @@ def judge(value: bytes | None, definition: SyncDefinition) -> NewEvent | str:
     if isinstance(parsed, dict) and isinstance(parsed.get("events"), list):
         return "one event per message: a {'events': [...]} batch is not taken from Kafka"
     intake = sort_events(
-        [parsed], definition.allowedJobNamespaces, max_name_length=definition.limits.maxNameLength
+        [parsed], definition.namespace_patterns, max_name_length=definition.limits.maxNameLength
     )
     if intake.accepted:
         return intake.accepted[0]

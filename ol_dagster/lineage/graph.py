@@ -2,40 +2,124 @@
 
 It is the contract between normalization and the catalogs: whatever the producer (Spark, Airflow,
 dbt...), a batch ends up as these objects, keyed by OpenLineage identity (namespace, name). Each
-flow carries the scope that owns it in the catalog (``ol:<job namespace>|<job name>``, and
-``...#orchestration`` for parent/child links), which is what the cutoff cleanup removes by.
+flow has an owner (``FlowOwner``: its job and the scope kind, ``orchestration`` for parent/child
+links), which is what the cutoff cleanup removes by, matching the parts with equality. Its scope
+string (``ol:<job namespace>|<job name>``, ``...#orchestration``) is the seed's, with the
+separators inside names encoded, for Blindata and for display.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 NodeKey = tuple[str, str]  # (namespace, name)
 FieldKey = tuple[str, str, str]  # (namespace, name, field path)
 
+DATA_SCOPE = "data"  # a job's data and field flows
+ORCHESTRATION_SCOPE = "orchestration"  # parent -> child links, owned by the child
+ScopeKind = Literal["data", "orchestration"]
+
+_SCHEME = "ol:"
+_ORCHESTRATION_SUFFIX = "#orchestration"
+# Inside a name: the escape character itself and the two separators of the string. Blindata's
+# flow filters are taken to compare scopes literally and with case (our contract of its [I]
+# API: ``ol_dagster/catalog/blindata_api.py``); the Blindata cleanup does not rely on it anyway,
+# it decides by the parts (``ol_dagster/catalog/blindata/cleanup.py``).
+_ESCAPED = {"%": "%25", "|": "%7C", "#": "%23"}
+_ENCODE = str.maketrans(_ESCAPED)
+_DECODE = re.compile("|".join(re.escape(v) for v in _ESCAPED.values()))
+_DECODED = {v: k for k, v in _ESCAPED.items()}
+
+
+def encode_scope_part(name: str) -> str:
+    """A namespace or job name as it appears inside a scope string: ``%``, ``|`` and ``#``
+    percent-encoded, so no name can end one part early or fake the orchestration suffix."""
+    if "%" in name or "|" in name or "#" in name:
+        return name.translate(_ENCODE)
+    return name  # most names: the translation is the upload's hot path otherwise
+
+
+def _decode_part(part: str) -> str:
+    return _DECODE.sub(lambda m: _DECODED[m.group(0)], part)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class FlowOwner:
+    """Who owns a flow in a catalog: a job (namespace, name) and the scope kind, ``data`` for
+    its data and field flows, ``orchestration`` for the link from its parent. Catalogs store and
+    match these parts with equality; the scope string is for Blindata and for display."""
+
+    namespace: str
+    job: str
+    kind: ScopeKind = DATA_SCOPE
+
+    @property
+    def job_key(self) -> NodeKey:
+        return (self.namespace, self.job)
+
+    @property
+    def scope(self) -> str:
+        """The seed's scope string, ``ol:<ns>|<job>`` (``...#orchestration``), its names
+        encoded (``encode_scope_part``): two owners never make one string, and the namespace
+        prefix ``scope_prefix(ns)`` starts the scopes of that namespace only."""
+        if self.kind == ORCHESTRATION_SCOPE:
+            return orchestration_scope(self.namespace, self.job)
+        return flow_scope(self.namespace, self.job)
+
 
 def flow_scope(job_namespace: str, job_name: str) -> str:
-    """The scope owning a job's data flows (seed: ``ol:<job namespace>|<job name>``)."""
-    return f"ol:{job_namespace}|{job_name}"
+    """The scope owning a job's data flows (seed: ``ol:<job namespace>|<job name>``, the names
+    encoded: ``FlowOwner.scope``)."""
+    return f"{_SCHEME}{encode_scope_part(job_namespace)}|{encode_scope_part(job_name)}"
 
 
 def orchestration_scope(job_namespace: str, job_name: str) -> str:
-    return f"{flow_scope(job_namespace, job_name)}#orchestration"
+    return flow_scope(job_namespace, job_name) + _ORCHESTRATION_SUFFIX
+
+
+def parse_scope(scope: str) -> FlowOwner | None:
+    """The owner a scope string names (the inverse of ``FlowOwner.scope``); None for a scope
+    that is not an OpenLineage one."""
+    if not scope.startswith(_SCHEME) or "|" not in scope:
+        return None
+    namespace, _, rest = scope[len(_SCHEME) :].partition("|")
+    if "|" in rest:
+        return None  # not a string ``FlowOwner.scope`` makes
+    kind: ScopeKind = DATA_SCOPE
+    if rest.endswith(_ORCHESTRATION_SUFFIX):
+        rest, kind = rest.removesuffix(_ORCHESTRATION_SUFFIX), ORCHESTRATION_SCOPE
+    if "#" in rest:
+        return None
+    return FlowOwner(_decode_part(namespace), _decode_part(rest), kind)
+
+
+def parse_legacy_scope(scope: str, kind: str = DATA_SCOPE) -> FlowOwner | None:
+    """The owner of a scope stored before names were encoded (``ol:<ns>|<job>`` verbatim), for
+    migrations: the namespace ends at the first ``|``, and only an orchestration flow's scope
+    ends in the suffix (a data flow's job may be named ``x#orchestration``). Best effort: such
+    a string was ambiguous when a namespace held a ``|``."""
+    if not scope.startswith(_SCHEME) or "|" not in scope:
+        return None
+    namespace, _, job = scope[len(_SCHEME) :].partition("|")
+    if kind == ORCHESTRATION_SCOPE:
+        return FlowOwner(namespace, job.removesuffix(_ORCHESTRATION_SUFFIX), ORCHESTRATION_SCOPE)
+    return FlowOwner(namespace, job)
 
 
 def job_of_scope(scope: str) -> NodeKey | None:
     """The (namespace, name) of the job whose data or orchestration flows a scope holds; None
     for a scope that is not an OpenLineage one."""
-    if not scope.startswith("ol:") or "|" not in scope:
-        return None
-    namespace, _, name = scope[3:].partition("|")
-    return namespace, name.removesuffix("#orchestration")
+    owner = parse_scope(scope)
+    return owner.job_key if owner else None
 
 
 def scope_prefix(job_namespace: str) -> str:
-    """The prefix that covers every scope of a job namespace, data and orchestration flows."""
-    return f"ol:{job_namespace}|"
+    """The prefix that starts every scope of a job namespace, data and orchestration flows, and
+    of no other namespace (a read filter: no deletion is decided by a prefix)."""
+    return f"{_SCHEME}{encode_scope_part(job_namespace)}|"
 
 
 @dataclass(slots=True)
@@ -115,6 +199,10 @@ class DataFlow:
     job: NodeKey
 
     @property
+    def owner(self) -> FlowOwner:
+        return FlowOwner(*self.job)
+
+    @property
     def scope(self) -> str:
         return flow_scope(*self.job)
 
@@ -128,6 +216,10 @@ class FieldFlow:
     subtype: str | None = None  # IDENTITY, AGGREGATION, JOIN, FILTER...
 
     @property
+    def owner(self) -> FlowOwner:
+        return FlowOwner(*self.job)
+
+    @property
     def scope(self) -> str:
         return flow_scope(*self.job)
 
@@ -139,6 +231,10 @@ class OrchestrationFlow:
     parent: NodeKey
     child: NodeKey
     root: NodeKey | None = None
+
+    @property
+    def owner(self) -> FlowOwner:
+        return FlowOwner(*self.child, ORCHESTRATION_SCOPE)
 
     @property
     def scope(self) -> str:

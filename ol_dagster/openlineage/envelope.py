@@ -2,12 +2,13 @@
 
 Event kinds, the error every rejection is reported with (a field path and a reason a person can act
 on), the lenient reading of ``eventTime`` (zone-less times as UTC, nanoseconds cut to microseconds)
-and the ``allowedJobNamespaces`` patterns.
+and the job namespace patterns (``allowedJobNamespaces``, ``sharedJobNamespaces``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from fnmatch import fnmatchcase
@@ -56,6 +57,8 @@ def parse_event_time(value: object, path: str = "eventTime") -> datetime:
         raise EventRejected(path, f"{value!r} is out of range once converted to UTC") from None
 
 
-def namespace_allowed(namespace: str, patterns: list[str]) -> bool:
-    """``allowedJobNamespaces`` are shell-style patterns (``etl``, ``features*``, ``*``)."""
+def namespace_allowed(namespace: str, patterns: Sequence[str]) -> bool:
+    """Whether shell-style patterns (``etl``, ``features*``, ``spark?``, ``*``) admit a namespace,
+    case-sensitively. A definition admits ``SyncDefinition.namespace_patterns``: its
+    ``allowedJobNamespaces`` and its ``sharedJobNamespaces``."""
     return any(fnmatchcase(namespace, p) for p in patterns)

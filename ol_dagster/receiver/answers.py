@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
+from ol_dagster.ownership import exclusive
 from ol_dagster.receiver.intake import Intake
 from ol_dagster.settings import SnapshotMode, SyncDefinition
 
@@ -81,12 +82,15 @@ def snapshot_note(definition: SyncDefinition, intake: Intake) -> tuple[bool, str
         )
     if not intake.accepted:
         return False, "; an empty post describes nothing: NOT treated as a snapshot"
-    namespaces = sorted({e.job_namespace for e in intake.accepted if e.job_namespace is not None})
+    named = {e.job_namespace for e in intake.accepted if e.job_namespace is not None}
+    # a shared namespace gets the day-based cleanup only (ol_dagster.ownership)
+    namespaces = sorted(ns for ns in named if exclusive(definition, ns))
     sentence = f"; stored as a whole snapshot of definition {definition.name}: " + (
         f"jobs of namespaces [{', '.join(namespaces)}] that it does not describe will be removed "
         "at the next sync (within cleanup.maxRemovalsPerRun and cleanup.maxRemovalShare)"
         if namespaces
-        else "it describes no job, so no job is removed at the next sync"
+        else "it describes no job of a namespace it alone writes, so nothing is removed by its "
+        "cutoff at the next sync"
     )
     if not definition.cleanup.enabled:
         sentence += ", but cleanup.enabled is false: nothing is removed"

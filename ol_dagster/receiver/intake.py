@@ -18,7 +18,7 @@ nothing more) and names the field path of one that is too long.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import orjson
@@ -100,22 +100,24 @@ MAX_RUN_ID = 200
 
 def sort_events(
     events: Iterable[object],
-    allowed_job_namespaces: list[str],
+    job_namespaces: Sequence[str],
     *,
     max_name_length: int = DEFAULT_MAX_NAME_LENGTH,
 ) -> Intake:
-    """``max_name_length``: the definition's ``limits.maxNameLength``. ``events`` may be a
-    generator that decodes each event as it is asked for (the receiver's large posts): each one
-    is dropped once it is checked and serialized. A list of ``_PAUSE_FROM`` events or more is
-    sorted with the collector paused (``gcpause``); a generator's caller decides."""
+    """``job_namespaces``: the patterns the definition admits (``namespace_patterns``: its
+    ``allowedJobNamespaces`` and ``sharedJobNamespaces``); ``max_name_length``: its
+    ``limits.maxNameLength``. ``events`` may be a generator that decodes each event as it is
+    asked for (the receiver's large posts): each one is dropped once it is checked and
+    serialized. A list of ``_PAUSE_FROM`` events or more is sorted with the collector paused
+    (``gcpause``); a generator's caller decides."""
     if isinstance(events, list) and len(events) >= _PAUSE_FROM:
         with gc_paused():
-            return _sort_events(events, allowed_job_namespaces, max_name_length)
-    return _sort_events(events, allowed_job_namespaces, max_name_length)
+            return _sort_events(events, job_namespaces, max_name_length)
+    return _sort_events(events, job_namespaces, max_name_length)
 
 
 def _sort_events(
-    events: Iterable[object], allowed_job_namespaces: list[str], max_name_length: int
+    events: Iterable[object], job_namespaces: Sequence[str], max_name_length: int
 ) -> Intake:
     intake = Intake()
     # one string object for the values a batch repeats (20 MB of a 100,000-event post's memory)
@@ -127,11 +129,11 @@ def _sort_events(
             # identifiers bounded first: nothing below quotes a 5 MB namespace in a reason
             header = check_event(event, max_name_length=max_name_length)
             namespace = header.job_namespace
-            if namespace is not None and not namespace_allowed(namespace, allowed_job_namespaces):
+            if namespace is not None and not namespace_allowed(namespace, job_namespaces):
                 raise EventRejected(
                     "job.namespace",
-                    f"{namespace!r} is not in this definition's allowedJobNamespaces "
-                    f"({', '.join(allowed_job_namespaces)})",
+                    f"{namespace!r} is not in this definition's allowedJobNamespaces or "
+                    f"sharedJobNamespaces ({', '.join(job_namespaces)})",
                 )
             if header.run_id is not None and len(header.run_id) > MAX_RUN_ID:
                 raise EventRejected(

@@ -100,7 +100,7 @@ class Posts:
             return error(400, "this endpoint takes one event; post {'events': [...]} to /batch")
         intake = sort_events(
             [parsed],
-            definition.allowedJobNamespaces,
+            definition.namespace_patterns,
             max_name_length=definition.limits.maxNameLength,
         )
         if not intake.accepted:
@@ -133,7 +133,7 @@ class Posts:
         try:
             intake = sort_events(
                 decoded(raw_events),
-                definition.allowedJobNamespaces,
+                definition.namespace_patterns,
                 max_name_length=definition.limits.maxNameLength,
             )
         except NotJson as exc:

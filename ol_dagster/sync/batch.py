@@ -39,6 +39,7 @@ from typing import Any
 
 from ol_dagster.catalog.protocol import Catalog, DatasetRef, TakesEvents, UploadResult
 from ol_dagster.lineage import LineageGraph
+from ol_dagster.ownership import removal_cap
 from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, CatalogRecord, EventStore
 from ol_dagster.store.event_store import utcnow
@@ -243,9 +244,10 @@ def _upload_locked(
     outcome: UploadOutcome = upload_graph(
         catalog, graph, definition, (lambda: events) if events is not None else inputs.events
     )
+    graph = outcome.graph or graph  # as uploaded: claimed Systems' datasets placed elsewhere
     record: UploadRecord = {
         **outcome.result.as_dict(),
-        "graph": graph_facts(graph),
+        "graph": graph_facts(graph, outcome.claimed),
         "runId": run_id,
     }
     store.record_upload(
@@ -278,6 +280,7 @@ def batch_facts(store: EventStore, batch: BatchRecord, upload: UploadRecord) -> 
         jobs=g.get("jobs") or [],
         dropped=upload.get("dropped") or {},
         drops=[DatasetRef(*d) for d in g.get("drops") or []],
+        claimed=dict(g.get("claimedSystems") or {}),
     )
 
 
@@ -302,11 +305,7 @@ def cleanup_batch(
     keeps (``begin_run``) is not cleaned again: its recorded report is returned."""
     where = fanout.target(definition, catalog_key)
     over = overrides or CleanupOverrides()
-    cap = (
-        over.maxRemovalsPerRun
-        if over.maxRemovalsPerRun is not None
-        else definition.cleanup.maxRemovalsPerRun
-    )
+    cap = removal_cap(definition, over.maxRemovalsPerRun)
     kept = _kept(store, batch_id, where, run_id)
     if kept is not None and kept.cleanup_report is not None:
         _settle(store, definition, batch_id, where, run_id)
@@ -452,7 +451,7 @@ def fail_run(store: EventStore, definition: SyncDefinition, batch_id: int, run_i
         if mine is not None and mine.status is not None:
             continue  # its cleanup step recorded how it ended (SYNCED, UPLOAD_FAILED, RUN_FAILED)
         cutoff = mine.cutoff if mine is not None else None
-        report = skipped_report(RUN_FAILED, cutoff, definition.cleanup.maxRemovalsPerRun)
+        report = skipped_report(RUN_FAILED, cutoff, removal_cap(definition))
         store.record_cleanup(
             batch.id,
             report | {"runId": run_id},

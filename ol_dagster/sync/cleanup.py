@@ -40,13 +40,33 @@ from ol_dagster.catalog.protocol import (
     CleanupCounts,
     CleanupPermissionDenied,
     DatasetRef,
+    ObjectType,
     Rehearsing,
     Removal,
 )
-from ol_dagster.catalog.systems import job_system_for, may_change, owned_by
-from ol_dagster.lineage.graph import flow_scope, orchestration_scope, scope_prefix
-from ol_dagster.openlineage.envelope import namespace_allowed
-from ol_dagster.settings import CleanupMode, LineageReplacement, SnapshotMode, SyncDefinition
+from ol_dagster.catalog.systems import job_system_for
+from ol_dagster.lineage.graph import NodeKey, flow_scope, orchestration_scope, scope_prefix
+from ol_dagster.ownership import (
+    CUTOFF,
+    DAYS,
+    SHARED_SYSTEM_DOWNGRADED,
+    SYSTEM_CLAIMED,
+    BatchShape,
+    SystemInfo,
+    Verdict,
+    admitted,
+    decide,
+    decide_stale,
+    former_job_systems,
+    is_snapshot,
+    may_change,
+    owns_system,
+    removal_cap,
+    removal_share,
+    share_exceeded,
+    systems_by_name,
+)
+from ol_dagster.settings import SyncDefinition
 from ol_dagster.sync.reports import (
     CallArgs,
     CallDescription,
@@ -57,9 +77,6 @@ from ol_dagster.sync.reports import (
     JournalCounts,
     ShareLimit,
 )
-
-CUTOFF = "CUTOFF"
-DAYS = "DAYS"
 
 # skippedReason codes
 RUN_FAILED = "RUN_FAILED"
@@ -72,8 +89,7 @@ CLEANUP_PERMISSION_DENIED = CleanupPermissionDenied.code
 DRY_RUN = "DRY_RUN"
 SUPERSEDED = "SUPERSEDED"
 
-# warnings
-SHARED_SYSTEM_DOWNGRADED = "SHARED_SYSTEM_DOWNGRADED"
+# warnings (SHARED_SYSTEM_DOWNGRADED and SYSTEM_CLAIMED: ``ol_dagster.ownership``)
 DANGLING_FLOW = "DANGLING_FLOW"
 DROP_NOT_OWNED = "DROP_NOT_OWNED"
 
@@ -93,6 +109,17 @@ class BatchFacts:
     jobs: list[str] = field(default_factory=list)  # "<namespace>.<name>" of every job described
     dropped: dict[str, int] = field(default_factory=dict)
     drops: list[DatasetRef] = field(default_factory=list)  # datasets a DROP event named
+    # dataset Systems another definition claimed -> the System its datasets were placed in
+    claimed: dict[str, str] = field(default_factory=dict)
+
+    def shape(self, definition: SyncDefinition) -> BatchShape:
+        return BatchShape(
+            snapshot=is_snapshot(definition, self.posted, self.whole_snapshot),
+            job_namespaces=tuple(self.job_namespaces),
+            described_jobs=tuple(self.described_jobs),
+            completed_jobs=tuple(self.completed_jobs),
+            dataset_systems=tuple(self.dataset_systems),
+        )
 
 
 class Journal(Protocol):
@@ -108,9 +135,10 @@ def invoke(catalog: Catalog, target: str, args: Mapping[str, Any], dry: bool) ->
     """Make one cleanup call from its recorded arguments (JSON: a plan's call, ``CallArgs``, or
     a journal entry replayed as a dry run to see what is still there)."""
     if target == "flows":
+        namespaces, jobs = _flow_owners(args)
         return catalog.cleanup_flows(
-            scope_prefixes=list(args["scopePrefixes"]),
-            scopes=list(args["scopes"]),
+            namespaces=namespaces,
+            jobs=jobs,
             before=datetime.fromisoformat(args["before"]),
             dry_run=dry,
         )
@@ -130,6 +158,22 @@ def invoke(catalog: Catalog, target: str, args: Mapping[str, Any], dry: bool) ->
     if target == "drops":
         return catalog.drop_datasets([DatasetRef(*d) for d in args["datasets"]], dry_run=dry)
     raise ValueError(f"unknown cleanup call {target!r}")
+
+
+def _flow_owners(args: Mapping[str, Any]) -> tuple[list[str], list[NodeKey]]:
+    """The owners a flows call covers: namespaces (every job of each) and jobs. A call recorded
+    before owners were kept as parts names them as scope strings (``ol:<ns>|`` prefixes and
+    ``ol:<ns>|<job>[#orchestration]`` scopes), read back as they were written."""
+    namespaces = list(args.get("namespaces") or [])
+    jobs: list[NodeKey] = [(ns, name) for ns, name in args.get("jobs") or []]
+    for prefix in args.get("scopePrefixes") or []:
+        namespaces.append(prefix.removeprefix("ol:").removesuffix("|"))
+    for scope in args.get("scopes") or []:
+        ns, _, name = scope.removeprefix("ol:").partition("|")
+        job = (ns, name.removesuffix("#orchestration"))
+        if job not in jobs:
+            jobs.append(job)
+    return namespaces, jobs
 
 
 @dataclass(slots=True)
@@ -160,47 +204,7 @@ class _Call:
 
 
 def cleanup_mode(definition: SyncDefinition, facts: BatchFacts) -> str:
-    if (
-        definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT
-        and facts.posted
-        and facts.whole_snapshot
-    ):
-        return CUTOFF
-    return DAYS
-
-
-def owned_namespaces(definition: SyncDefinition, namespaces: list[str]) -> list[str]:
-    """The job namespaces among ``namespaces`` the definition owns: the only possible scopes."""
-    return sorted(
-        ns for ns in set(namespaces) if namespace_allowed(ns, definition.allowedJobNamespaces)
-    )
-
-
-def replaced_jobs(definition: SyncDefinition, facts: BatchFacts) -> list[tuple[str, str]]:
-    """Jobs this batch fully describes one by one (outside a snapshot): JobEvents, and runs
-    completed in it when ``lineageReplacement`` is JOB (judged whole: see ``sync.batch``)."""
-    jobs = set(facts.described_jobs)
-    if definition.lineageReplacement is LineageReplacement.JOB:
-        jobs |= set(facts.completed_jobs)
-    return sorted(j for j in jobs if namespace_allowed(j[0], definition.allowedJobNamespaces))
-
-
-def owns_cutoff(definition: SyncDefinition, properties: dict[str, Any]) -> bool:
-    """CUTOFF is safe on a dataset System only if this definition is its only producer."""
-    patterns = definition.allowedJobNamespaces
-    return owned_by(definition, properties) and len(patterns) == 1 and "*" not in patterns[0]
-
-
-def former_job_systems(definition: SyncDefinition, systems: list[dict[str, Any]]) -> list[str]:
-    """The definition's ``openLineageSystem`` when it exists, and every System whose
-    ``openLineageJobSystem`` holds the definition's uuid, unless another definition created it."""
-    uuid = str(definition.uuid)
-    out = []
-    for s in systems:
-        marks = s.get("openLineageJobSystem") or []
-        if s["name"] == definition.job_system or (marks and marks[0] == uuid):
-            out.append(s["name"])
-    return out
+    return CUTOFF if is_snapshot(definition, facts.posted, facts.whole_snapshot) else DAYS
 
 
 class _Planner:
@@ -210,40 +214,54 @@ class _Planner:
         self.cutoff = cutoff
         self.calls: list[_Call] = []
         self.warnings: list[CleanupWarning] = []
-        self._systems: list[dict[str, Any]] | None = None
+        self.verdict: Verdict | None = None
+        self._systems: dict[str, SystemInfo] | None = None
 
     @property
-    def systems(self) -> list[dict[str, Any]]:
+    def systems(self) -> dict[str, SystemInfo]:
         if self._systems is None:
-            self._systems = self.catalog.systems()
+            self._systems = systems_by_name(self.catalog.systems())
         return self._systems
 
     def job_system_names(self) -> list[str]:
         """Every job System of the definition: current (its rules and ``openLineageSystem``)
         and former ones."""
-        names = {self.definition.job_system, *former_job_systems(self.definition, self.systems)}
+        names = {
+            self.definition.job_system,
+            *former_job_systems(self.definition, self.systems.values()),
+        }
         names |= {r.system for r in self.definition.jobSystems}
-        return sorted(names & {s["name"] for s in self.systems})
+        return sorted(names & set(self.systems))
 
-    def held_jobs(self) -> int:
-        """Job entities the definition holds now, in the namespaces it owns."""
-        total = 0
+    def held_namespaces(self) -> dict[str, list[str]]:
+        """The namespaces of the definition each of its job Systems holds."""
+        out: dict[str, list[str]] = {}
         for system in self.job_system_names():
-            schemas = owned_namespaces(self.definition, self.catalog.job_schemas(system))
+            schemas = admitted(self.definition, self.catalog.job_schemas(system))
             if schemas:
-                total += self.catalog.count_jobs(system, schemas=schemas)
-        return total
+                out[system] = schemas
+        return out
+
+    def held(self) -> dict[str, int]:
+        """What the definition holds now, per kind: its jobs, the flows of its namespaces, the
+        datasets and fields of the Systems it created."""
+        by_system = self.held_namespaces()
+        jobs = sum(self.catalog.count_jobs(s, schemas=ns) for s, ns in by_system.items())
+        namespaces = sorted({ns for schemas in by_system.values() for ns in schemas})
+        # every System it created, cleaned or not: the lineage it holds, as a share is read
+        owned = sorted(n for n, s in self.systems.items() if owns_system(self.definition, s))
+        counts = self.catalog.count_held(namespaces=namespaces, dataset_systems=owned)
+        return {"jobs": jobs, **counts}
 
     def drops(self, datasets: list[DatasetRef]) -> None:
         """Datasets a DROP event named, in Systems this definition owns and may clean; a DROP
         in any other System is reported and left alone."""
         if not datasets:
             return
-        by_name = {s["name"]: s for s in self.systems}
         allowed: list[DatasetRef] = []
         for d in datasets:
-            props = by_name.get(d.system, {})
-            if may_change(self.definition, props):
+            info = self.systems.get(d.system)
+            if info is not None and may_change(self.definition, info):
                 allowed.append(d)
             else:
                 self.warnings.append(
@@ -263,19 +281,37 @@ class _Planner:
     def days_ago(self, days: int) -> datetime:
         return self.cutoff - timedelta(days=days)
 
-    def flows(self, *, prefixes: list[str], scopes: list[str], before: datetime) -> None:
-        if not prefixes and not scopes:
+    def flows(
+        self,
+        *,
+        namespaces: list[str] | tuple[str, ...] = (),
+        jobs: list[NodeKey] | tuple[NodeKey, ...] = (),
+        before: datetime,
+    ) -> None:
+        """Flows owned by every job of ``namespaces``, or by ``jobs`` (both their scopes)."""
+        if not namespaces and not jobs:
             return
+        # the report names them as scopes, as a person reads them in the catalog; the call is
+        # made (and journaled) with the owners' parts
         description: CallDescription = {"deleteBefore": before.isoformat()}
-        if prefixes:
-            description["scopePrefixes"] = prefixes
-        if scopes:
-            description["scopes"] = scopes
-        args: CallArgs = {"scopePrefixes": prefixes, "scopes": scopes, "before": before.isoformat()}
+        if namespaces:
+            description["scopePrefixes"] = [scope_prefix(ns) for ns in namespaces]
+        if jobs:
+            description["scopes"] = [
+                s for j in jobs for s in (flow_scope(*j), orchestration_scope(*j))
+            ]
+        args: CallArgs = {
+            "namespaces": list(namespaces),
+            "jobs": [list(j) for j in jobs],
+            "before": before.isoformat(),
+        }
         self.calls.append(_Call("flows", description, args, self.catalog))
 
     def job_systems(
-        self, namespaces: list[str], before: datetime, routines_before: datetime | None = None
+        self,
+        namespaces: list[str] | tuple[str, ...],
+        before: datetime,
+        routines_before: datetime | None = None,
     ) -> None:
         """Each job System for the namespaces it holds, and each former one for all of them."""
         if not namespaces:
@@ -283,12 +319,11 @@ class _Planner:
         by_system: dict[str, list[str]] = {}
         for ns in namespaces:
             by_system.setdefault(job_system_for(self.definition, ns), []).append(ns)
-        known = {s["name"] for s in self.systems}
-        for former in former_job_systems(self.definition, self.systems):
+        for former in former_job_systems(self.definition, self.systems.values()):
             # a namespace moved away left its jobs here, untouched: every namespace is looked at
             by_system[former] = list(namespaces)
         for system, schemas in sorted(by_system.items()):
-            if system in known:  # a System never created holds nothing to clean
+            if system in self.systems:  # a System never created holds nothing to clean
                 self._job_call(system, sorted(schemas), before, routines_before)
 
     def _job_call(
@@ -327,54 +362,36 @@ class _Planner:
             )
         )
 
-    def dataset_systems(self, referred: list[str], *, snapshot: bool) -> None:
-        """CUTOFF Systems the batch refers to or this definition owns (snapshot only, when owned
-        alone), DAYS Systems after their ``cleanupDays``; a CUTOFF System this definition does not
-        own alone is cleaned with DAYS and reported SHARED_SYSTEM_DOWNGRADED."""
-        by_name = {s["name"]: s for s in self.systems}
-        owned = {n for n, s in by_name.items() if owned_by(self.definition, s)}
-        for name in sorted((set(referred) | owned) & set(by_name)):
-            props = by_name[name]
-            if props.get("openLineageOwner") and name not in owned:
-                continue  # never act on what another definition created
-            mode = props.get("cleanupMode", CleanupMode.NONE.value)
-            days = int(props.get("cleanupDays") or 30)
-            if mode == CleanupMode.CUTOFF.value:
-                if not owns_cutoff(self.definition, props):
-                    self.warnings.append({"code": SHARED_SYSTEM_DOWNGRADED, "system": name})
-                    self.dataset_system(name, self.days_ago(days), DAYS)
-                elif snapshot:
-                    # owned alone: the snapshot describes all of it, including what it no longer
-                    # refers to at all (seed's Example: the retired job's S3 entity goes too)
-                    self.dataset_system(name, self.cutoff, CUTOFF)
-            elif mode == CleanupMode.DAYS.value:
-                self.dataset_system(name, self.days_ago(days), DAYS)
+    def carry_out(self, verdict: Verdict) -> None:
+        """The calls of a verdict: cutoff namespaces and replaced jobs by the cutoff, the rest
+        after its days, each dataset System as the verdict says."""
+        self.verdict = verdict
+        stale = self.days_ago(self.definition.cleanup.staleJobDays)
+        for name in verdict.downgraded:
+            self.warnings.append({"code": SHARED_SYSTEM_DOWNGRADED, "system": name})
+        self.flows(namespaces=verdict.cutoff_namespaces, before=self.cutoff)
+        # a routine whose job is still described (its sql facet removed) waits for the day-based
+        # limit; a removed job's routine goes with it now
+        self.job_systems(verdict.cutoff_namespaces, self.cutoff, stale)
+        self.flows(jobs=verdict.replaced_jobs, before=self.cutoff)
+        self.flows(namespaces=verdict.days_namespaces, before=stale)
+        self.job_systems(verdict.days_namespaces, stale)
+        for call in verdict.dataset_systems:
+            before = self.cutoff if call.mode == CUTOFF else self.days_ago(call.days or 30)
+            self.dataset_system(call.system, before, call.mode)
 
 
 def plan_batch(
     catalog: Catalog, definition: SyncDefinition, facts: BatchFacts, cutoff: datetime
 ) -> tuple[str, _Planner]:
-    """The calls a synced batch makes, by the rules of the seed."""
-    mode = cleanup_mode(definition, facts)
+    """The calls a synced batch makes, by the verdict of ``ol_dagster.ownership``."""
     p = _Planner(catalog, definition, cutoff)
-    namespaces = owned_namespaces(definition, facts.job_namespaces)
-    if mode == CUTOFF:
-        p.flows(prefixes=[scope_prefix(ns) for ns in namespaces], scopes=[], before=cutoff)
-        # a routine whose job is still described (its sql facet removed) waits for the day-based
-        # limit; a removed job's routine goes with it now
-        p.job_systems(namespaces, cutoff, p.days_ago(definition.cleanup.staleJobDays))
-        p.dataset_systems(facts.dataset_systems, snapshot=True)
-        p.drops(facts.drops)
-        return mode, p
-    jobs = replaced_jobs(definition, facts)
-    scopes = [s for j in jobs for s in (flow_scope(*j), orchestration_scope(*j))]
-    p.flows(prefixes=[], scopes=scopes, before=cutoff)
-    stale = p.days_ago(definition.cleanup.staleJobDays)
-    p.flows(prefixes=[scope_prefix(ns) for ns in namespaces], scopes=[], before=stale)
-    p.job_systems(namespaces, stale)
-    p.dataset_systems(facts.dataset_systems, snapshot=False)
+    for system, placed in sorted(facts.claimed.items()):
+        p.warnings.append({"code": SYSTEM_CLAIMED, "system": system, "placedIn": placed})
+    verdict = decide(definition, facts.shape(definition), p.systems)
+    p.carry_out(verdict)
     p.drops(facts.drops)
-    return mode, p
+    return verdict.mode, p
 
 
 def plan_stale(
@@ -382,14 +399,10 @@ def plan_stale(
 ) -> tuple[str, _Planner]:
     """The daily day-based cleanup: every job namespace the catalog holds for this definition."""
     p = _Planner(catalog, definition, cutoff)
-    stale = p.days_ago(definition.cleanup.staleJobDays)
-    namespaces = owned_namespaces(
-        definition, [ns for s in p.job_system_names() for ns in catalog.job_schemas(s)]
-    )
-    p.flows(prefixes=[scope_prefix(ns) for ns in namespaces], scopes=[], before=stale)
-    p.job_systems(namespaces, stale)
-    p.dataset_systems([], snapshot=False)
-    return DAYS, p
+    held = [ns for s in p.job_system_names() for ns in catalog.job_schemas(s)]
+    verdict = decide_stale(definition, held, p.systems)
+    p.carry_out(verdict)
+    return verdict.mode, p
 
 
 def new_report(
@@ -428,15 +441,27 @@ def _rehearse(catalog: Catalog, calls: list[_Call]) -> None:
             call.dry = call.run(not rehearsing)
 
 
-def _removed_share(
-    planner: _Planner, calls: list[_Call], described: frozenset[str]
-) -> tuple[int, int]:
-    """(jobs the plan removes, jobs the definition holds now): what ``maxRemovalShare`` compares.
-    A job the batch still describes that leaves a former job System is moved, not removed."""
-    removed = {j for c in calls if c.dry for j in c.dry.removed_jobs} - described
-    if not removed:
-        return 0, 0
-    return len(removed), planner.held_jobs()
+def _removing(calls: list[_Call], described: frozenset[str]) -> dict[str, int]:
+    """What the rehearsed plan removes directly, per kind the share guard compares: jobs (a job
+    the batch still describes that leaves a former job System is moved, not removed), dataset
+    entities and their fields (dataset System calls and DROPs), and flows (the flows calls: the
+    flows the batch no longer describes). What goes only because its end went (the flows of a
+    removed job or dataset) follows from those and is not judged again."""
+    out = {
+        "jobs": len({j for c in calls if c.dry for j in c.dry.removed_jobs} - described),
+        "datasets": 0,
+        "fields": 0,
+        "dataFlows": 0,
+    }
+    for c in calls:
+        if c.dry is None:
+            continue
+        if c.target in ("datasetSystem", "drops"):
+            out["datasets"] += c.dry.counts.get(ObjectType.PHYSICAL_ENTITIES, 0)
+            out["fields"] += c.dry.counts.get(ObjectType.PHYSICAL_FIELDS, 0)
+        elif c.target == "flows":
+            out["dataFlows"] += c.dry.counts.get(ObjectType.DATA_FLOWS, 0)
+    return out
 
 
 def execute(
@@ -454,18 +479,26 @@ def execute(
     written to the ``journal`` before it is made and completed after."""
     report["mode"] = mode
     report["warnings"].extend(planner.warnings)
+    if planner.verdict is not None:
+        report["ownership"] = planner.verdict.as_dict()
     calls = planner.calls
     try:
         _rehearse(catalog, calls)
         planned = sum(c.dry.total for c in calls if c.dry)
         report["plannedRemovals"] = planned
-        removing, held = _removed_share(planner, calls, described) if share is not None else (0, 0)
+        over: list[str] = []
         if share is not None:
-            report["plannedJobRemovals"] = removing
-            report["heldJobs"] = held
+            removing = _removing(calls, described)
+            held = planner.held() if any(removing.values()) else dict.fromkeys(removing, 0)
+            over = share_exceeded(removing, held, share)
+            report["plannedJobRemovals"] = removing["jobs"]
+            report["heldJobs"] = held.get("jobs", 0)
+            report["plannedByKind"] = removing
+            report["heldByKind"] = held
+            report["shareExceeded"] = over
         if planned > cap:
             report["skippedReason"] = REMOVAL_CAP_EXCEEDED
-        elif share is not None and held and removing / held > share:
+        elif over:
             report["skippedReason"] = REMOVAL_SHARE_EXCEEDED
         elif definition.outputOptions.dryRun:
             report["skippedReason"] = DRY_RUN
@@ -544,8 +577,8 @@ def run_cleanup(
 ) -> CleanupReport:
     """Plan, guard and (when allowed) carry out a batch's cleanup; returns the seed's report.
     ``max_removals`` and ``max_share`` override the definition's limits for this run."""
-    cap = definition.cleanup.maxRemovalsPerRun if max_removals is None else max_removals
-    share = definition.cleanup.maxRemovalShare if max_share is None else max_share
+    cap = removal_cap(definition, max_removals)
+    share = removal_share(definition, max_share)
     report = new_report(cleanup_mode(definition, facts), cutoff, cap, share)
     if facts.dropped.get(DANGLING_FLOW):
         report["warnings"].append({"code": DANGLING_FLOW, "count": facts.dropped[DANGLING_FLOW]})
@@ -574,7 +607,7 @@ def run_stale_cleanup(
 ) -> CleanupReport:
     """The daily day-based cleanup of a definition (``<definition>/stale_cleanup``). The share
     guard is for batches: what has not been described for staleJobDays is meant to go."""
-    cap = definition.cleanup.maxRemovalsPerRun if max_removals is None else max_removals
+    cap = removal_cap(definition, max_removals)
     cutoff = catalog.clock()
     report = new_report(DAYS, cutoff, cap)
     if not definition.cleanup.enabled:

@@ -21,6 +21,9 @@ class GraphFacts(TypedDict):
 
     jobNamespaces: list[str]
     datasetSystems: list[str]
+    # dataset Systems another definition claimed -> the System of this definition's own its
+    # datasets were placed in instead (SYSTEM_CLAIMED)
+    claimedSystems: NotRequired[dict[str, str]]
     describedJobs: list[list[str]]  # [namespace, name]
     completedJobs: list[list[str]]
     jobs: list[str]  # "<namespace>.<name>"
@@ -51,7 +54,8 @@ class CleanupWarning(TypedDict, total=False):
 
     code: Required[str]
     dataset: str  # DROP_NOT_OWNED: "<namespace>:<name>"
-    system: str  # SHARED_SYSTEM_DOWNGRADED
+    system: str  # SHARED_SYSTEM_DOWNGRADED, SYSTEM_CLAIMED
+    placedIn: str  # SYSTEM_CLAIMED: the System of this definition's own its datasets went to
     count: int  # DANGLING_FLOW
     message: str  # REMOVAL_REFUSED
 
@@ -73,8 +77,10 @@ class CallDescription(TypedDict, total=False):
 class CallArgs(TypedDict, total=False):
     """The JSON arguments ``sync.cleanup.invoke`` makes a call from (by target)."""
 
-    scopePrefixes: list[str]
+    scopePrefixes: list[str]  # recorded before flows were matched by their owner's parts
     scopes: list[str]
+    namespaces: list[str]
+    jobs: list[list[str]]  # [namespace, name]
     before: str
     system: str
     schemas: list[str]
@@ -142,6 +148,13 @@ class CleanupReport(TypedDict):
     # the share guard's numbers (when a share is set)
     plannedJobRemovals: NotRequired[int]
     heldJobs: NotRequired[int]
+    # per kind (jobs, datasets, fields, dataFlows): what the plan removes, what the definition
+    # holds, and the kinds over the share
+    plannedByKind: NotRequired[dict[str, int]]
+    heldByKind: NotRequired[dict[str, int]]
+    shareExceeded: NotRequired[list[str]]
+    # who owns what: the namespaces and Systems the cutoff covered, and what it left and why
+    ownership: NotRequired[dict[str, Any]]
     # after the real calls
     movedJobs: NotRequired[list[str]]
     removed: NotRequired[dict[str, int]]

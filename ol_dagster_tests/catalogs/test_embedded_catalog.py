@@ -915,7 +915,7 @@ def _scopes(catalog: EmbeddedCatalog) -> dict[str, int]:
     return out
 
 
-def test_cleanup_flows_by_prefix_and_by_scope_only_before_the_cutoff(
+def test_cleanup_flows_by_namespace_and_by_job_only_before_the_cutoff(
     catalog: EmbeddedCatalog, definition
 ) -> None:
     d = definition()
@@ -937,42 +937,43 @@ def test_cleanup_flows_by_prefix_and_by_scope_only_before_the_cutoff(
         return catalog.cleanup_flows(**kw).counts[FLOWS]
 
     # nothing was updated before the first cutoff
-    assert (
-        flows(scope_prefixes=["ol:etl|", "ol:features|"], before=first_cutoff, dry_run=False) == 0
-    )
+    assert flows(namespaces=["etl", "features"], before=first_cutoff, dry_run=False) == 0
     # dry runs count and delete nothing
-    assert flows(scope_prefixes=["ol:etl|"], before=second_cutoff, dry_run=True) == 3
-    assert flows(scopes=["ol:etl|build_kpi"], before=second_cutoff, dry_run=True) == 2
-    assert flows(scope_prefixes=["ol:features|"], before=second_cutoff, dry_run=True) == 1
+    assert flows(namespaces=["etl"], before=second_cutoff, dry_run=True) == 3
+    assert flows(jobs=[("etl", "build_kpi")], before=second_cutoff, dry_run=True) == 3
+    assert flows(namespaces=["features"], before=second_cutoff, dry_run=True) == 1
+    # a job and its namespace in one call: each flow counted once
+    assert (
+        flows(namespaces=["etl"], jobs=[("etl", "build_kpi")], before=second_cutoff, dry_run=True)
+        == 3
+    )
+    assert flows(before=second_cutoff, dry_run=True) == 0  # no owner named: nothing
     assert _scopes(catalog) == before
 
-    # exact scopes: the job's data flows, not its orchestration scope
-    assert flows(scopes=["ol:etl|build_kpi"], before=second_cutoff, dry_run=False) == 2
-    assert _scopes(catalog) == {
-        "ol:etl|load_orders": 3,
-        "ol:etl|build_kpi#orchestration": 1,
-        "ol:features|export_anomalies": 1,
-    }
-    # the namespace prefix covers orchestration scopes too, and stays in its namespace
-    assert flows(scope_prefixes=["ol:etl|"], before=second_cutoff, dry_run=False) == 1
+    # a job: both its scopes (data and orchestration), nothing of another job
+    assert flows(jobs=[("etl", "build_kpi")], before=second_cutoff, dry_run=False) == 3
     assert _scopes(catalog) == {"ol:etl|load_orders": 3, "ol:features|export_anomalies": 1}
+    # a namespace: only its own
+    assert flows(namespaces=["features"], before=second_cutoff, dry_run=False) == 1
+    assert _scopes(catalog) == {"ol:etl|load_orders": 3}
 
 
-def test_cleanup_flows_prefix_is_literal(catalog: EmbeddedCatalog, definition) -> None:
-    # "_" and "%" are LIKE wildcards: the prefix of namespace e_l must not cover exl or e%l
+def test_cleanup_flows_matches_the_namespace_exactly(catalog: EmbeddedCatalog, definition) -> None:
+    # "_" and "%" are LIKE wildcards, and LIKE ignores case on SQLite: the flows of namespace
+    # e_l are not those of exl, e%l or E_L
     d = definition(allowedJobNamespaces=["*"])
     events = [
         job(ns, "j", [ds(WH, f"db.s.in_{i}")], [ds(WH, f"db.s.out_{i}")])
-        for i, ns in enumerate(["e_l", "exl", "e%l"])
+        for i, ns in enumerate(["e_l", "exl", "e%l", "E_L"])
     ]
     catalog.upload(graph_of(events, d), d)
     cutoff = catalog.clock()
 
-    dry = catalog.cleanup_flows(scope_prefixes=["ol:e_l|"], before=cutoff, dry_run=True)
-    real = catalog.cleanup_flows(scope_prefixes=["ol:e_l|"], before=cutoff, dry_run=False)
+    dry = catalog.cleanup_flows(namespaces=["e_l"], before=cutoff, dry_run=True)
+    real = catalog.cleanup_flows(namespaces=["e_l"], before=cutoff, dry_run=False)
 
     assert dry.counts == real.counts == {FLOWS: 1}
-    assert _scopes(catalog) == {"ol:exl|j": 1, "ol:e%l|j": 1}
+    assert _scopes(catalog) == {"ol:exl|j": 1, "ol:e%25l|j": 1, "ol:E_L|j": 1}
 
 
 def test_cleanup_job_system_removes_stale_jobs_of_the_schemas(
@@ -1109,8 +1110,8 @@ def test_cleanup_without_systems_admin_is_refused_and_deletes_nothing(
     catalog.set_permissions(catalog.user, [])
 
     calls: list[Callable[[bool], Any]] = [
-        lambda dry: catalog.cleanup_flows(scope_prefixes=["ol:etl|"], before=cutoff, dry_run=dry),
-        lambda dry: catalog.cleanup_flows(scopes=["ol:etl|build_kpi"], before=cutoff, dry_run=dry),
+        lambda dry: catalog.cleanup_flows(namespaces=["etl"], before=cutoff, dry_run=dry),
+        lambda dry: catalog.cleanup_flows(jobs=[("etl", "build_kpi")], before=cutoff, dry_run=dry),
         lambda dry: catalog.cleanup_job_system(
             "snap_jobs", schemas=["etl"], before=cutoff, dry_run=dry
         ),
@@ -1136,7 +1137,7 @@ def test_another_user_without_the_permission_is_refused(catalog_url: str) -> Non
     other = EmbeddedCatalog(catalog_url, user="reader")
     try:
         with pytest.raises(CleanupPermissionDenied):
-            other.cleanup_flows(scope_prefixes=["ol:etl|"], before=other.clock(), dry_run=True)
+            other.cleanup_flows(namespaces=["etl"], before=other.clock(), dry_run=True)
     finally:
         other.close()
 
@@ -1195,7 +1196,7 @@ def retired(catalog: EmbeddedCatalog, definition) -> tuple[EmbeddedCatalog, date
         (
             "flows",
             lambda dry: catalog.cleanup_flows(
-                scope_prefixes=["ol:etl|", "ol:features|"], before=cutoff, dry_run=dry
+                namespaces=["etl", "features"], before=cutoff, dry_run=dry
             ),
         ),
         (

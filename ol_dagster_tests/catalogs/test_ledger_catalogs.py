@@ -290,7 +290,7 @@ def dagster_env(
         allowedJobNamespaces=[NS],
         datasetSystems=[{"namespace": BUCKET, "system": BUCKET_SYSTEM, "cleanupMode": "CUTOFF"}],
     )
-    data["catalogs"] = {
+    data["catalogs"] |= {
         "main": {
             "kind": backend.kind,
             "url": backend.env.url,

@@ -37,7 +37,7 @@ from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.schema import PG_FILLFACTOR, STAMPED_TABLES
 from ol_dagster.catalog.protocol import UploadResult
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import flow_scope, scope_prefix
+from ol_dagster.lineage.graph import flow_scope
 from ol_dagster.settings import SyncDefinition, parse_settings
 from ol_dagster.sync.upload import UploadOutcome, build_graph, upload_graph
 from ol_dagster_tests.catalogs.test_embedded_catalog import (
@@ -500,9 +500,7 @@ def cleanup(c: Tracked, d: SyncDefinition) -> None:
     assert c.cutoff is not None
     catalog, before = c.catalog, c.cutoff
     namespaces = ["etl", "features"]
-    catalog.cleanup_flows(
-        scope_prefixes=[scope_prefix(ns) for ns in namespaces], before=before, dry_run=False
-    )
+    catalog.cleanup_flows(namespaces=namespaces, before=before, dry_run=False)
     catalog.cleanup_job_system("snap_jobs", schemas=namespaces, before=before, dry_run=False)
     for system in (WH, "lake"):
         catalog.cleanup_dataset_system(system, before=before, dry_run=False)

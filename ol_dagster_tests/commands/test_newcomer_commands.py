@@ -198,7 +198,8 @@ def test_sync_exits_1_when_a_batch_upload_failed_though_its_run_succeeded(tmp_pa
     with serve(marquez.server) as url:
         data = settings_data(tmp_path)
         data["catalogs"]["main"] = {"kind": "marquez", "url": url, "maxRetries": 0}
-        data["definitions"] = [data["definitions"][1]]  # "add": every job namespace
+        # "add" alone (every job namespace), on the Marquez catalog
+        data["definitions"] = [{**data["definitions"][1], "catalog": "main"}]
         path = _settings(tmp_path, data)
         store = EventStore(load_settings(path).store.url)
         events = [

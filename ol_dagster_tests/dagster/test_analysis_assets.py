@@ -89,7 +89,7 @@ def test_analyses_show_tables_warn_on_a_stopped_job_and_annotate_the_catalog(
         assert meta["jobs"].value == 2
 
     settings = load_settings(path)
-    catalog = EmbeddedCatalog(settings.catalogs["main"].url)
+    catalog = EmbeddedCatalog(settings.catalogs["other"].url)  # add's catalog
     try:
         with catalog.engine.connect() as conn:
             analysis = conn.execute(

@@ -20,7 +20,7 @@ def test_a_failed_sync_run_marks_its_batch_for_a_retry(write_settings, tmp_path)
     path = write_settings()
     data = yaml.safe_load(path.read_text())
     # a catalog nobody can reach: the upload step raises, the run fails before its cleanup
-    data["catalogs"]["main"]["url"] = "postgresql+psycopg://nobody@127.0.0.1:1/none"
+    data["catalogs"]["other"]["url"] = "postgresql+psycopg://nobody@127.0.0.1:1/none"  # add's
     path.write_text(yaml.safe_dump(data))
     settings = load_settings(path)
     store = EventStore(settings.store.url)

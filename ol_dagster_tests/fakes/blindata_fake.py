@@ -29,7 +29,11 @@ What it models:
   RFC 9110 §15.5.6: a 405 must send ``Allow``). OPTIONS needs credentials like every call;
 * failure injection: ``inject`` queues faults (a status with ``Retry-After``, 5xx bursts, slow
   answers) for the next matching requests, each used once; ``refuse`` makes the server refuse
-  objects with a 4xx (validation), as long as it is set.
+  objects with a 4xx (validation), as long as it is set;
+* how ``scopePrefix`` matches: the notes do not say (§3 names the filter only). By default it is
+  a literal, case-sensitive prefix; ``match_scope_prefixes_like_sql`` makes it what a server
+  that filters with SQL ``ILIKE '<prefix>%'`` would do (no case, ``_`` and ``%`` wildcards), so
+  a test can show the client deletes nothing more on such a server.
 """
 
 from __future__ import annotations
@@ -162,6 +166,7 @@ class BlindataFake:
         self.requests: list[Seen] = []
         self.lock = threading.RLock()
         self._indexes: dict[int, dict[tuple, str]] = {}  # id(store) -> natural key -> uuid
+        self.scope_prefix_like_sql = False  # see ``match_scope_prefixes_like_sql``
         self.app = Starlette(
             routes=[
                 Route(
@@ -255,6 +260,20 @@ class BlindataFake:
         """Refuse POST/PUT bodies of ``resource`` (``physical_entities``...) matching ``when``."""
         with self.lock:
             self.refusals.append((resource, when, status, message))
+
+    def match_scope_prefixes_like_sql(self, on: bool = True) -> None:
+        """Match ``scopePrefix`` (flow search and flow cleanup) as ``ILIKE '<prefix>%'``: without
+        case, ``_`` any one character, ``%`` any characters."""
+        with self.lock:
+            self.scope_prefix_like_sql = on
+
+    def _scope_has_prefix(self, scope: str, prefix: str) -> bool:
+        if not self.scope_prefix_like_sql:
+            return scope.startswith(prefix)
+        pattern = "".join(
+            ".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in prefix
+        )
+        return re.match(pattern, scope, re.IGNORECASE | re.DOTALL) is not None
 
     def tenant(self, name: str) -> Tenant:
         return self.tenants[name]
@@ -762,7 +781,7 @@ class BlindataFake:
         if query.get("scope"):
             items = [f for f in items if f["scope"] == query["scope"]]
         if query.get("scopePrefix"):
-            items = [f for f in items if f["scope"].startswith(query["scopePrefix"])]
+            items = [f for f in items if self._scope_has_prefix(f["scope"], query["scopePrefix"])]
         if query.get("updatedBefore"):
             before = _parse_time(query["updatedBefore"], "updatedBefore")
             items = [f for f in items if _time(f["updateDate"]) < before]
@@ -832,7 +851,10 @@ class BlindataFake:
         matched = [
             f
             for f in t.flows.values()
-            if ((prefix and f["scope"].startswith(prefix)) or (scopes and f["scope"] in scopes))
+            if (
+                (prefix and self._scope_has_prefix(f["scope"], prefix))
+                or (scopes and f["scope"] in scopes)
+            )
             and _time(f["updateDate"]) < cutoff
         ]
         if not dry:

@@ -166,7 +166,7 @@ def test_a_stream_topic_lands_in_the_definitions_stream_batch_and_syncs(
     assert sync.returncode == 0, sync.stderr
     lines = [json.loads(line) for line in sync.stdout.splitlines() if line.strip()]
     assert [line["status"] for line in lines if line["definition"] == "add"] == ["synced"]
-    catalog = EmbeddedCatalog(load_settings(path).catalogs["main"].url)
+    catalog = EmbeddedCatalog(load_settings(path).catalogs["other"].url)  # add's catalog
     try:
         assert {"etl.k_0", "etl.k_1", "etl.k_2"} <= set(catalog.job_names())
     finally:

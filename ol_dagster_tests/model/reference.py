@@ -135,8 +135,9 @@ class DefinitionSpec:
 
     @property
     def sole_owner(self) -> bool:
-        """CUTOFF is kept only with exactly one allowedJobNamespaces pattern without ``*``."""
-        return len(self.allowed) == 1 and "*" not in self.allowed[0]
+        """CUTOFF is kept only with a single namespace: one allowedJobNamespaces pattern with no
+        ``*``, ``?`` or ``[``."""
+        return len(self.allowed) == 1 and not any(c in self.allowed[0] for c in "*?[")
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,7 @@ class Removal:
     flows: set[FlowKey] = field(default_factory=set)
     links: set[LinkKey] = field(default_factory=set)
     calls: bool = False  # whether the cleanup has any call to make (none: nothing to refuse)
+    direct_flows: int = 0  # flows removed for themselves (not because an end of theirs went)
 
     @property
     def total(self) -> int:
@@ -334,6 +336,9 @@ class ReferenceModel:
 
         def dataset(x: Dataset, time: int) -> DatasetKey:
             system, mode = d.dataset_system_of(x.namespace)
+            owner, owner_mode = self.systems.get(system, (d.uuid, mode))
+            if owner != d.uuid and owner_mode == CUTOFF:  # claimed: a System of its own
+                system = f"{system} [{d.name}]"
             key = (system, x.namespace, x.name)
             out.systems.setdefault(system, mode)
             out.datasets.add(key)
@@ -470,7 +475,7 @@ class ReferenceModel:
                 for k, t in self.jobs.items()
                 if k[0] in d.job_systems and k[1] in scopes and t < cut
             }
-            if d.sole_owner:
+            if d.sole_owner and scopes:  # a dataset-only batch describes no job of the owner
                 for system, policy in self.systems.items():
                     if policy == (d.uuid, CUTOFF):
                         out.calls = True
@@ -488,6 +493,7 @@ class ReferenceModel:
                 out.calls = True
                 if key in self.datasets:
                     out.datasets.add(key)
+        out.direct_flows = len(out.flows) + len(out.links)
         # an entity goes with every flow that touches it
         gone_jobs = {k[1:] for k in out.jobs}
         out.flows |= {k for k in self.flows if k[2] in out.datasets or k[3] in out.datasets}
@@ -495,7 +501,24 @@ class ReferenceModel:
         return out
 
     def held_jobs(self, d: DefinitionSpec) -> int:
-        return sum(1 for k in self.jobs if k[0] in d.job_systems)
+        return sum(1 for k in self.jobs if k[0] in d.job_systems and d.allows(k[1]))
+
+    def held_datasets(self, d: DefinitionSpec) -> int:
+        return sum(1 for k in self.datasets if self._owned(d, k[0])[0])
+
+    def held_flows(self, d: DefinitionSpec) -> int:
+        return sum(1 for k in self.flows if d.allows(k[0])) + sum(
+            1 for k in self.links if d.allows(k[2])
+        )
+
+    def share_exceeded(self, d: DefinitionSpec, plan: Removal, share: float) -> bool:
+        """Each kind against what the definition holds of it: its jobs, the datasets of the
+        Systems it created, the flows of its namespaces. Flows are judged only when no job goes
+        (a job's flows go with it and the job share judged that)."""
+        judged = [(len(plan.jobs), self.held_jobs(d)), (len(plan.datasets), self.held_datasets(d))]
+        if not plan.jobs:
+            judged.append((plan.direct_flows, self.held_flows(d)))
+        return any(held and removing / held > share for removing, held in judged)
 
     def cleanup(
         self,
@@ -551,10 +574,9 @@ class ReferenceModel:
             return Expectation(frozenset({CLEANUP_PERMISSION_DENIED}), nothing, None, True)
         cap = d.max_removals if max_removals is None else max_removals
         share = d.max_share if max_share is None else max_share
-        held = self.held_jobs(d)
         if plan.total > cap:
             reasons.add(REMOVAL_CAP_EXCEEDED)
-        if held and len(plan.jobs) / held > share:
+        if self.share_exceeded(d, plan, share):
             reasons.add(REMOVAL_SHARE_EXCEEDED)
         if d.dry_run:
             reasons.add(DRY_RUN)

@@ -221,7 +221,7 @@ def test_a_ledger_entry_touched_exactly_at_the_cutoff_is_not_stale(ledger: Ledge
     ledger.touch("snap", [LedgerItem("job", "etl.retired", scope=scope + "retired")], t1)
     ledger.touch("snap", [LedgerItem("job", "etl.kept", scope=scope + "kept")], t2)
 
-    stale = ledger.stale("snap", "job", before=t2, scope_prefixes=[scope])
+    stale = ledger.stale("snap", "job", before=t2, namespaces=["etl"])
 
     assert [e.item.identity for e in stale] == ["etl.retired"]
-    assert ledger.stale("snap", "job", before=t1, scope_prefixes=[scope]) == []
+    assert ledger.stale("snap", "job", before=t1, namespaces=["etl"]) == []

@@ -26,6 +26,8 @@ from ol_dagster.settings import (
 from ol_dagster.settings_cache import CacheStats
 from ol_dagster_tests.conftest import TOKENS, settings_data
 
+SNAP_UUID = "11111111-1111-4111-8111-111111111111"
+ADD_UUID = "22222222-2222-4222-8222-222222222222"
 MINIMAL_DEFINITION = {
     "name": "minimal",
     "uuid": "33333333-3333-4333-8333-333333333333",
@@ -538,11 +540,13 @@ def test_a_merged_key_may_still_be_overridden(tmp_path: Path) -> None:
         "  - name: first\n"
         "    uuid: 11111111-1111-4111-8111-111111111111\n"
         "    catalog: main\n"
+        "    allowedJobNamespaces: [etl]\n"
         "    receiver: {token: {env: OL_TEST_TOKEN_SNAP}}\n"
         "    cleanup: &strict {maxRemovalsPerRun: 5, staleJobDays: 7}\n"
         "  - name: second\n"
         "    uuid: 22222222-2222-4222-8222-222222222222\n"
         "    catalog: main\n"
+        "    allowedJobNamespaces: [ml]\n"
         "    receiver: {token: {env: OL_TEST_TOKEN_ADD}}\n"
         "    cleanup:\n"
         "      <<: *strict\n"
@@ -599,12 +603,13 @@ def test_receiver_tokens_name_every_problem_at_once(
     write_settings: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = settings_data(tmp_path)
-    data["definitions"].append({**MINIMAL_DEFINITION})
+    data["definitions"].append({**MINIMAL_DEFINITION, "allowedJobNamespaces": ["minimal"]})
     data["definitions"].append(
         {
             **MINIMAL_DEFINITION,
             "name": "fourth",
             "uuid": "44444444-4444-4444-8444-444444444444",
+            "allowedJobNamespaces": ["fourth"],
             "receiver": {"token": {"env": "OL_TEST_TOKEN_FOURTH"}},
         }
     )
@@ -781,6 +786,228 @@ def test_a_catalog_that_cannot_work_is_named(
     assert "\n" not in message
     assert f" {key_path}: " in message, message
     assert hint in message.split(f" {key_path}: ", 1)[1].split("; ")[0]
+
+
+# -- one owner per namespace per catalog ----------------------------------------------------------
+
+
+def _two(first: dict[str, Any], second: dict[str, Any], **top: Any) -> dict[str, Any]:
+    """Settings with two definitions, ``fin`` and ``rest``, on catalog ``main`` unless told."""
+    return {
+        "catalogs": {"main": {"kind": "embedded", "url": "sqlite:///catalog.db"}},
+        **top,
+        "definitions": [
+            {**MINIMAL_DEFINITION, "name": "fin", "uuid": SNAP_UUID, **first},
+            {
+                **MINIMAL_DEFINITION,
+                "name": "rest",
+                "uuid": ADD_UUID,
+                "receiver": {"token": {"env": "OL_TEST_TOKEN_ADD"}},
+                **second,
+            },
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "common"),
+    [
+        ({"allowedJobNamespaces": ["fin"]}, {}, "fin"),  # the default ["*"] admits every one
+        ({"allowedJobNamespaces": ["fin"]}, {"allowedJobNamespaces": ["fin"]}, "fin"),
+        ({"allowedJobNamespaces": ["spark?"]}, {"allowedJobNamespaces": ["spark1"]}, "spark1"),
+        ({"allowedJobNamespaces": ["[a-c]x"]}, {"allowedJobNamespaces": ["ml", "bx"]}, "bx"),
+        # owned by one, shared by the other: the owner's cutoff would take the other's lineage
+        (
+            {"allowedJobNamespaces": ["etl*"]},
+            {"allowedJobNamespaces": ["ml"], "sharedJobNamespaces": ["etl_shared"]},
+            "etl_shared",
+        ),
+        (
+            {"allowedJobNamespaces": ["ops"], "sharedJobNamespaces": ["common*"]},
+            {"allowedJobNamespaces": ["common_ml"]},
+            "common_ml",
+        ),
+    ],
+    ids=[
+        "star-beside-fin",
+        "fin-twice",
+        "question-mark",
+        "class",
+        "owned-vs-shared",
+        "shared-vs-owned",
+    ],
+)
+def test_two_definitions_that_can_own_one_namespace_on_one_catalog_are_refused(
+    tmp_path: Path, first: dict[str, Any], second: dict[str, Any], common: str
+) -> None:
+    message = _error(_write(tmp_path / "ol_dagster.yaml", _two(first, second)))
+
+    assert "\n" not in message
+    assert "definitions fin and rest both feed catalog 'main'" in message
+    assert f"both admit job namespace {common!r}" in message
+    assert "one owner per namespace per catalog" in message
+    assert "sharedJobNamespaces" in message  # the way out
+
+
+@pytest.mark.parametrize(
+    ("fin", "rest"),
+    [
+        (["etl"], ["ETL"]),  # case counts
+        (["a*b"], ["*c"]),
+        (["etl"], ["etl_x", "etl|x", "etl.*"]),  # no prefix is a namespace
+        (["\u00e9tl"], ["e\u0301tl"]),  # NFC and NFD are different namespaces
+        (["[!f]*"], ["f*"]),
+    ],
+    ids=["case", "ends", "prefixes", "nfc-nfd", "negated-class"],
+)
+def test_disjoint_patterns_on_one_catalog_load(
+    tmp_path: Path, fin: list[str], rest: list[str]
+) -> None:
+    data = _two({"allowedJobNamespaces": fin}, {"allowedJobNamespaces": rest})
+
+    settings = load_settings(_write(tmp_path / "ol_dagster.yaml", data))
+
+    assert settings.definition("fin").allowedJobNamespaces == fin
+
+
+def test_a_namespace_both_declare_shared_loads_and_is_shared_by_both(tmp_path: Path) -> None:
+    data = _two(
+        {"allowedJobNamespaces": ["fin"], "sharedJobNamespaces": ["common"]},
+        {"allowedJobNamespaces": ["ops*"], "sharedJobNamespaces": ["comm?n"]},
+    )
+
+    settings = load_settings(_write(tmp_path / "ol_dagster.yaml", data))
+
+    fin, rest = settings.definition("fin"), settings.definition("rest")
+    assert fin.namespace_patterns == ("fin", "common")
+    assert rest.namespace_patterns == ("ops*", "comm?n")
+    assert fin.is_shared("common") and rest.is_shared("common")
+    assert not fin.is_shared("fin") and not fin.is_shared("Common")
+    assert not fin.sole_namespace  # a shared namespace: no CUTOFF dataset System
+
+
+@pytest.mark.parametrize(
+    ("allowed", "shared", "sole"),
+    [
+        (["warehouse"], [], True),
+        (["spark?"], [], False),  # a glob character: several namespaces
+        (["spark[12]"], [], False),
+        (["spark["], [], False),  # fnmatch reads it literally, yet it is not written as one name
+        (["etl", "features"], [], False),
+        (["warehouse"], ["common"], False),
+    ],
+    ids=["literal", "question-mark", "class", "open-bracket", "two", "shared"],
+)
+def test_a_sole_namespace_is_one_literal_pattern_and_nothing_shared(
+    tmp_path: Path, allowed: list[str], shared: list[str], sole: bool
+) -> None:
+    data = {
+        "definitions": [
+            {
+                **MINIMAL_DEFINITION,
+                "allowedJobNamespaces": allowed,
+                "sharedJobNamespaces": shared,
+            }
+        ]
+    }
+
+    (d,) = load_settings(_write(tmp_path / "ol_dagster.yaml", data)).definitions
+
+    assert d.sole_namespace is sole
+
+
+@pytest.mark.parametrize(
+    ("catalogs", "where"),
+    [
+        # one database under two keys, however its URL is spelled
+        (
+            {
+                "main": {"url": "sqlite:///data/catalog.db"},
+                "other": {"kind": "embedded", "url": "sqlite:///./data//catalog.db"},
+            },
+            "other",
+        ),
+        (
+            {
+                "main": {"url": "postgresql+psycopg://u@db:5432/cat"},
+                "other": {"url": "postgresql://u@db:5432/cat"},
+            },
+            "other",
+        ),
+        # no URL of their own: both on databaseUrl
+        ({"main": {"kind": "embedded"}, "other": {"kind": "embedded"}}, "other"),
+        (
+            {
+                "main": {"kind": "marquez", "url": "http://marquez:5000"},
+                "other": {"kind": "marquez", "url": "http://marquez:5000/"},
+            },
+            "other",
+        ),
+    ],
+    ids=["sqlite-path-spelling", "postgresql-driver", "database-url", "marquez-trailing-slash"],
+)
+def test_one_catalog_under_two_keys_is_one_catalog(
+    tmp_path: Path, catalogs: dict[str, Any], where: str
+) -> None:
+    data = _two(
+        {"allowedJobNamespaces": ["fin"]},
+        {"catalog": where},
+        databaseUrl="postgresql+psycopg://u@db:5432/cat",
+    )
+    data["catalogs"] = catalogs
+
+    message = _error(_write(tmp_path / "ol_dagster.yaml", data))
+
+    assert "definitions fin and rest both feed catalog 'main' (rest names it 'other')" in message
+    assert "both admit job namespace 'fin'" in message
+
+
+def test_different_catalogs_may_hold_the_same_namespaces(tmp_path: Path) -> None:
+    data = _two({"allowedJobNamespaces": ["fin"]}, {"catalog": "other"})
+    data["catalogs"] = {
+        "main": {"url": "sqlite:///catalog.db"},
+        "other": {"url": "sqlite:///other.db"},
+        # one Blindata server, two tenants: two catalogs
+        "bd1": {"kind": "blindata", "url": "http://bd", "tenant": "a", "token": {"env": "T"}},
+        "bd2": {"kind": "blindata", "url": "http://bd", "tenant": "b", "token": {"env": "T"}},
+    }
+    data["definitions"].append(
+        {
+            **MINIMAL_DEFINITION,
+            "name": "third",
+            "uuid": "33333333-3333-4333-8333-333333333333",
+            "catalogs": ["bd1"],
+            "allowedJobNamespaces": ["fin"],
+            "receiver": {"token": {"env": "OL_TEST_TOKEN_THIRD"}},
+        }
+    )
+    data["definitions"].append(
+        {
+            **MINIMAL_DEFINITION,
+            "name": "fourth",
+            "uuid": "44444444-4444-4444-8444-444444444444",
+            "catalog": "bd2",
+            "receiver": {"token": {"env": "OL_TEST_TOKEN_FOURTH"}},
+        }
+    )
+    del data["definitions"][2]["catalog"]
+
+    settings = load_settings(_write(tmp_path / "ol_dagster.yaml", data))
+
+    assert [d.name for d in settings.definitions] == ["fin", "rest", "third", "fourth"]
+
+
+def test_a_definition_feeding_several_catalogs_is_checked_on_each(tmp_path: Path) -> None:
+    data = _two(
+        {"catalogs": ["main", "lineage"], "allowedJobNamespaces": ["fin"]},
+        {"catalog": "lineage"},
+    )
+    data["catalogs"]["lineage"] = {"kind": "marquez", "url": "http://marquez:5000"}
+    del data["definitions"][0]["catalog"]
+
+    message = _error(_write(tmp_path / "ol_dagster.yaml", data))
+
+    assert "definitions fin and rest both feed catalog 'lineage'" in message
 
 
 # -- read once per version of the file, per sensor tick, per run ----------------------------------

@@ -89,7 +89,9 @@ def _settings(tmp: Path) -> dict[str, Any]:
         return {
             "name": name,
             "uuid": f"{n}{n}{n}{n}{n}{n}{n}{n}-{n}{n}{n}{n}-4{n}{n}{n}-8{n}{n}{n}-{str(n) * 12}",
-            "catalog": "main",
+            # anyns and narrow admit every namespace: each feeds a catalog of its own (one owner
+            # per namespace per catalog)
+            "catalog": name if namespaces == ["*"] else "main",
             "allowedJobNamespaces": namespaces,
             "limits": limits,
             "receiver": {"token": {"env": env}},
@@ -98,7 +100,10 @@ def _settings(tmp: Path) -> dict[str, Any]:
 
     return {
         "store": {"url": f"sqlite:///{tmp / 'unused.db'}"},
-        "catalogs": {"main": {"kind": "embedded", "url": f"sqlite:///{tmp / 'catalog.db'}"}},
+        "catalogs": {
+            key: {"kind": "embedded", "url": f"sqlite:///{tmp / key}.db"}
+            for key in ("main", "anyns", "narrow")
+        },
         "definitions": [
             definition(
                 "snap", 1, "OL_TEST_TOKEN_SNAP", ["etl", "features"], snapshotMode="BATCH_SNAPSHOT"

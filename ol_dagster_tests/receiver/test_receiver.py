@@ -243,7 +243,10 @@ def test_a_snapshot_of_dataset_events_only_removes_no_job(receiver: Callable[...
     }
     body = check_answer(r.post(BATCH, {"events": [dataset_event]}))
     assert body["wholeSnapshot"] is True
-    assert "it describes no job, so no job is removed" in body["message"]
+    assert (
+        "it describes no job of a namespace it alone writes, so nothing is removed"
+        in body["message"]
+    )
 
 
 def test_an_empty_post_to_a_snapshot_definition_is_not_a_snapshot(

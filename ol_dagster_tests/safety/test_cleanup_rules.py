@@ -930,13 +930,22 @@ def test_objects_of_crawler_and_other_definition_systems_are_never_touched(h: Ha
     stale = run_stale_cleanup(h.catalog, d)
 
     assert report["removedJobs"] == ["etl.gone"]  # its own job goes...
+    own = f"{BUCKET_SYSTEM} [{d.name}]"  # where its datasets of the claimed bucket were placed
     for r in (report, stale):
-        assert calls(r, "datasetSystem") == []  # ...but no System it did not create is visited
+        # ...but no System it did not create is visited
+        assert {c["system"] for c in calls(r, "datasetSystem")} <= {own}
+    assert {
+        "code": "SYSTEM_CLAIMED",
+        "system": BUCKET_SYSTEM,
+        "placedIn": own,
+    } in report["warnings"]
     assert {
         (crawled, "shop.public.crawled_only"),
         (BUCKET_SYSTEM, "other_export"),
-        (BUCKET_SYSTEM, "mine"),
+        (own, "kept"),
     } <= datasets(h.catalog)
+    # its own dataset, in its own System, that its snapshot no longer describes
+    assert (own, "mine") not in datasets(h.catalog)
     assert jobs(h.catalog) == {"features.export", "etl.kept"}
 
 

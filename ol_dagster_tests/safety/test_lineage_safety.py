@@ -423,10 +423,14 @@ def test_a_rename_never_moves_an_object_into_a_system_another_definition_owns(h:
     )
     h.sync(owner, [job("etl", "writer", [pg("src")], [ds(BUCKET, "scores")])])
     moved = _renamed(other_bucket, "scores", (BUCKET, "scores"))
-    h.sync(owner, [job("etl", "writer", [pg("src")], [moved])], stream=True)
-    # not its System to change: the old entity stays, the new name is only added
-    assert (BUCKET_SYSTEM, "scores") in datasets(h.catalog)
-    assert {(other_system, "scores"), (other_system, "theirs")} <= datasets(h.catalog)
+    report = h.sync(owner, [job("etl", "writer", [pg("src")], [moved])], stream=True)
+    # the neighbour claimed its System (CUTOFF): the new name is never put there, but in a
+    # System of the owner's own, into which the owner may move its entity (both are its own)
+    own = f"{other_system} [{owner.name}]"
+    assert {"code": "SYSTEM_CLAIMED", "system": other_system, "placedIn": own} in report["warnings"]
+    assert (BUCKET_SYSTEM, "scores") not in datasets(h.catalog)  # moved, with its flow
+    assert {(own, "scores"), (other_system, "theirs")} <= datasets(h.catalog)
+    assert (other_system, "scores") not in datasets(h.catalog)
     assert ("ol:etl|writer", "shop.public.src", "scores") in {
         (f[0], f[1], f[2]) for f in flows(h.catalog)
     }

@@ -49,14 +49,12 @@ def _sync(d: Driver, name: str, events: list[Event]) -> None:
 
 def test_a_dataset_renamed_by_another_definition_leaves_no_flow_at_its_new_name(env: Env):
     """Found by Hypothesis (the rename by another definition, then a whole snapshot continuing
-    a STREAMING/PERIODIC ACCUMULATIVE run): ``snap`` renames the bucket's entity ``b``, which
-    takes ``features.f1``'s flow to ``b.v2``; ``multi``'s next snapshot describes the run again,
-    unchanged, writing ``b``. The seed: a snapshot "uploads again everything its scopes still
-    own", then "anything in those scopes that was last updated before the cutoff was not
-    described by this run: it is deprecated and is deleted": the flow to ``b`` is written and
-    the one to ``b.v2``, which the run no longer describes, is removed. The upload only stamped
-    the job's rows (its digest unchanged, though the entity its flow linked had moved): the
-    flow to ``b.v2`` stayed and the one to ``b`` was never written."""
+    a STREAMING/PERIODIC ACCUMULATIVE run): ``snap`` renames the bucket's entity ``b`` while
+    ``multi``'s run writes ``b`` too. ``snap`` created the CUTOFF System ``bucket``, so
+    ``multi``'s datasets that its rule maps there are placed in ``bucket [multi]``, a System of
+    its own: ``snap``'s rename moves only its own ``b``, and ``multi``'s flow, described again
+    unchanged, stays on its own ``b`` (before Systems were claimed, the rename took ``multi``'s
+    flow to ``b.v2`` and the unchanged upload never wrote the flow to ``b`` again)."""
     snap = definition_spec("snap")  # BATCH_SNAPSHOT over etl, owns the bucket System (CUTOFF)
     multi = definition_spec("multi", dataset_rules=((BUCKET, "bucket", CUTOFF),))
     d = Driver(env, (snap, multi))
@@ -82,7 +80,8 @@ def test_a_dataset_renamed_by_another_definition_leaves_no_flow_at_its_new_name(
     _sync(d, "snap", [Event("job", "etl", "load", outputs=(RENAMED_B,), time=3)])
     assert RENAMED_KEY in d.model.datasets and B_KEY not in d.model.datasets  # it moved
     _sync(d, "multi", [window(time=4)])  # the run goes on: it still reads a, writes b
-    assert set(d.model.flows) == {("features", "f1", PG_A_KEY, B_KEY)}
+    own_b = ("bucket [multi]", BUCKET_B.namespace, BUCKET_B.name)
+    assert set(d.model.flows) == {("features", "f1", PG_A_KEY, own_b)}
 
 
 def test_a_job_described_again_after_a_rename_in_an_earlier_upload_is_written_again(env: Env):

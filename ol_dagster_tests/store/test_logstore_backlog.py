@@ -150,7 +150,7 @@ def _post_and_sync(path: Path, instance, events: list[dict]) -> dict:
 
 
 def _catalog_jobs(path: Path) -> set[str]:
-    catalog = EmbeddedCatalog(load_settings(path).catalogs["main"].url)
+    catalog = EmbeddedCatalog(load_settings(path).catalogs["other"].url)  # add's catalog
     try:
         with catalog.engine.connect() as conn:
             rows = conn.execute(

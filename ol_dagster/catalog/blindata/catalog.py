@@ -18,6 +18,7 @@ from ol_dagster.catalog.blindata import upload as upload_ops
 from ol_dagster.catalog.blindata.client import BlindataClient
 from ol_dagster.catalog.protocol import CleanupCounts, DatasetRef, UploadResult
 from ol_dagster.lineage import LineageGraph
+from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.settings import BlindataCatalogSettings, SyncDefinition
 
 
@@ -74,17 +75,13 @@ class BlindataCatalog:
     def cleanup_flows(
         self,
         *,
-        scope_prefixes: Sequence[str] = (),
-        scopes: Sequence[str] = (),
+        namespaces: Sequence[str] = (),
+        jobs: Sequence[NodeKey] = (),
         before: datetime,
         dry_run: bool,
     ) -> CleanupCounts:
         return cleanup.cleanup_flows(
-            self.client,
-            scope_prefixes=scope_prefixes,
-            scopes=scopes,
-            before=before,
-            dry_run=dry_run,
+            self.client, namespaces=namespaces, jobs=jobs, before=before, dry_run=dry_run
         )
 
     def cleanup_job_system(
@@ -115,6 +112,13 @@ class BlindataCatalog:
 
     def count_jobs(self, system: str, *, schemas: list[str] | None) -> int:
         return cleanup.count_jobs(self.client, system, schemas=schemas)
+
+    def count_held(
+        self, *, namespaces: Sequence[str], dataset_systems: Sequence[str]
+    ) -> dict[str, int]:
+        return cleanup.count_held(
+            self.client, namespaces=namespaces, dataset_systems=dataset_systems
+        )
 
     def disable_quality_checks(self, jobs: list[str]) -> int:
         return quality.disable_quality_checks(self.client, jobs)

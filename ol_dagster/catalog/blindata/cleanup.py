@@ -1,11 +1,13 @@
 """Blindata's cleanup calls: what a scope or a System holds that the runs no longer describe.
 
-The server deletes by scope prefix or by System and schema what was last updated before a cutoff,
-with a dry run first; this module builds those calls and reads their counts. What the server cannot
-decide from its own data (a routine whose job is gone: the link is ol-dagster's naming; the
-entities a DROP named) is read here and deleted one by one. Every call that is refused with 403
-raises ``CleanupPermissionDenied``, so the cleanup's guards see a missing permission before any
-call of the plan deletes anything.
+The server deletes by scope or by System and schema what was last updated before a cutoff, with a
+dry run first; this module builds those calls and reads their counts. Flows are removed by exact
+scopes only: a namespace's are read by its scope prefix and kept by their owner's parts
+(``owned_scopes``), since how the server matches a prefix (case, wildcards) is not documented. What
+the server cannot decide from its own data (a routine whose job is gone: the link is ol-dagster's
+naming; the entities a DROP named) is read here and deleted one by one. Every call that is refused
+with 403 raises ``CleanupPermissionDenied``, so the cleanup's guards see a missing permission before
+any call of the plan deletes anything.
 """
 
 from __future__ import annotations
@@ -17,7 +19,14 @@ from typing import Any
 from ol_dagster.catalog import blindata_api as api
 from ol_dagster.catalog.blindata.client import BlindataClient
 from ol_dagster.catalog.blindata.finders import find_entity, find_system
-from ol_dagster.catalog.blindata.shapes import iso, json_body, parse_when, to_int, uuid_of
+from ol_dagster.catalog.blindata.shapes import (
+    flow_owner,
+    iso,
+    json_body,
+    parse_when,
+    to_int,
+    uuid_of,
+)
 from ol_dagster.catalog.http import CatalogRefused
 from ol_dagster.catalog.protocol import (
     CleanupCounts,
@@ -25,8 +34,10 @@ from ol_dagster.catalog.protocol import (
     DatasetRef,
     ObjectType,
 )
+from ol_dagster.lineage.graph import NodeKey, flow_scope, orchestration_scope, scope_prefix
 
 _NEVER = datetime(1970, 1, 1, tzinfo=UTC)  # a cleanup cutoff nothing is older than
+_SCOPES_PER_CALL = 500  # exact scopes named in one flows cleanup call
 
 _RESULT_TYPES = {
     api.RESOURCE_PHYSICAL_ENTITY: ObjectType.PHYSICAL_ENTITIES,
@@ -70,21 +81,49 @@ def _count(part: Any, dry_run: bool) -> int:
     return len(items) if isinstance(items, list) else 0
 
 
+def owned_scopes(
+    client: BlindataClient,
+    *,
+    namespaces: Sequence[str] = (),
+    jobs: Sequence[NodeKey] = (),
+    before: datetime | None = None,
+) -> list[str]:
+    """The scope strings of the flows owned by every job of ``namespaces`` (last updated
+    before ``before``, when given) and by ``jobs`` (both their scopes).
+
+    A namespace's flows are read by its scope prefix, then kept only if the owner their scope
+    names has exactly that namespace: what a server's prefix filter matches beyond the literal
+    prefix (case, wildcards: its API does not say) never reaches a delete."""
+    scopes: set[str] = set()
+    for ns in sorted(set(namespaces)):
+        params = {"scopePrefix": scope_prefix(ns)}
+        if before is not None:
+            params["updatedBefore"] = iso(before)
+        for f in client.pages(api.DATA_FLOWS, params):
+            owner = flow_owner(f)
+            if owner is not None and owner.namespace == ns and f.get("scope"):
+                scopes.add(str(f["scope"]))
+    for job in jobs:
+        scopes |= {flow_scope(*job), orchestration_scope(*job)}
+    return sorted(scopes)
+
+
 def cleanup_flows(
     client: BlindataClient,
     *,
-    scope_prefixes: Sequence[str] = (),
-    scopes: Sequence[str] = (),
+    namespaces: Sequence[str] = (),
+    jobs: Sequence[NodeKey] = (),
     before: datetime,
     dry_run: bool,
 ) -> CleanupCounts:
+    """The seed's flows call on exact scopes (``scopes``): those ``owned_scopes`` finds, in
+    chunks; no call when there are none (nothing of theirs is older than ``before``)."""
     total = 0
     common = {"updatedBefore": iso(before), "dryRun": dry_run}
-    for prefix in scope_prefixes:
-        answer = _cleanup_call(client, api.DATA_FLOWS_CLEANUP, {"scopePrefix": prefix, **common})
-        total += _count(answer, dry_run)
-    if scopes:
-        answer = _cleanup_call(client, api.DATA_FLOWS_CLEANUP, {"scopes": list(scopes), **common})
+    scopes = owned_scopes(client, namespaces=namespaces, jobs=jobs, before=before)
+    for i in range(0, len(scopes), _SCOPES_PER_CALL):
+        chunk = scopes[i : i + _SCOPES_PER_CALL]
+        answer = _cleanup_call(client, api.DATA_FLOWS_CLEANUP, {"scopes": chunk, **common})
         total += _count(answer, dry_run)
     return CleanupCounts({ObjectType.DATA_FLOWS: total})
 
@@ -287,6 +326,41 @@ def drop_datasets(
         for uid in sorted(targets):
             _delete(client, api.PHYSICAL_ENTITY.format(uuid=uid))
     return CleanupCounts(counts)
+
+
+def count_held(
+    client: BlindataClient, *, namespaces: Sequence[str], dataset_systems: Sequence[str]
+) -> dict[str, int]:
+    """What a definition holds, read page by page (the API counts nothing by owner): the flows
+    owned by jobs of ``namespaces`` (``owned_scopes``' reading), the dataset entities of the
+    ``dataset_systems`` and the fields of those entities."""
+    flows = 0
+    for ns in sorted(set(namespaces)):
+        flows += sum(
+            1
+            for f in client.pages(api.DATA_FLOWS, {"scopePrefix": scope_prefix(ns)})
+            if (owner := flow_owner(f)) is not None and owner.namespace == ns
+        )
+    datasets: set[str] = set()
+    fields: set[str] = set()
+    for name in sorted(set(dataset_systems)):
+        uid = uuid_of(find_system(client, name))
+        if uid is None:
+            continue
+        entities = {
+            str(uuid_of(e))
+            for e in client.pages(api.PHYSICAL_ENTITIES, {"systemUuid": uid})
+            if uuid_of(e)
+            and e.get("tableType") != api.JOB_TABLE_TYPE
+            and (uuid_of(e.get("system")) or uid) == uid
+        }
+        datasets |= entities
+        fields |= {
+            str(uuid_of(f))
+            for f in client.pages(api.PHYSICAL_FIELDS, {"systemUuid": uid})
+            if uuid_of(f) and uuid_of(f.get("physicalEntity")) in entities
+        }
+    return {"dataFlows": flows, "datasets": len(datasets), "fields": len(fields)}
 
 
 def count_jobs(client: BlindataClient, system: str, *, schemas: list[str] | None) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 from ol_dagster.catalog import blindata_api as api
 from ol_dagster.catalog.blindata.client import BlindataClient
 from ol_dagster.catalog.blindata.finders import find_system
-from ol_dagster.catalog.blindata.shapes import props_of, uuid_of
+from ol_dagster.catalog.blindata.shapes import flow_owner, props_of, uuid_of
 from ol_dagster.catalog.lineage_reads import NodeNotFound, job_node, lineage_of_edges, parse_node
 
 
@@ -63,9 +63,10 @@ def lineage(
         if flow_kind == "orchestration":
             edges.add((str(src), str(dst)))
             continue
-        job = job_node(str(f.get("scope") or ""))
-        if flow_kind != "data" or job is None:
+        owner = flow_owner(f)
+        if flow_kind != "data" or owner is None:
             continue
+        job = job_node(owner)
         edges.add((str(src), job))
         edges.add((job, str(dst)))
     known = {n for e in edges for n in e}

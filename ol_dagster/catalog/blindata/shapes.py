@@ -16,7 +16,14 @@ from typing import Any
 import httpx
 
 from ol_dagster.catalog import blindata_api as api
-from ol_dagster.lineage.graph import NodeKey
+from ol_dagster.lineage.graph import (
+    DATA_SCOPE,
+    ORCHESTRATION_SCOPE,
+    FlowOwner,
+    NodeKey,
+    parse_legacy_scope,
+    parse_scope,
+)
 
 EntityKey = tuple[str, str, str]  # (System uuid, schema, name)
 FlowKey = tuple[str, str | None, str | None, str | None, str | None, str | None, str | None]
@@ -117,6 +124,17 @@ def parse_when(value: Any) -> datetime | None:
 
 def node_id(kind: str, key: NodeKey) -> str:
     return f"{kind}:{key[0]}:{key[1]}"
+
+
+def flow_owner(flow: Mapping[str, Any]) -> FlowOwner | None:
+    """Who owns a flow read from the server, from its scope: as ``FlowOwner.scope`` writes it,
+    or as it was written before names were encoded (Blindata's flows are not migrated; such a
+    flow keeps its string until a cleanup removes it). None: not an OpenLineage scope."""
+    scope = str(flow.get("scope") or "")
+    kind = (
+        ORCHESTRATION_SCOPE if props_of(flow).get(api.PROP_KIND) == "orchestration" else DATA_SCOPE
+    )
+    return parse_scope(scope) or parse_legacy_scope(scope, kind)
 
 
 def flow_key(flow: Mapping[str, Any]) -> FlowKey:

@@ -23,10 +23,12 @@ from ol_dagster.catalog.check.probe import (
     reachable,
 )
 from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable
+from ol_dagster.namespaces import is_literal
 from ol_dagster.settings import BlindataCatalogSettings, Settings, SyncDefinition
 
 NIL_UUID = "00000000-0000-0000-0000-000000000000"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # a cleanup cutoff nothing is older than
+PROBE_JOB = "ol-dagster-check"  # the job whose flows the dry-run cleanup names
 
 
 def check_blindata(
@@ -35,7 +37,6 @@ def check_blindata(
     from ol_dagster.catalog import blindata_api as api
     from ol_dagster.catalog.blindata import BlindataCatalog
     from ol_dagster.catalog.protocol import CleanupPermissionDenied
-    from ol_dagster.lineage.graph import scope_prefix
 
     with catalog_client(BlindataCatalog, name, cfg, settings, definition) as client:
         if isinstance(client, Finding):
@@ -68,13 +69,14 @@ def check_blindata(
         label = {call: f"{call[0]} {call[1]} [I]" for call in api.INFERRED_CALLS}
 
         # the client's own dry-run flow cleanup: the path, and SYSTEMS_ADMIN (403 without it)
-        namespaces = [
-            n for n in (definition.allowedJobNamespaces if definition else []) if n != "*"
+        namespaces = [  # a namespace of its own: a pattern's glob characters are not a name
+            n for n in (definition.allowedJobNamespaces if definition else []) if is_literal(n)
         ]
-        prefix = scope_prefix(namespaces[0] if namespaces else PROBE_NAMESPACE)
+        # a job's scopes are always named in the call (a namespace's only when it has old flows)
+        probe = (namespaces[0] if namespaces else PROBE_NAMESPACE, PROBE_JOB)
         flows = ("POST", api.DATA_FLOWS_CLEANUP)
         try:
-            catalog.cleanup_flows(scope_prefixes=[prefix], before=EPOCH, dry_run=True)
+            catalog.cleanup_flows(jobs=[probe], before=EPOCH, dry_run=True)
         except CleanupPermissionDenied as exc:
             findings.append(Finding("SYSTEMS_ADMIN", False, prober.scrub(one_line(str(exc)))))
             results[flows] = Finding(

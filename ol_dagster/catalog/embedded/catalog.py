@@ -10,7 +10,7 @@ ol-dagster sees of the embedded catalog is this one class.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
@@ -25,6 +25,7 @@ from ol_dagster.catalog.protocol import AnalysisItem, CleanupCounts, DatasetRef,
 from ol_dagster.db import open_engine
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage import LineageGraph
+from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.lineage_state import LineageState
 from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import SyncDefinition
@@ -99,15 +100,15 @@ class EmbeddedCatalog:
     def cleanup_flows(
         self,
         *,
-        scope_prefixes: list[str] = (),  # type: ignore[assignment]
-        scopes: list[str] = (),  # type: ignore[assignment]
+        namespaces: Sequence[str] = (),
+        jobs: Sequence[NodeKey] = (),
         before: datetime,
         dry_run: bool,
     ) -> CleanupCounts:
         with self.sessions.cleanup() as conn:
             access.require_admin(conn, self.user)
             return cleanup_ops.flows(
-                conn, list(scope_prefixes), list(scopes), naive(before), dry_run
+                conn, list(namespaces), [(ns, name) for ns, name in jobs], naive(before), dry_run
             )
 
     def cleanup_job_system(
@@ -149,6 +150,12 @@ class EmbeddedCatalog:
         with self.sessions.read() as conn:
             return cleanup_ops.count_jobs(conn, system, schemas)
 
+    def count_held(
+        self, *, namespaces: Sequence[str], dataset_systems: Sequence[str]
+    ) -> dict[str, int]:
+        with self.sessions.read() as conn:
+            return cleanup_ops.count_held(conn, list(namespaces), list(dataset_systems))
+
     def disable_quality_checks(self, jobs: list[str]) -> int:
         with self.sessions.cleanup() as conn:
             return cleanup_ops.disable_quality_checks(conn, jobs)
@@ -173,7 +180,7 @@ class EmbeddedCatalog:
             return export.export_state(
                 conn,
                 str(definition.uuid),
-                lambda ns: namespace_allowed(ns, definition.allowedJobNamespaces),
+                lambda ns: namespace_allowed(ns, definition.namespace_patterns),
                 definition.assetGraph.maxJobs,
             )
 

@@ -1,5 +1,9 @@
 """The embedded catalog's cleanup calls: what a scope or a System owns and the run did not touch.
 
+A flow's owner is matched by its parts (``scope_namespace``, ``scope_job``) with SQL equality,
+which compares case and every character alike on SQLite and PostgreSQL: no pattern decides what
+goes.
+
 Each call counts first and deletes only when not a dry run, in the caller's transaction, so the dry
 run and the real call see the same rows. Counts are per object type, cascades included (an entity
 takes its fields and the flows that touch it; a routine its statements and their flows), so the
@@ -9,8 +13,21 @@ removal cap compares with what would really go.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TypeVar
 
-from sqlalchemy import Connection, and_, delete, false, func, or_, select, true, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Table,
+    and_,
+    delete,
+    func,
+    or_,
+    select,
+    true,
+    tuple_,
+    update,
+)
 from sqlalchemy.orm import aliased
 
 from ol_dagster.catalog.embedded.tables import (
@@ -31,9 +48,11 @@ from ol_dagster.catalog.protocol import (
     DatasetRef,
     ObjectType,
 )
+from ol_dagster.lineage.graph import NodeKey, flow_scope, orchestration_scope
 
 __all__ = [
     "CleanupPermissionDenied",
+    "count_held",
     "count_jobs",
     "dataset_system",
     "drop_datasets",
@@ -42,10 +61,7 @@ __all__ = [
 ]
 
 _CHUNK = 500
-
-
-def _like_prefix(prefix: str) -> str:
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+T = TypeVar("T")
 
 
 def _count(conn: Connection, table, condition) -> int:
@@ -61,17 +77,38 @@ def _delete_ids(conn: Connection, table, ids: list[int]) -> None:
         conn.execute(delete(table).where(table.c.id.in_(ids[i : i + _CHUNK])))
 
 
+def _owned_by(table: Table, namespaces: list[str], jobs: list[NodeKey]) -> list[ColumnElement]:
+    """Conditions, each over a chunk of owners, matching the flows of every job of
+    ``namespaces`` and of ``jobs`` (both their scopes) by the owner's parts, with equality
+    (case and every character count). A job's rows are found through the scope strings (the
+    leading column of the table's unique index; one string per owner), then checked by parts."""
+    c = table.c
+    out: list[ColumnElement] = [
+        c.scope_namespace.in_(chunk) for chunk in _chunked(sorted(set(namespaces)))
+    ]
+    for chunk in _chunked(sorted(set(jobs))):
+        scopes = [flow_scope(*job) for job in chunk]
+        if "kind" in c:  # data flows hold the orchestration scopes too
+            scopes += [orchestration_scope(*job) for job in chunk]
+        out.append(and_(c.scope.in_(scopes), tuple_(c.scope_namespace, c.scope_job).in_(chunk)))
+    return out
+
+
 def flows(
-    conn: Connection, prefixes: list[str], scopes: list[str], before: datetime, dry_run: bool
+    conn: Connection,
+    namespaces: list[str],
+    jobs: list[NodeKey],
+    before: datetime,
+    dry_run: bool,
 ) -> CleanupCounts:
-    """Data, orchestration and field flows in the scopes, last updated before ``before``."""
+    """Data, orchestration and field flows owned by every job of ``namespaces`` and by ``jobs``,
+    last updated before ``before``."""
     total = 0
     for table in (data_flows, field_flows):
-        scope_match = or_(
-            *(table.c.scope.like(_like_prefix(p), escape="\\") for p in prefixes),
-            table.c.scope.in_(scopes) if scopes else false(),
-        )
-        condition = and_(scope_match, table.c.last_update < before)
+        owned = _owned_by(table, namespaces, jobs)
+        if not owned:
+            continue
+        condition = and_(or_(*owned), table.c.last_update < before)
         n = _count(conn, table, condition)
         if n and not dry_run:
             conn.execute(delete(table).where(condition))
@@ -79,7 +116,29 @@ def flows(
     return CleanupCounts({ObjectType.DATA_FLOWS: total})
 
 
-def _chunked(ids: list[int]) -> list[list[int]]:
+def count_held(
+    conn: Connection, namespaces: list[str], dataset_systems: list[str]
+) -> dict[str, int]:
+    """What a definition holds: the flows owned by jobs of ``namespaces`` (data, orchestration
+    and field flows), the dataset entities of ``dataset_systems`` and their fields."""
+    held_flows = sum(
+        _count(conn, table, or_(*owned))
+        for table in (data_flows, field_flows)
+        if (owned := _owned_by(table, namespaces, []))
+    )
+    datasets = 0
+    held_fields = 0
+    for chunk in _chunked(sorted(set(dataset_systems))):
+        in_systems = select(systems.c.id).where(systems.c.name.in_(chunk))
+        its = and_(entities.c.system_id.in_(in_systems), entities.c.type != JOB)
+        datasets += _count(conn, entities, its)
+        held_fields += _count(
+            conn, fields, fields.c.entity_id.in_(select(entities.c.id).where(its))
+        )
+    return {"dataFlows": held_flows, "datasets": datasets, "fields": held_fields}
+
+
+def _chunked(ids: list[T]) -> list[list[T]]:
     return [ids[i : i + _CHUNK] for i in range(0, len(ids), _CHUNK)]
 
 

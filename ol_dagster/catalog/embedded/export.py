@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Select, select
 from sqlalchemy.orm import aliased
 
 from ol_dagster.catalog.embedded import tables as t
-from ol_dagster.lineage.graph import flow_scope, job_of_scope
+from ol_dagster.lineage.graph import flow_scope
 from ol_dagster.lineage_state import (
     ColumnLineageState,
     DatasetState,
@@ -99,7 +99,8 @@ def export_state(
     io: dict[tuple[str, str], tuple[set[tuple[str, str]], set[tuple[str, str]]]] = {}
     data_flows = (
         select(
-            f.scope,
+            f.scope_namespace,
+            f.scope_job,
             src.c.id,
             src.c.ol_namespace,
             src.c.ol_name,
@@ -111,10 +112,10 @@ def export_state(
         .join(dst, dst.c.id == f.to_entity)
         .where(f.kind == t.DATA)
     )
-    for scope, s_id, s_ns, s_name, d_id, d_ns, d_name in (
+    for job_ns, job_name, s_id, s_ns, s_name, d_id, d_ns, d_name in (
         row for statement in of_jobs(data_flows, f.scope) for row in conn.execute(statement)
     ):
-        job = job_of_scope(scope)
+        job = (job_ns, job_name)
         if job not in jobs:
             continue
         ins, outs = io.setdefault(job, (set(), set()))
@@ -173,7 +174,8 @@ def export_state(
     column_lineage: dict[tuple[int, str], set[tuple[str, ...]]] = {}
     field_flows = (
         select(
-            ff.scope,
+            ff.scope_namespace,
+            ff.scope_job,
             sf.c.entity_id,
             sf.c.name,
             df.c.entity_id,
@@ -184,10 +186,10 @@ def export_state(
         .join(sf, sf.c.id == ff.from_field)
         .join(df, df.c.id == ff.to_field)
     )
-    for scope, s_entity, s_field, d_entity, d_field, kind, subtype in (
+    for job_ns, job_name, s_entity, s_field, d_entity, d_field, kind, subtype in (
         row for statement in of_jobs(field_flows, ff.scope) for row in conn.execute(statement)
     ):
-        if job_of_scope(scope) not in jobs or s_entity not in datasets or d_entity not in datasets:
+        if (job_ns, job_name) not in jobs or s_entity not in datasets or d_entity not in datasets:
             continue
         s = datasets[s_entity]
         label = "/".join(x for x in (kind, subtype) if x)

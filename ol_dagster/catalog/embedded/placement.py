@@ -26,7 +26,7 @@ from ol_dagster.catalog.embedded.tables import (
 )
 from ol_dagster.catalog.renames import may_move, renames
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import NodeKey, job_of_scope
+from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.settings import SyncDefinition
 
 
@@ -121,15 +121,19 @@ def forget_digests_linking(conn: Connection, system_id: int, schema: str, name: 
     )
     its_fields = select(fields.c.id).where(fields.c.entity_id.in_(moved))
     f, ff = data_flows.c, field_flows.c
-    scopes = {
+    owners = {
         *conn.execute(
-            select(f.scope).where(f.from_entity.in_(moved) | f.to_entity.in_(moved))
-        ).scalars(),
+            select(f.scope_namespace, f.scope_job).where(
+                f.from_entity.in_(moved) | f.to_entity.in_(moved)
+            )
+        ).tuples(),
         *conn.execute(
-            select(ff.scope).where(ff.from_field.in_(its_fields) | ff.to_field.in_(its_fields))
-        ).scalars(),
+            select(ff.scope_namespace, ff.scope_job).where(
+                ff.from_field.in_(its_fields) | ff.to_field.in_(its_fields)
+            )
+        ).tuples(),
     }
-    for job in filter(None, map(job_of_scope, scopes)):
+    for job in sorted(o for o in owners if o[0] is not None):
         conn.execute(
             update(entities)
             .where(

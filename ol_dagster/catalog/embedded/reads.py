@@ -14,7 +14,7 @@ from sqlalchemy import Connection, func, select
 
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.lineage_reads import NodeNotFound, parse_node
-from ol_dagster.lineage.graph import flow_scope, job_of_scope
+from ol_dagster.lineage.graph import flow_scope
 
 
 def list_systems(conn: Connection) -> list[dict[str, Any]]:
@@ -143,11 +143,12 @@ def lineage(
                 edges.add((o, me) if up else (me, o))
             return out
         col_self = f.to_entity if up else f.from_entity
-        for (scope,) in conn.execute(
-            select(f.scope).where(col_self == eid, f.kind == t.DATA).distinct()
+        for job in conn.execute(
+            select(f.scope_namespace, f.scope_job)
+            .where(col_self == eid, f.kind == t.DATA)
+            .distinct()
         ):
-            job = job_of_scope(scope)
-            jid = job_entity(job) if job else None
+            jid = job_entity((job[0], job[1])) if job[0] is not None else None
             if jid is None:
                 continue
             j = entity_node(jid)

@@ -2,14 +2,16 @@
 
 Catalogs opened at once on an empty PostgreSQL database (runs, a sensor, the webserver) would
 race on CREATE TABLE and on the first user, so it all happens in one transaction under an
-advisory lock. A catalog created by an earlier version gains the columns and indexes added since,
-and loses the indexes no query needs any more.
+advisory lock. A catalog created by an earlier version gains the columns and indexes added since
+(the flows' owners as parts, filled from their scope strings: ``catalog.owner_columns``), its name
+columns become unbounded on PostgreSQL, and it loses the indexes no query needs any more.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import Connection, Engine, inspect
 
+from ol_dagster.catalog import owner_columns
 from ol_dagster.catalog.embedded import clock, permissions
 from ol_dagster.catalog.embedded.bulk import Bulk
 from ol_dagster.catalog.embedded.tables import (
@@ -53,6 +55,9 @@ def prepare(engine: Engine, bulk: Bulk, user: str) -> None:
         for column, ddl in (("analysis", "JSON"), ("content_hash", "VARCHAR(32)")):
             if column not in present:
                 conn.exec_driver_sql(f"ALTER TABLE {entities.name} ADD COLUMN {column} {ddl}")
+        owner_columns.widen(conn, metadata.sorted_tables)
+        owner_columns.add_owner_columns(conn, data_flows, [data_flows.c.scope], data_flows.c.kind)
+        owner_columns.add_owner_columns(conn, field_flows, [field_flows.c.scope])
         for table in metadata.sorted_tables:
             for index in table.indexes:
                 index.create(conn, checkfirst=True)

@@ -2,7 +2,9 @@
 
 Systems hold physical entities (jobs and datasets) with their fields, and system routines with
 their statements. Data flows (entity to entity, data or orchestration) and field flows (field to
-field) are owned by a scope. Quality checks belong to a job's suite and are disabled, never deleted.
+field) are owned by a scope: its job's namespace and name, stored as parts that every cleanup
+matches with equality, and the seed's scope string. Quality checks belong to a job's suite and are
+disabled, never deleted.
 Every object carries ``last_update``, written from the database server's clock at each upload that
 sends it, changed or not: that is what the cutoff cleanup compares with.
 
@@ -31,6 +33,10 @@ from sqlalchemy import (
 )
 
 Id = BigInteger().with_variant(Integer(), "sqlite")
+# a namespace or a name (up to ``limits.maxNameLength``, 2,048 characters by default), or a string
+# made of them (a scope, a quality suite's code): unbounded, so that PostgreSQL takes the longest
+# name the receiver accepts (``schema.prepare`` widens the columns of an earlier version)
+Name = Text
 
 JOB = "job"  # entity type of jobs; datasets carry table / file / folder / topic / other
 DATA = "data"
@@ -51,7 +57,7 @@ systems = Table(
     "cat_systems",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
-    Column("name", String(500), nullable=False, unique=True),
+    Column("name", Name, nullable=False, unique=True),
     Column("properties", JSON, nullable=False, default=dict),
 )
 
@@ -67,11 +73,11 @@ entities = Table(
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("system_id", Id, _fk("cat_systems"), nullable=False),
-    Column("schema", String(1000), nullable=False),
-    Column("name", String(2000), nullable=False),
+    Column("schema", Name, nullable=False),
+    Column("name", Name, nullable=False),
     Column("type", String(32), nullable=False),
-    Column("ol_namespace", String(2000), nullable=False),  # OpenLineage identity, for lookups
-    Column("ol_name", String(2000), nullable=False),
+    Column("ol_namespace", Name, nullable=False),  # OpenLineage identity, for lookups
+    Column("ol_name", Name, nullable=False),
     Column("description", Text),
     Column("properties", JSON, nullable=False, default=dict),
     Column("last_update", DateTime, nullable=False),
@@ -91,7 +97,7 @@ fields = Table(
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("entity_id", Id, _fk("cat_physical_entities"), nullable=False),
-    Column("name", String(2000), nullable=False),
+    Column("name", Name, nullable=False),
     Column("type", String(500)),
     Column("description", Text),
     Column("ordinal_position", Integer),
@@ -105,8 +111,8 @@ routines = Table(
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("system_id", Id, _fk("cat_systems"), nullable=False),
-    Column("schema", String(1000), nullable=False),
-    Column("name", String(2000), nullable=False),
+    Column("schema", Name, nullable=False),
+    Column("name", Name, nullable=False),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
     UniqueConstraint("system_id", "schema", "name", name="ux_cat_routine_identity"),
@@ -127,8 +133,11 @@ data_flows = Table(
     "cat_data_flows",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
-    Column("scope", String(3000), nullable=False),
+    Column("scope", Name, nullable=False),  # ``FlowOwner.scope``: the owner, as one string
     Column("kind", String(16), nullable=False),  # data | orchestration
+    # the owner's job: what every cleanup matches, with equality (``cleanup.flows``)
+    Column("scope_namespace", Name, nullable=False),
+    Column("scope_job", Name, nullable=False),
     Column("from_entity", Id, _fk("cat_physical_entities"), nullable=False),
     Column("to_entity", Id, _fk("cat_physical_entities"), nullable=False),
     Column("statement_id", Id, _fk("cat_statements")),
@@ -145,7 +154,9 @@ field_flows = Table(
     "cat_field_flows",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
-    Column("scope", String(3000), nullable=False),
+    Column("scope", Name, nullable=False),  # ``FlowOwner.scope`` (always a data scope)
+    Column("scope_namespace", Name, nullable=False),  # the owner's job, as for data flows
+    Column("scope_job", Name, nullable=False),
     Column("from_field", Id, _fk("cat_physical_fields"), nullable=False),
     Column("to_field", Id, _fk("cat_physical_fields"), nullable=False),
     Column("transformation", String(32)),
@@ -163,7 +174,7 @@ quality_suites = Table(
     "cat_quality_suites",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
-    Column("code", String(3000), nullable=False, unique=True),  # the job: "<namespace>.<name>"
+    Column("code", Name, nullable=False, unique=True),  # the job: "<namespace>.<name>"
 )
 
 quality_checks = Table(
@@ -171,10 +182,10 @@ quality_checks = Table(
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("suite_id", Id, _fk("cat_quality_suites"), nullable=False),
-    Column("code", String(3000), nullable=False),  # dataset | assertion | column
-    Column("dataset", String(3000), nullable=False),
+    Column("code", Name, nullable=False),  # dataset | assertion | column
+    Column("dataset", Name, nullable=False),
     Column("assertion", String(1000), nullable=False),
-    Column("column_name", String(1000)),
+    Column("column_name", Name),
     Column("enabled", Boolean, nullable=False, default=True),
     Column("last_success", Boolean),
     Column("last_checked", DateTime),

@@ -464,6 +464,9 @@ class Upload:
                 {
                     "scope": k[0],
                     "kind": DATA if isinstance(f, DataFlow) else ORCHESTRATION,
+                    # the owner: a data flow's job, an orchestration flow's child
+                    "scope_namespace": (f.job if isinstance(f, DataFlow) else f.child)[0],
+                    "scope_job": (f.job if isinstance(f, DataFlow) else f.child)[1],
                     "from_entity": k[1],
                     "to_entity": k[2],
                     "statement_id": stm.get(f.job) if isinstance(f, DataFlow) else None,
@@ -513,6 +516,8 @@ class Upload:
                 k,
                 {
                     "scope": k[0],
+                    "scope_namespace": ff.job[0],
+                    "scope_job": ff.job[1],
                     "from_field": k[1],
                     "to_field": k[2],
                     "transformation": ff.transformation,
