@@ -31,10 +31,10 @@ from ol_dagster_tests.fakes.harness import definition
 
 
 def _documented_default(key: str) -> str:
-    """The default column of ``key``'s row in README's settings reference."""
-    readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    """The default column of ``key``'s row in the settings reference (docs/configuration.md)."""
+    readme = (PROJECT_ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     row = re.search(rf"^\| `{re.escape(key)}`[^|]*\| ([^|]+) \|", readme, re.MULTILINE)
-    assert row, f"README's settings reference has no row for {key}"
+    assert row, f"the settings reference has no row for {key}"
     return row.group(1).strip()
 
 
