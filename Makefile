@@ -29,7 +29,8 @@ demo: install $(DAGSTER_HOME)/dagster.yaml
 PG_PASS := ol_dagster_tests/dagster/test_end_to_end.py ol_dagster_tests/safety/test_cleanup_seed_example.py \
 	ol_dagster_tests/dagster/test_failed_runs.py ol_dagster_tests/dagster/test_analysis_assets.py \
 	ol_dagster_tests/dagster/test_retention.py ol_dagster_tests/dagster/test_lineage_assets.py \
-	ol_dagster_tests/safety/test_fanout.py
+	ol_dagster_tests/safety/test_fanout.py ol_dagster_tests/safety/test_ownership_cli.py \
+	ol_dagster_tests/safety/test_ownership_scopes_cli.py ol_dagster_tests/safety/test_ownership_overlap_cli.py
 
 test: install
 	$(BIN)/pytest -q -n 2
