@@ -24,6 +24,7 @@ import pytest
 from ol_dagster.catalog.marquez import MarquezCatalog
 from ol_dagster.settings import MarquezCatalogSettings
 from ol_dagster.store import EventStore
+from ol_dagster_tests.conftest import CORPUS
 from ol_dagster_tests.contracts.marquez import (
     FORMATS,
     java_uuid,
@@ -51,9 +52,7 @@ from ol_dagster_tests.fakes.harness import (
 from ol_dagster_tests.fakes.marquez_fake import MarquezFake
 
 START = datetime(2026, 11, 1, 3, 0, tzinfo=UTC)
-MARQUEZ_FIXTURES = (
-    Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "openlineage" / "events"
-)
+MARQUEZ_FIXTURES = CORPUS / "events"
 
 
 @pytest.fixture

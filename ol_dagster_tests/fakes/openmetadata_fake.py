@@ -1,5 +1,5 @@
-"""An OpenMetadata server in memory, from ``shared/seeds/openmetadata-openlineage-events-api.txt``
-and ``shared/design/catalog-apis-openmetadata-marquez.md`` §1.
+"""An OpenMetadata server in memory, from OpenMetadata's "OpenLineage Events" API page and the
+project's notes on the OpenMetadata and Marquez lineage API contracts (§1).
 
 What it keeps:
 

@@ -1,7 +1,7 @@
-"""A reference model of what the catalog must hold after each sync, from the seed's tables alone.
+"""A reference model of what the catalog must hold after each sync, from the documented rules alone.
 
-Written from ``shared/seeds/blindata-openlineage-removal-of-deprecated-metadata.txt``, the job type
-facet seed (how the events of a run combine) and the lead's decisions for lineage safety, and from
+Written from Blindata's "Removal of deprecated metadata" page, OpenLineage's job type facet page
+(how the events of a run combine) and the project's rules for lineage safety, and from
 nothing in ``ol_dagster``: no import, no copied rule. It is small on purpose; every rule below is a
 sentence of those texts.
 

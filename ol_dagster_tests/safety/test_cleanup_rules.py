@@ -1,13 +1,12 @@
-"""Removal of deprecated metadata (issue 5), one test per rule of the seed.
+"""Removal of deprecated metadata, one test per rule of Blindata's page of that name.
 
-The seed is ``shared/seeds/blindata-openlineage-removal-of-deprecated-metadata.txt``; each test's
-docstring quotes the sentence it holds the code to. Every test runs the pure core the Dagster assets
-run: events sorted by the receiver's intake, stored as a batch in a real event store, normalized,
-uploaded to a real ``EmbeddedCatalog`` (SQLite, and PostgreSQL when the binaries are there) with
-the cutoff read from the catalog clock, then ``sync.cleanup.run_cleanup`` (or
-``run_stale_cleanup``, the daily schedule). Objects are aged by writing ``last_update`` in the
-catalog tables, never by waiting. Assertions are on what a user sees: what the catalog holds
-afterwards, and the report's fields.
+Each test's docstring quotes the sentence it holds the code to. Every test runs the pure core the
+Dagster assets run: events sorted by the receiver's intake, stored as a batch in a real event
+store, normalized, uploaded to a real ``EmbeddedCatalog`` (SQLite, and PostgreSQL when the
+binaries are there) with the cutoff read from the catalog clock, then
+``sync.cleanup.run_cleanup`` (or ``run_stale_cleanup``, the daily schedule). Objects are aged by
+writing ``last_update`` in the catalog tables, never by waiting. Assertions are on what a user
+sees: what the catalog holds afterwards, and the report's fields.
 """
 
 from __future__ import annotations
