@@ -9,7 +9,7 @@ report shows it, the catalogs only execute it. Ownership is data compared by exa
 definition's uuid on a System, a namespace admitted by the definition's patterns), never a string
 prefix.
 
-The rules (README, "What a sync may delete"):
+The rules (docs/deletion-rules.md):
 
 * A namespace belongs to one definition per catalog (settings refuse overlaps at load); a namespace
   declared in ``sharedJobNamespaces`` is written by several, so nobody runs a cutoff over it: the
@@ -224,7 +224,7 @@ def is_snapshot(definition: SyncDefinition, posted: bool, whole: bool) -> bool:
 def decide(
     definition: SyncDefinition, batch: BatchShape, systems: Mapping[str, SystemInfo]
 ) -> Verdict:
-    """The verdict on a synced batch (README, "What a sync may delete")."""
+    """The verdict on a synced batch (docs/deletion-rules.md)."""
     skipped: list[Skip] = []
     namespaces = sorted(set(batch.job_namespaces))
     for ns in namespaces:

@@ -40,7 +40,8 @@ def _documented_default(key: str) -> str:
 
 def test_retention_and_the_batch_window_have_their_documented_defaults(tmp_path: Path) -> None:
     """Settings that leave them out keep every synced batch (no ``retention.keepDays``) and seal
-    a stream batch after 60 seconds (``limits.batchWindowSeconds``), as README says."""
+    a stream batch after 60 seconds (``limits.batchWindowSeconds``), as docs/configuration.md
+    says."""
     path = tmp_path / "ol_dagster.yaml"
     data = settings_data(tmp_path)
     assert "retention" not in data and all("limits" not in d for d in data["definitions"])
