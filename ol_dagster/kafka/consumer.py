@@ -30,6 +30,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -184,7 +185,14 @@ class KafkaIntake:
                 raise self._ck.KafkaException(error)
             log.warning("consumer: %s", error)
             return None
-        return Message(raw.topic(), raw.partition(), raw.offset(), raw.value(), raw.headers() or ())
+        return Message(
+            raw.topic(),
+            raw.partition(),
+            raw.offset(),
+            raw.value(),
+            raw.headers() or (),
+            _timestamp(raw.timestamp(), self._ck.TIMESTAMP_NOT_AVAILABLE),
+        )
 
     def _store(self, write: KafkaWrite, stop: Callable[[], bool]) -> None:
         """Store the write (retrying while the store refuses: nothing is committed meanwhile),
@@ -221,6 +229,14 @@ class KafkaIntake:
         except self._ck.KafkaException as exc:
             # the store holds the offsets: the next reader skips what this commit would cover
             log.warning("commit refused (%s); the event store keeps the offsets", exc)
+
+
+def _timestamp(stamp: tuple[int, int], not_available: int) -> datetime | None:
+    """A message's (type, milliseconds) timestamp as a time, None when the broker gave none."""
+    kind, ms = stamp
+    if kind == not_available or ms < 0:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC)
 
 
 def _names(partitions: list[Any]) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from ol_dagster.snapshot_order import SnapshotOrder
 from ol_dagster.store.base import StoreBase, aware, naive, utcnow
 from ol_dagster.store.schema import (
     BatchKind,
@@ -53,10 +54,18 @@ class BatchRecord:
     synced_at: datetime | None = None
     attempts: int = 0
     next_attempt_at: datetime | None = None
+    snapshot_sequence: int | None = None  # the producer's OL-Snapshot-Sequence
+    ordered_at: datetime | None = None  # the time a snapshot without a sequence is ordered by
 
     @property
     def partition_key(self) -> str:
         return str(self.id)
+
+    @property
+    def order(self) -> SnapshotOrder:
+        """Its place in its producer's order of snapshots (``ol_dagster.snapshot_order``)."""
+        at = self.ordered_at or self.received_at
+        return SnapshotOrder(self.snapshot_sequence, at, self.id)
 
 
 def _record(row: Any) -> BatchRecord:
@@ -79,6 +88,8 @@ def _record(row: Any) -> BatchRecord:
         synced_at=aware(m["synced_at"]),
         attempts=m["attempts"] or 0,
         next_attempt_at=aware(m["next_attempt_at"]),
+        snapshot_sequence=m["snapshot_sequence"],
+        ordered_at=aware(m["ordered_at"]),
     )
 
 

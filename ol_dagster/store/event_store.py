@@ -74,7 +74,7 @@ class EventStore(
         self.engine = engine or open_engine(url)
         self._turns = WriteTurns(self.engine.dialect.name == "sqlite")
         try:
-            self.schema_version = schema.migrate(self.engine.begin)
+            self.schema_version = schema.migrate(self.engine)
         except OperationalError as exc:
             raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
 

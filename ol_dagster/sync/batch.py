@@ -508,12 +508,12 @@ def purge_expired(
 def _superseded_since(
     store: EventStore, batch: BatchRecord, where: fanout.CatalogTarget
 ) -> int | None:
-    """A newer whole snapshot already synced to this catalog (before the upload, and again
-    before the cleanup), else None."""
+    """A whole snapshot newer by its producer's order (``ol_dagster.snapshot_order``) already
+    synced to this catalog (asked before the upload, and again before the cleanup), else None."""
     if not batch.whole_snapshot:
         return None
     return store.newer_synced_snapshot(
-        batch.definition, batch.id, catalog=where.key, primary=where.primary
+        batch.order, batch.definition, catalog=where.key, primary=where.primary
     )
 
 

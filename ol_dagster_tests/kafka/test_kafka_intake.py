@@ -14,7 +14,6 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import confluent_kafka
 import dagster as dg
@@ -35,29 +34,6 @@ from ol_dagster_tests.kafka_broker import TansuBroker
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PG = "postgres://db:5432"
-
-
-@pytest.fixture
-def kafka_env(
-    broker: TansuBroker, write_settings: Callable[..., Path], tmp_path: Path
-) -> Callable[..., Path]:
-    """Settings with a ``kafka`` block on the broker: a fresh group and fresh topic names."""
-
-    def make(topics: list[dict[str, Any]], **kafka: Any) -> Path:
-        data = settings_data(tmp_path)
-        data["kafka"] = {
-            "bootstrapServers": broker.bootstrap,
-            "groupId": f"g-{uuid.uuid4().hex[:8]}",
-            "pollTimeoutSeconds": 0.2,
-            # Tansu lets a new group's first member in after half the session: 1 s here
-            "sessionTimeoutSeconds": 2,
-            "topics": topics,
-            **kafka,
-        }
-        path = write_settings(data)
-        return path
-
-    return make
 
 
 def _topic(broker: TansuBroker, partitions: int = 1) -> str:
