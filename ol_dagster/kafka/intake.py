@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from ol_dagster.kafka.settings import KafkaSettings
 from ol_dagster.receiver.decode import NotJson, decode_event
 from ol_dagster.receiver.intake import sort_events
-from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import NewEvent
 from ol_dagster.store.kafka_writes import DeadLetter, KafkaWrite, SnapshotBatch, StreamEvent
+from ol_dagster.sync_definition import SyncDefinition
 
 SNAPSHOT_HEADER = "ol-dagster-snapshot"
 SNAPSHOT_END_HEADER = "ol-dagster-snapshot-end"

@@ -499,8 +499,8 @@ def test_a_capped_definition_exports_only_its_newest_jobs_after_each_sync(
     assert marker.metadata["openlineage/jobsNotShown"] == 1
     from sqlalchemy import select
 
-    from ol_dagster.catalog.embedded import EmbeddedCatalog
     from ol_dagster.catalog.embedded import tables as t
+    from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 
     catalog = EmbeddedCatalog(settings.catalogs["main"].url)
     try:
