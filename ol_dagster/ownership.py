@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ol_dagster.openlineage.envelope import namespace_allowed
-from ol_dagster.settings import CleanupMode, LineageReplacement, SnapshotMode, SyncDefinition
+from ol_dagster.sync_definition import CleanupMode, LineageReplacement, SnapshotMode, SyncDefinition
 
 NodeKey = tuple[str, str]
 

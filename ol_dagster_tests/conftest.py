@@ -14,7 +14,7 @@ import yaml
 from hypothesis import settings as hypothesis_settings
 from sqlalchemy import func, select
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.store import EventStore
 from ol_dagster.store.schema import events
 from ol_dagster_tests.fakes.faults import CONTRACT_VIOLATIONS

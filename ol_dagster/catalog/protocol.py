@@ -9,7 +9,7 @@ Some backends can do more, and the sync uses it when they can: rehearse a plan f
 it back (``Rehearsing``), take the batch's events (``TakesEvents``), export what a definition has
 synced for the asset graph (``ExportsState``), hold analysis results (``Annotating``). Each is a
 protocol here, found on a catalog with ``isinstance`` (``runtime_checkable``), and pyright checks
-each backend that has one against it (``catalog.conformance``).
+each kind declares the ones its backend has (``catalog.kind``), held to them when it opens.
 """
 
 from __future__ import annotations
@@ -19,14 +19,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.settings import SyncDefinition
-
-if TYPE_CHECKING:  # lineage_state finds ``ExportsState`` here
-    from ol_dagster.lineage_state import LineageState
+from ol_dagster.lineage_state import LineageState
+from ol_dagster.sync_definition import SyncDefinition
 
 
 class ObjectType(StrEnum):
@@ -253,3 +251,12 @@ class Annotating(Protocol):
     many entities it wrote."""
 
     def annotate(self, key: str, items: list[AnalysisItem]) -> int: ...
+
+
+# every capability a kind may declare (``catalog.kind.CatalogKind.capabilities``)
+CAPABILITIES: tuple[type[Any], ...] = (Rehearsing, TakesEvents, ExportsState, Annotating)
+
+
+def export_state(catalog: object, definition: SyncDefinition) -> LineageState | None:
+    """The catalog's state for ``definition``, or None when the backend cannot export one."""
+    return catalog.export_state(definition) if isinstance(catalog, ExportsState) else None

@@ -69,7 +69,7 @@ def _cmd_send(args: argparse.Namespace) -> int:
             try:
                 response = post_batch(client, args.url, token, batch)
             except httpx.TransportError as exc:
-                from ol_dagster.catalog.check import safe_url
+                from ol_dagster.catalog.check.findings import safe_url
 
                 # where it went and why, never the token (it is in a header, not in the URL)
                 target = safe_url(batch_url(args.url))
@@ -133,7 +133,6 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_lineage(args: argparse.Namespace) -> int:
-    from ol_dagster.catalog.factory import open_catalog
     from ol_dagster.catalog.lineage_reads import NodeNotFound
 
     settings = load_settings(args.settings)
@@ -145,7 +144,7 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
         names = ", ".join(d.name for d in settings.definitions)
         raise SettingsError(f"several definitions ({names}): choose one with --definition")
     both = not (args.upstream or args.downstream)
-    catalog = open_catalog(settings, definition.catalog_keys[0], definition=definition.name)
+    catalog = settings.open_catalog(definition.catalog_keys[0], definition=definition.name)
     try:
         result = catalog.lineage(
             args.node,
@@ -168,7 +167,7 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ol_dagster.catalog.check import check, render
+    from ol_dagster.commands.check import check, render
 
     path = settings_path(args.settings)
     settings = load_settings(path)

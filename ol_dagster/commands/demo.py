@@ -22,9 +22,8 @@ from pathlib import Path
 
 import httpx
 
-from ol_dagster.catalog.check import check as check_catalog
-from ol_dagster.catalog.check import render
-from ol_dagster.catalog.factory import open_catalog
+from ol_dagster.commands.check import check as check_catalog
+from ol_dagster.commands.check import render
 from ol_dagster.commands.demo_events import FOCUS as DEMO_FOCUS
 from ol_dagster.commands.demo_events import demo_batches, history
 from ol_dagster.commands.headless import instance_from_env, sync_batches
@@ -175,7 +174,7 @@ def run_demo(path: str) -> int:
     node = f"dataset:{DEMO_FOCUS[0]}:{DEMO_FOCUS[1]}"
     upstream: dict = {"edges": []}
     for key in keys:
-        catalog = open_catalog(settings, key, definition=definition.name)
+        catalog = settings.open_catalog(key, definition=definition.name)
         try:
             counts = getattr(catalog, "counts", lambda: {})()
             jobs = getattr(catalog, "job_names", lambda: [])()

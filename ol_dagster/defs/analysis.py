@@ -12,7 +12,6 @@ from typing import Any
 
 import dagster as dg
 
-from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.catalog.protocol import AnalysisItem, Annotating
 from ol_dagster.defs.report import rows_markdown
 from ol_dagster.defs.resources import StoreResource
@@ -66,7 +65,7 @@ def _annotate(settings: Settings, key: str, items: list[AnalysisItem]) -> int:
             if i[0] != "job" or namespace_allowed(i[1], definition.namespace_patterns)
         ]
         # the primary catalog: the one the asset graph's lineage is read from
-        catalog = open_catalog(settings, definition.catalog_keys[0], definition=definition.name)
+        catalog = settings.open_catalog(definition.catalog_keys[0], definition=definition.name)
         try:
             if isinstance(catalog, Annotating) and mine:
                 written += catalog.annotate(key, mine)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import dagster as dg
 
-from ol_dagster.catalog.protocol import Catalog
+from ol_dagster.catalog.protocol import Catalog, export_state
 from ol_dagster.defs import constants as C
 from ol_dagster.defs import names
 from ol_dagster.defs.lineage_assets import (
@@ -36,7 +36,6 @@ from ol_dagster.defs.results import (
     upload_result,
 )
 from ol_dagster.gcpause import gc_paused
-from ol_dagster.lineage_state import export_state
 from ol_dagster.logstore_backlog import LogOutcome, log_batch
 from ol_dagster.settings import SnapshotMode, SyncDefinition
 from ol_dagster.store import BatchRecord, EventStore

@@ -28,7 +28,8 @@ import dagster as dg
 from dagster.components.component_scaffolding import scaffold_component
 from pydantic import BaseModel, Field
 
-from ol_dagster.definitions import _shows_asset_graph, build_defs
+from ol_dagster.defs.build import build_defs
+from ol_dagster.defs.dagster_private import serves_asset_graph
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator
 
 SETTINGS_FILE = "ol_dagster.yaml"
@@ -112,5 +113,5 @@ class OpenLineageSyncComponent(dg.Component, dg.Model, dg.Resolvable):
             str(self.settings_file(context)),
             definitions=self.definitions,
             translator=OpenLineageTranslator(split_names=self.split_names),
-            synced_lineage=_shows_asset_graph(),
+            synced_lineage=serves_asset_graph(),
         )

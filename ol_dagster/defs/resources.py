@@ -21,7 +21,6 @@ from functools import lru_cache
 import dagster as dg
 from pydantic import PrivateAttr
 
-from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.catalog.protocol import Catalog
 from ol_dagster.settings import Settings, load_settings
 from ol_dagster.store import EventStore
@@ -87,7 +86,7 @@ class CatalogResource(SettingsBacked):
         """The catalog ``catalog_key`` of the definition; its primary catalog by default."""
         settings = self.settings()
         key = catalog_key or settings.definition(definition_name).catalog_keys[0]
-        catalog = open_catalog(settings, key, definition=definition_name)
+        catalog = settings.open_catalog(key, definition=definition_name)
         try:
             yield catalog
         finally:

@@ -19,27 +19,18 @@ applies from the next tick on.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeAlias
 
 import dagster as dg
 
 from ol_dagster.defs import constants as C
 from ol_dagster.defs import names
+from ol_dagster.defs.dagster_private import SyncJob
 from ol_dagster.defs.dead_runs import fail_dead_runs
 from ol_dagster.defs.resources import StoreResource
 from ol_dagster.defs.run_lineage import report_failed_run
 from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import BatchStatus
 from ol_dagster.sync.batch import fail_run, purge_expired
-
-if TYPE_CHECKING:
-    # what ``dg.define_asset_job`` returns (resolved against the assets when the Definitions are
-    # built); Dagster does not export the class, so it is named for the type checker only
-    from dagster._core.definitions.unresolved_asset_job_definition import (
-        UnresolvedAssetJobDefinition,
-    )
-
-SyncJob: TypeAlias = "dg.JobDefinition | UnresolvedAssetJobDefinition"
 
 
 def _fail_reporter(

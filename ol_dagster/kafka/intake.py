@@ -37,11 +37,11 @@ from datetime import datetime
 from ol_dagster.kafka.settings import KafkaSettings
 from ol_dagster.receiver.decode import NotJson, decode_event
 from ol_dagster.receiver.intake import sort_events
-from ol_dagster.settings import SyncDefinition
 from ol_dagster.snapshot_order import KAFKA_HEADER as SEQUENCE_HEADER
 from ol_dagster.snapshot_order import BadSequence, parse_sequence
 from ol_dagster.store import NewEvent
 from ol_dagster.store.kafka_writes import DeadLetter, KafkaWrite, SnapshotBatch, StreamEvent
+from ol_dagster.sync_definition import SyncDefinition
 
 SNAPSHOT_HEADER = "ol-dagster-snapshot"
 SNAPSHOT_END_HEADER = "ol-dagster-snapshot-end"

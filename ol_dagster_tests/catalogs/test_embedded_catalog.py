@@ -19,8 +19,8 @@ import pytest
 from sqlalchemy import event, func, select, text
 from sqlalchemy import inspect as sa_inspect
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.embedded.schema import RETIRED_INDEXES
 from ol_dagster.catalog.lineage_reads import NodeNotFound
 from ol_dagster.catalog.protocol import (

@@ -46,12 +46,14 @@ from sqlalchemy import (
     text,
 )
 
-from ol_dagster.catalog.blindata import BlindataCatalog
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.blindata.catalog import BlindataCatalog
+from ol_dagster.catalog.blindata.settings import BlindataCatalogSettings
 from ol_dagster.catalog.embedded import tables as t
-from ol_dagster.catalog.ledger import EDGE, Ledger
-from ol_dagster.catalog.ledger_catalog import LedgerCatalog
-from ol_dagster.catalog.marquez import MarquezCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
+from ol_dagster.catalog.ledger.catalog import LedgerCatalog
+from ol_dagster.catalog.ledger.entries import EDGE, Ledger
+from ol_dagster.catalog.marquez.catalog import MarquezCatalog
+from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
 from ol_dagster.catalog.protocol import Catalog
 from ol_dagster.lineage.graph import (
     FlowOwner,
@@ -62,7 +64,7 @@ from ol_dagster.lineage.graph import (
     scope_prefix,
 )
 from ol_dagster.receiver.server import serve_in_background
-from ol_dagster.settings import BlindataCatalogSettings, MarquezCatalogSettings, SyncDefinition
+from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import EventStore
 from ol_dagster_tests.fakes.blindata_fake import BlindataFake, FakeClock
 from ol_dagster_tests.fakes.faults import Clock, serve

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ol_dagster.catalog.marquez import MarquezCatalog
-from ol_dagster.settings import MarquezCatalogSettings
+from ol_dagster.catalog.marquez.catalog import MarquezCatalog
+from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
 from ol_dagster.store import EventStore
 from ol_dagster_tests.conftest import CORPUS
 from ol_dagster_tests.contracts.marquez import (
@@ -448,7 +448,7 @@ def test_the_childs_stored_name(fake, name: str, parent: str, held: str):
 
 def test_the_client_computes_the_name_the_fake_stores():
     """The client's rule (``held_name``) and the fake's state agree on every shape above."""
-    from ol_dagster.catalog.marquez import held_name
+    from ol_dagster.catalog.marquez.catalog import held_name
 
     cases = {
         ("child", "nightly"): "nightly.child",

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.commands.demo import lineage_command
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.intake import sort_events

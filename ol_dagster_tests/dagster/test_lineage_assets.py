@@ -420,13 +420,13 @@ def test_run_workers_reconstruct_the_sync_job_without_the_synced_lineage(synced,
     from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
     from dagster._grpc.server import LoadedRepositories
 
-    from ol_dagster import definitions
+    from ol_dagster.defs import dagster_private
 
     path, post_and_sync, _ = synced
     post_and_sync(_snapshot())
     monkeypatch.setenv("OL_DAGSTER_SETTINGS", str(path))
     monkeypatch.setattr(DefinitionsLoadContext, "_instance", None)  # a fresh process
-    monkeypatch.setattr(definitions, "_serves_asset_graph", False)
+    monkeypatch.setattr(dagster_private, "_serves_asset_graph", False)
     served = LoadedRepositories(
         LoadableTargetOrigin(module_name="ol_dagster.definitions"),
         container_image=None,
@@ -439,7 +439,7 @@ def test_run_workers_reconstruct_the_sync_job_without_the_synced_lineage(synced,
     assert job_key in server_repo.asset_graph.get_all_asset_keys()
 
     monkeypatch.setattr(DefinitionsLoadContext, "_instance", None)  # the run worker's process
-    monkeypatch.setattr(definitions, "_serves_asset_graph", False)
+    monkeypatch.setattr(dagster_private, "_serves_asset_graph", False)
     worker_repo = reconstruct_repository_def_from_pointer(
         served.code_pointers_by_repo_name[name], server_repo.repository_load_data
     )
@@ -499,8 +499,8 @@ def test_a_capped_definition_exports_only_its_newest_jobs_after_each_sync(
     assert marker.metadata["openlineage/jobsNotShown"] == 1
     from sqlalchemy import select
 
-    from ol_dagster.catalog.embedded import EmbeddedCatalog
     from ol_dagster.catalog.embedded import tables as t
+    from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 
     catalog = EmbeddedCatalog(settings.catalogs["main"].url)
     try:

@@ -81,7 +81,7 @@ def test_one_database_url_moves_the_store_and_embedded_catalogs(pg_url):
     assert settings.catalogs["main"].url == pg_url
     assert settings.catalogs["mine"].url == "sqlite:///x.db"  # an explicit URL wins
     # both live in the one database without clashing
-    from ol_dagster.catalog.embedded import EmbeddedCatalog
+    from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 
     store = EventStore(settings.store.url)
     catalog = EmbeddedCatalog(settings.catalogs["main"].url)

@@ -953,7 +953,7 @@ class OpenMetadataFake:
     CHECK_OPERATIONS = ("ViewAll", "ViewBasic", CREATE, EDIT_LINEAGE)
 
     def check_routes(self) -> list[Route]:
-        from ol_dagster.catalog.check.openmetadata import OM_DATABASE_SERVICE, OM_PERMISSIONS
+        from ol_dagster.catalog.openmetadata.check import OM_DATABASE_SERVICE, OM_PERMISSIONS
 
         return [
             Route(OM_PERMISSIONS, self.permissions, methods=["GET"]),

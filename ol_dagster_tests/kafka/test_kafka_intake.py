@@ -19,7 +19,7 @@ import confluent_kafka
 import dagster as dg
 import pytest
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.kafka.intake import SNAPSHOT_END_HEADER, SNAPSHOT_HEADER, Assembler, Message
 from ol_dagster.settings import load_settings, parse_settings
 from ol_dagster.store import BatchKind, BatchStatus, EventStore

@@ -16,9 +16,9 @@ import pytest
 import yaml
 from sqlalchemy import create_engine, select
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.embedded.tables import clock
-from ol_dagster.catalog.ledger import Ledger, LedgerItem
+from ol_dagster.catalog.ledger.entries import Ledger, LedgerItem
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import load_settings
 from ol_dagster.store import BatchStatus, EventStore

@@ -35,9 +35,9 @@ from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
 from ol_dagster import db
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.embedded.tables import users
-from ol_dagster.catalog.ledger import Ledger as SyncLedger
+from ol_dagster.catalog.ledger.entries import Ledger as SyncLedger
 from ol_dagster.db import open_engine
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.server import serve_in_background

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from sqlalchemy import and_, select, update
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.bulk import Bulk, naive
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.protocol import CleanupCounts
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope
 from ol_dagster.receiver.intake import sort_events

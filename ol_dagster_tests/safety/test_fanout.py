@@ -25,7 +25,7 @@ import yaml
 from sqlalchemy import create_engine, text
 from starlette.testclient import TestClient
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.commands.headless import sync_batches
 from ol_dagster.definitions import build_defs
 from ol_dagster.receiver.app import create_app

@@ -56,8 +56,8 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import select
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.commands.headless import sync_batches
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import SyncDefinition

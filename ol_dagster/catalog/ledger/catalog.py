@@ -33,7 +33,7 @@ from ol_dagster.catalog.http import (
     HttpCatalogClient,
     server_time,
 )
-from ol_dagster.catalog.ledger import DATASET, EDGE, JOB, Entry, Ledger, LedgerItem
+from ol_dagster.catalog.ledger.entries import DATASET, EDGE, JOB, Entry, Ledger, LedgerItem
 from ol_dagster.catalog.lineage_reads import NodeNotFound, job_node, lineage_of_edges
 from ol_dagster.catalog.protocol import (
     CleanupCounts,
@@ -44,12 +44,13 @@ from ol_dagster.catalog.protocol import (
     Removal,
     UploadResult,
 )
+from ol_dagster.catalog.settings import HttpCatalogSettings
 from ol_dagster.catalog.systems import owned_jobs, wanted_systems
 from ol_dagster.db import open_engine
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import DataFlow, NodeKey
 from ol_dagster.lineage_state import DatasetState, JobState, LineageState, new_state
-from ol_dagster.settings import HttpCatalogSettings, SyncDefinition
+from ol_dagster.sync_definition import SyncDefinition
 
 # the settings model of the backend's kind (``OpenMetadataCatalogSettings``...)
 CfgT = TypeVar("CfgT", bound=HttpCatalogSettings)

@@ -19,19 +19,22 @@ from ol_dagster.catalog.check.probe import (
     clock,
     reachable,
 )
-from ol_dagster.settings import MarquezCatalogSettings, Settings, SyncDefinition
+from ol_dagster.catalog.kind import CheckContext
+from ol_dagster.catalog.marquez.catalog import LINEAGE, MarquezCatalog, segment
+from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
 
 # Marquez: the deletes of the client (by namespace and name)
 MARQUEZ_JOB = "/api/v1/namespaces/{namespace}/jobs/{name}"
 MARQUEZ_DATASET = "/api/v1/namespaces/{namespace}/datasets/{name}"
 
 
-def check_marquez(
-    name: str, cfg: MarquezCatalogSettings, settings: Settings, definition: SyncDefinition | None
-) -> list[Finding]:
-    from ol_dagster.catalog.marquez import LINEAGE, MarquezCatalog, segment
+def check_marquez(cfg: MarquezCatalogSettings, context: CheckContext) -> list[Finding]:
+    at = context.opening
 
-    with catalog_client(MarquezCatalog, name, cfg, settings, definition) as client:
+    def backend() -> MarquezCatalog:
+        return MarquezCatalog(at.name, cfg, store_url=at.store_url, definition=at.definition)
+
+    with catalog_client(backend, cfg, ledger=True) as client:
         if isinstance(client, Finding):
             return [client]
         prober = client.prober

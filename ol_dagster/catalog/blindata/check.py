@@ -2,7 +2,7 @@
 
 The client's clock call (reachable, credentials, ``Date``); ``SYSTEMS_ADMIN`` by the client's own
 dry-run flow cleanup with a cutoff nothing is older than (403: missing); and every call
-``blindata_api.INFERRED_CALLS`` lists answers something other than 404/405: GETs directly,
+``api.INFERRED_CALLS`` lists answers something other than 404/405: GETs directly,
 cleanups as dry runs, writes by ``OPTIONS`` (Spring MVC answers it with ``Allow`` for a mapped
 path; without an ``Allow`` the call is reported as not verified).
 """
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
 
+from ol_dagster.catalog.blindata import api
+from ol_dagster.catalog.blindata.catalog import BlindataCatalog
+from ol_dagster.catalog.blindata.settings import BlindataCatalogSettings
 from ol_dagster.catalog.check.findings import Finding, one_line
 from ol_dagster.catalog.check.probe import (
     PROBE_NAMESPACE,
@@ -23,22 +25,23 @@ from ol_dagster.catalog.check.probe import (
     reachable,
 )
 from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable
+from ol_dagster.catalog.kind import CheckContext
+from ol_dagster.catalog.protocol import CleanupPermissionDenied
 from ol_dagster.namespaces import is_literal
-from ol_dagster.settings import BlindataCatalogSettings, Settings, SyncDefinition
+from ol_dagster.sync_definition import SyncDefinition
 
 NIL_UUID = "00000000-0000-0000-0000-000000000000"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # a cleanup cutoff nothing is older than
 PROBE_JOB = "ol-dagster-check"  # the job whose flows the dry-run cleanup names
 
 
-def check_blindata(
-    name: str, cfg: BlindataCatalogSettings, settings: Settings, definition: SyncDefinition | None
-) -> list[Finding]:
-    from ol_dagster.catalog import blindata_api as api
-    from ol_dagster.catalog.blindata import BlindataCatalog
-    from ol_dagster.catalog.protocol import CleanupPermissionDenied
+def check_blindata(cfg: BlindataCatalogSettings, context: CheckContext) -> list[Finding]:
+    at, definition = context.opening, context.definition
 
-    with catalog_client(BlindataCatalog, name, cfg, settings, definition) as client:
+    def backend() -> BlindataCatalog:
+        return BlindataCatalog(at.name, cfg, store_url=at.store_url, definition=at.definition)
+
+    with catalog_client(backend, cfg, ledger=False) as client:
         if isinstance(client, Finding):
             return [client]
         prober = client.prober
@@ -96,7 +99,7 @@ def check_blindata(
             findings.append(Finding("SYSTEMS_ADMIN", True, "a dry-run cleanup is allowed"))
             results[flows] = Finding(label[flows], True, "a dry run answers (nothing matched)")
 
-        system = _some_system(prober, api, definition)
+        system = _some_system(prober, definition)
         cleanup = ("POST", api.SYSTEM_CLEANUP)
         if system is not None and cleanup in label:
             try:
@@ -137,7 +140,7 @@ def _refused(exc: CatalogRefused) -> str:
     )
 
 
-def _some_system(prober: Prober, api: Any, definition: SyncDefinition | None) -> str | None:
+def _some_system(prober: Prober, definition: SyncDefinition | None) -> str | None:
     """A System to ask for a dry-run cleanup: the definition's job System, else any."""
     wanted = [{"name": definition.job_system}] if definition else []
     for params in [*wanted, {}]:

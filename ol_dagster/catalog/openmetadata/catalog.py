@@ -9,7 +9,7 @@ token (it needs ``EditLineage`` on tables, and ``Create`` where OpenMetadata cre
   types its ``eventTypeFilter`` allows (COMPLETE by default) and skips events without inputs or
   outputs; skipped events are not failures either.
 * Each RunEvent is first made to conform to OpenMetadata's own schema
-  (``openmetadata_events.conform``): the server refuses the whole request, with a 400, for one
+  (``events.conform``): the server refuses the whole request, with a 400, for one
   event that breaks it, and the receiver accepts such events on purpose (no ``schemaURL``,
   zone-less times, run ids that are not UUIDs, untyped schema fields, unknown keys, loose
   facets). Non-UUID run ids are sent as stable UUIDs (the same for every event of a run and every
@@ -31,7 +31,7 @@ token (it needs ``EditLineage`` on tables, and ``Create`` where OpenMetadata cre
 
 Cleanup, through the sync ledger, with what OpenMetadata really holds:
 
-* After an accepted upload the edges are read back (``openmetadata_tables``): which tables the
+* After an accepted upload the edges are read back (``tables``): which tables the
   server joined for each flow, found the way it finds them (symlinks first, ``schema.table``
   searched across the mapped service's databases, quoted FQN parts, a catalog-wide suffix search
   read through the lineage of the edge's other end), each dataset read once per upload. The
@@ -69,10 +69,11 @@ from typing import Any
 import httpx
 
 from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable
-from ol_dagster.catalog.ledger import EDGE, LedgerItem
-from ol_dagster.catalog.ledger_catalog import LedgerCatalog, SendOutcome
-from ol_dagster.catalog.openmetadata_events import conform
-from ol_dagster.catalog.openmetadata_tables import (
+from ol_dagster.catalog.ledger.catalog import LedgerCatalog, SendOutcome
+from ol_dagster.catalog.ledger.entries import EDGE, LedgerItem
+from ol_dagster.catalog.openmetadata.events import conform
+from ol_dagster.catalog.openmetadata.settings import OpenMetadataCatalogSettings
+from ol_dagster.catalog.openmetadata.tables import (
     Table,
     TableReader,
     sent_datasets,
@@ -82,7 +83,6 @@ from ol_dagster.catalog.protocol import Removal
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import DataFlow, NodeKey
 from ol_dagster.lineage.naming import normalize_namespace
-from ol_dagster.settings import OpenMetadataCatalogSettings
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +308,7 @@ class OpenMetadataCatalog(LedgerCatalog[OpenMetadataCatalogSettings]):
     def edge_payloads(
         self, flows: Sequence[DataFlow], graph: LineageGraph, sent: SendOutcome
     ) -> list[dict[str, Any] | None]:
-        """The tables OpenMetadata joined for each flow, read back (``openmetadata_tables``):
+        """The tables OpenMetadata joined for each flow, read back (``tables``):
         their ids and FQNs; None for a flow whose ends it cannot tell (not recorded)."""
         reader = TableReader(self.http, self.cfg.serviceMapping)
         node_of: dict[NodeKey, NodeKey] = {}

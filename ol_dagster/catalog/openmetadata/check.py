@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -29,7 +30,14 @@ from ol_dagster.catalog.check.probe import (
     clock,
     reachable,
 )
-from ol_dagster.settings import OpenMetadataCatalogSettings, Settings, SyncDefinition
+from ol_dagster.catalog.kind import CheckContext
+from ol_dagster.catalog.openmetadata.catalog import (
+    BATCH,
+    VERSION,
+    OpenMetadataCatalog,
+    service_for,
+)
+from ol_dagster.catalog.openmetadata.settings import OpenMetadataCatalogSettings
 
 # OpenMetadata reads of the check (the client's own paths are imported from its module)
 OM_LOGGED_IN_USER = "/api/v1/users/loggedInUser"
@@ -43,16 +51,14 @@ PROBE_SCHEMA_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/Ru
 MAX_NAMESPACES = 100  # listed one by one; more are summed up in one line
 
 
-def check_openmetadata(
-    name: str,
-    cfg: OpenMetadataCatalogSettings,
-    settings: Settings,
-    definition: SyncDefinition | None,
-    store: Any,
-) -> list[Finding]:
-    from ol_dagster.catalog.openmetadata import BATCH, VERSION, OpenMetadataCatalog, service_for
+def check_openmetadata(cfg: OpenMetadataCatalogSettings, context: CheckContext) -> list[Finding]:
+    at = context.opening
+    definition, events = context.definition, context.stored_events
 
-    with catalog_client(OpenMetadataCatalog, name, cfg, settings, definition) as client:
+    def backend() -> OpenMetadataCatalog:
+        return OpenMetadataCatalog(at.name, cfg, store_url=at.store_url, definition=at.definition)
+
+    with catalog_client(backend, cfg, ledger=True) as client:
         if isinstance(client, Finding):
             return [client]
         prober = client.prober
@@ -91,10 +97,8 @@ def check_openmetadata(
 
         findings += _permissions(prober)
         findings.append(_openlineage_endpoint(prober, BATCH))
-        if definition is not None and store is not None:
-            findings += _namespaces(
-                prober, stored_dataset_namespaces(store, definition.name), cfg, service_for
-            )
+        if definition is not None and events is not None:
+            findings += _namespaces(prober, dataset_namespaces(events()), cfg, service_for)
         elif definition is not None:
             findings.append(
                 Finding("namespaces", False, "not checked: the event store does not open", False)
@@ -242,12 +246,11 @@ def _namespaces(
     return findings
 
 
-def stored_dataset_namespaces(store: Any, definition: str) -> Counter[str]:
+def dataset_namespaces(events: Iterable[bytes]) -> Counter[str]:
     """How often each dataset namespace appears in the definition's stored RunEvents (the only
     events OpenMetadata takes), as the producer wrote it."""
     counts: Counter[str] = Counter()
-    far = datetime(9999, 12, 31, tzinfo=UTC)
-    for raw in store.iter_events_between(datetime(1, 1, 2, tzinfo=UTC), far, definition=definition):
+    for raw in events:
         try:
             doc = json.loads(raw)
         except ValueError:

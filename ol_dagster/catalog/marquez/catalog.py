@@ -53,11 +53,11 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from ol_dagster.catalog.http import CatalogRefused
-from ol_dagster.catalog.ledger import JOB, LedgerItem
-from ol_dagster.catalog.ledger_catalog import LedgerCatalog, SendOutcome
+from ol_dagster.catalog.ledger.catalog import LedgerCatalog, SendOutcome
+from ol_dagster.catalog.ledger.entries import JOB, LedgerItem
+from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
 from ol_dagster.catalog.protocol import Removal
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.settings import MarquezCatalogSettings
 
 log = logging.getLogger(__name__)
 

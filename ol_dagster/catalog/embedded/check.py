@@ -8,16 +8,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from sqlalchemy import inspect, select
+
 from ol_dagster.catalog.check.findings import Finding, one_line, safe_url, skew_words
-from ol_dagster.settings import EmbeddedCatalogSettings
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
+from ol_dagster.catalog.embedded.settings import EmbeddedCatalogSettings
+from ol_dagster.catalog.embedded.tables import SYSTEMS_ADMIN, metadata, users
 
 
 def check_embedded(cfg: EmbeddedCatalogSettings) -> list[Finding]:
-    from sqlalchemy import inspect, select
-
-    from ol_dagster.catalog.embedded import EmbeddedCatalog
-    from ol_dagster.catalog.embedded.tables import SYSTEMS_ADMIN, metadata, users
-
     where = safe_url(cfg.url)
     try:
         catalog = EmbeddedCatalog(cfg.url, user=cfg.user)
