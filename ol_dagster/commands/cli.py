@@ -269,7 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--idle-exit",
         type=float,
         metavar="SECONDS",
-        help="stop after this long without a message (default: run until SIGTERM or SIGINT)",
+        help="stop after this long without a message, counted from start (a broker that "
+        "answers gets up to a minute more for the group's first join; none answering: exit 2) "
+        "(default: run until SIGTERM or SIGINT)",
     )
     p.set_defaults(func=_cmd_consume)
 

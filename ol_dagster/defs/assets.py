@@ -23,7 +23,7 @@ from ol_dagster.defs.lineage_assets import (
     merge_job_runs,
     prune_job_runs,
 )
-from ol_dagster.defs.resources import CatalogResource, StoreResource
+from ol_dagster.defs.resources import catalog_of, store_of
 from ol_dagster.defs.results import (
     BATCH_CLEANUP_CHECKS,
     check_spec,
@@ -133,8 +133,10 @@ def build_assets(
     definition: SyncDefinition,
     partitions: dg.DynamicPartitionsDefinition,
     translator: OpenLineageTranslator,
+    files: names.FileNames,
 ) -> list[dg.AssetsDefinition]:
-    """The partitioned assets of ``definition``, each a short body over a core service
+    """The partitioned assets of ``definition`` (its settings file's resources named by
+    ``files``), each a short body over a core service
     (``sync.batch``, ``sync.graph``) whose outcome ``defs.results`` turns into metadata:
     ``received_batch`` and ``lineage_graph`` once, ``catalog_upload`` and ``catalog_cleanup``
     per catalog it feeds (``names.catalog_asset_key``)."""
@@ -155,14 +157,13 @@ def build_assets(
         check_specs=checks(names.RECEIVED_BATCH, received_checks),
         group_name=names.group(name),
         partitions_def=partitions,
+        required_resource_keys={files.store},
     )
-    def received_batch(
-        context: dg.AssetExecutionContext, ol_store: StoreResource
-    ) -> Iterator[dg.MaterializeResult]:
+    def received_batch(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
         """The batch of OpenLineage events this partition stands for, as the receiver stored it:
         how many were received, accepted and rejected (with reasons), split by event kind, type
         and producer."""
-        store = ol_store.get()
+        store = store_of(context, files).get()
         batch = _batch(context, store, definition)
         # a retry leaves alone the catalogs that finished the batch in an earlier run
         kept = begin_run(store, definition, batch.id, context.run_id)
@@ -180,14 +181,13 @@ def build_assets(
         check_specs=checks(names.LINEAGE_GRAPH, [C.NO_DANGLING_FLOWS]),
         group_name=names.group(name),
         partitions_def=partitions,
+        required_resource_keys={files.store},
     )
-    def lineage_graph(
-        context: dg.AssetExecutionContext, ol_store: StoreResource
-    ) -> Iterator[dg.MaterializeResult]:
+    def lineage_graph(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
         """The batch normalized into jobs, datasets and the data flows between them, with the
         earlier parts of its runs kept in earlier batches: the graph ``catalog_upload`` uploads
         (stored with the batch, so the upload does not normalize again)."""
-        store = ol_store.get()
+        store = store_of(context, files).get()
         batch = _batch(context, store, definition)
         # handed over to the upload when it runs in this process (``ol-dagster sync``)
         yield lineage_graph_result(batch_graph(store, definition, batch, hand_over=True))
@@ -196,7 +196,7 @@ def build_assets(
         a
         for key in definition.catalog_keys
         for a in _catalog_assets(
-            definition, key, partitions, translator, upstream=keys[names.LINEAGE_GRAPH]
+            definition, key, partitions, translator, files, upstream=keys[names.LINEAGE_GRAPH]
         )
     ]
     return [received_batch, lineage_graph, *per_catalog]
@@ -207,6 +207,7 @@ def _catalog_assets(
     catalog_key: str,
     partitions: dg.DynamicPartitionsDefinition,
     translator: OpenLineageTranslator,
+    files: names.FileNames,
     *,
     upstream: dg.AssetKey,
 ) -> list[dg.AssetsDefinition]:
@@ -231,15 +232,14 @@ def _catalog_assets(
         group_name=names.group(name),
         partitions_def=partitions,
         description=None if not several else f"The batch uploaded to catalog {catalog_key!r}.",
+        required_resource_keys={files.store, files.catalog},
     )
-    def catalog_upload(
-        context: dg.AssetExecutionContext, ol_store: StoreResource, ol_catalog: CatalogResource
-    ) -> Iterator[dg.MaterializeResult]:
+    def catalog_upload(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
         """Everything the batch describes, written to the catalog. The cutoff is read from the
         catalog's clock before the first write; every object sent is touched, changed or not."""
-        store = ol_store.get()
+        store = store_of(context, files).get()
         batch = _batch(context, store, definition)
-        with ol_catalog.open(name, catalog_key) as catalog:
+        with catalog_of(context, files).open(name, catalog_key) as catalog:
             try:
                 done = upload_batch(
                     store,
@@ -283,20 +283,18 @@ def _catalog_assets(
         description=None
         if not several
         else f"What producers no longer describe, removed from catalog {catalog_key!r}.",
+        required_resource_keys={files.store, files.catalog},
     )
     def catalog_cleanup(
-        context: dg.AssetExecutionContext,
-        config: CleanupConfig,
-        ol_store: StoreResource,
-        ol_catalog: CatalogResource,
+        context: dg.AssetExecutionContext, config: CleanupConfig
     ) -> Iterator[dg.MaterializeResult]:
         """What producers no longer describe, removed from the catalog, with the guards of the
         seed (empty batch, failed upload, removal cap, permission, dry run). The ``report``
         metadata is the seed's cleanup report."""
-        store = ol_store.get()
+        store = store_of(context, files).get()
         batch = _batch(context, store, definition)
         selection = context.run.asset_selection
-        with ol_catalog.open(name, catalog_key) as catalog:
+        with catalog_of(context, files).open(name, catalog_key) as catalog:
             try:
                 report = cleanup_batch(
                     store,

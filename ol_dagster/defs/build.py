@@ -12,7 +12,8 @@ from collections.abc import Collection
 
 import dagster as dg
 
-from ol_dagster.defs.analysis import analyses, analysis_schedule
+from ol_dagster.defs import names
+from ol_dagster.defs.analysis import build_analyses
 from ol_dagster.defs.factory import build_definition_defs
 from ol_dagster.defs.lineage_assets import (
     OpenLineageTranslator,
@@ -21,7 +22,7 @@ from ol_dagster.defs.lineage_assets import (
     newest_jobs,
     with_job_runs,
 )
-from ol_dagster.defs.resources import CatalogResource, StoreResource
+from ol_dagster.defs.resources import file_resources
 from ol_dagster.lineage_state import LineageState, stored_state
 from ol_dagster.settings import Settings, SettingsError, load_settings, settings_path
 from ol_dagster.store import EventStore
@@ -74,27 +75,46 @@ def build_defs(
     translator: OpenLineageTranslator | None = None,
     synced_lineage: bool = True,
     definitions: Collection[str] | None = None,
+    files: names.FileNames = names.CODE_LOCATION_FILE,
+    analyses: bool = True,
 ) -> dg.Definitions:
     """All definitions of the settings file; ``translator`` changes the lineage assets' keys,
     groups and metadata (subclass ``OpenLineageTranslator``). ``synced_lineage=False`` leaves the
     synced jobs and datasets out: a process that only runs sync jobs (``ol-dagster sync``) needs
     none of them, and with 10,000 synced jobs they take seconds to build. ``definitions`` names
-    the sync definitions to build (default: every one in the file)."""
+    the sync definitions to build (default: every one in the file). ``files`` names the file's
+    resources and analyses (``names.file_names``: another file's beside the project's own);
+    ``analyses=False`` leaves the file's analyses to another component of the same file."""
     resolved = str(settings_path(path).resolve())
     settings = chosen_definitions(load_settings(path), definitions, resolved)
     translator = translator or OpenLineageTranslator()
-    states = _lineage_states(settings) if synced_lineage else {}
+    lineage = synced_lineage_specs([settings], translator) if synced_lineage else []
+    analysis_assets, analysis_schedules = [], []
+    if analyses:
+        asset, schedule = build_analyses(files)
+        analysis_assets, analysis_schedules = [asset], [schedule]
     return dg.Definitions.merge(
-        *(build_definition_defs(d, translator=translator) for d in settings.definitions),
+        *(
+            build_definition_defs(d, translator=translator, files=files)
+            for d in settings.definitions
+        ),
         dg.Definitions(
-            assets=[analyses, *build_all_lineage_specs(states, translator)],
-            schedules=[analysis_schedule],
+            assets=[*analysis_assets, *lineage],
+            schedules=analysis_schedules,
             # A sync's steps run one after another and hand nothing over through IO managers: a
             # process per step would only add its start-up and its own load of the code location.
             executor=dg.in_process_executor,
-            resources={
-                "ol_store": StoreResource(settings_path=resolved),
-                "ol_catalog": CatalogResource(settings_path=resolved),
-            },
+            resources=file_resources(resolved, files),
         ),
     )
+
+
+def synced_lineage_specs(
+    sources: Collection[Settings], translator: OpenLineageTranslator
+) -> list[dg.AssetSpec]:
+    """The lineage the definitions of ``sources`` (settings, each with the definitions shown)
+    have synced, as one graph: a dataset several of them touch is one asset."""
+    states: dict[str, LineageState] = {}
+    for settings in sources:
+        states.update(_lineage_states(settings))
+    return build_all_lineage_specs(states, translator)

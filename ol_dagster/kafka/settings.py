@@ -49,6 +49,7 @@ _OWN_PROPERTIES = {
     "sasl.username": "security.username",
     "sasl.password": f"security.password ({_AS_ENV})",
     "ssl.key.password": f"security.keyPassword ({_AS_ENV})",
+    "statistics.interval.ms": "(the consumer reads whether a broker answers from them)",
 }
 
 
