@@ -21,7 +21,7 @@ from dagster.components.core.package_entry import discover_entry_point_package_o
 from dagster_shared.serdes.objects import EnvRegistryKey
 from starlette.testclient import TestClient
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.commands.headless import sync_batches
 from ol_dagster.definitions import build_defs
 from ol_dagster.defs.component import OpenLineageSyncComponent
