@@ -29,6 +29,7 @@ from ol_dagster.defs.results import (
     check_spec,
     cleanup_result,
     job_runs_metadata,
+    judged,
     kept_result,
     lineage_graph_result,
     received_batch_result,
@@ -172,7 +173,8 @@ def build_assets(
         counts = store.event_counts(batch.id)
         logged = _log_events(store, batch, definition)
         kafka = kafka_rejections(store, batch, limit=KAFKA_LETTERS_SHOWN)
-        yield received_batch_result(batch, counts, logged, snapshot=snapshot, kafka=kafka)
+        result = received_batch_result(batch, counts, logged, snapshot=snapshot, kafka=kafka)
+        yield judged(result, batch.partition_key)
 
     @dg.asset(
         key=keys[names.LINEAGE_GRAPH],
@@ -190,7 +192,8 @@ def build_assets(
         store = store_of(context, files).get()
         batch = _batch(context, store, definition)
         # handed over to the upload when it runs in this process (``ol-dagster sync``)
-        yield lineage_graph_result(batch_graph(store, definition, batch, hand_over=True))
+        built = batch_graph(store, definition, batch, hand_over=True)
+        yield judged(lineage_graph_result(built), batch.partition_key)
 
     per_catalog = [
         a
@@ -231,7 +234,10 @@ def _catalog_assets(
         check_specs=[check_spec(C.UPLOAD_SUCCEEDED, keys[names.CATALOG_UPLOAD])],
         group_name=names.group(name),
         partitions_def=partitions,
-        description=None if not several else f"The batch uploaded to catalog {catalog_key!r}.",
+        description=names.catalog_asset_description(
+            definition.catalog_keys, catalog_key, "the batch uploaded to it."
+        ),
+        tags=names.catalog_tags(catalog_key),
         required_resource_keys={files.store, files.catalog},
     )
     def catalog_upload(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
@@ -255,11 +261,11 @@ def _catalog_assets(
                 raise dg.Failure(str(exc)) from None
         if done.kept_from is not None:
             # this catalog finished the batch in an earlier run: a retry is for the others
-            yield kept_result(done.kept_from)
+            yield judged(kept_result(done.kept_from), batch.partition_key)
             return
         if done.graph is None or done.result is None:
             # an older snapshot must not bring back what a newer one removed
-            yield superseded_result(done.superseded_by)
+            yield judged(superseded_result(done.superseded_by), batch.partition_key)
             return
         if not done.result.succeeded:
             context.log.error(
@@ -271,7 +277,7 @@ def _catalog_assets(
         runs = batch_job_runs(done.graph, translator) if done.result.succeeded else []
         if runs and where.primary:
             remember_job_runs(store, definition, runs, batch.id)
-        yield upload_result(done, job_runs_metadata(runs))
+        yield judged(upload_result(done, job_runs_metadata(runs)), batch.partition_key)
 
     @dg.asset(
         key=keys[names.CATALOG_CLEANUP],
@@ -280,9 +286,12 @@ def _catalog_assets(
         check_specs=[check_spec(c, keys[names.CATALOG_CLEANUP]) for c in BATCH_CLEANUP_CHECKS],
         group_name=names.group(name),
         partitions_def=partitions,
-        description=None
-        if not several
-        else f"What producers no longer describe, removed from catalog {catalog_key!r}.",
+        description=names.catalog_asset_description(
+            definition.catalog_keys,
+            catalog_key,
+            "what the batch's producers no longer describe, removed from it.",
+        ),
+        tags=names.catalog_tags(catalog_key),
         required_resource_keys={files.store, files.catalog},
     )
     def catalog_cleanup(
@@ -315,6 +324,6 @@ def _catalog_assets(
                 raise dg.Failure(str(exc)) from None
             if report["mode"] is not None and where.primary:
                 refresh_lineage_state(context, catalog, definition, store)
-        yield cleanup_result(report, BATCH_CLEANUP_CHECKS)
+        yield judged(cleanup_result(report, BATCH_CLEANUP_CHECKS), batch.partition_key)
 
     return [catalog_upload, catalog_cleanup]

@@ -97,9 +97,10 @@ class OpenLineageSyncComponent(dg.Component, dg.Model, dg.Resolvable):
         description="The sync definitions of the file to build (default: every one).",
     )
     split_names: bool = Field(
-        default=False,
-        description="Synced lineage keys as [namespace, *name parts] (readable graph labels) "
-        "instead of [namespace, name]: OpenLineageTranslator(split_names=True).",
+        default=True,
+        description="Synced lineage keys as [namespace, *name parts], labelled by the table, "
+        "file or task in the graph; false: [namespace, name], whole names cut in the middle "
+        "(OpenLineageTranslator(split_names=...)).",
     )
 
     @classmethod

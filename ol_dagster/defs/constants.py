@@ -3,6 +3,7 @@ sensor's pace and the stale cleanup's cron. The names a sync definition gets in 
 keys, job, partitions, sensors, schedule) are built in ``defs.names``."""
 
 DEFINITION_TAG = "ol_dagster/definition"
+CATALOG_TAG = "ol_dagster/catalog"  # on the assets a definition has once per catalog
 BATCH_TAG = "ol_dagster/batch"
 
 # checks, by the asset they belong to

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from ol_dagster.defs import constants as C
+
 # the assets of one sync definition, in the order a sync runs them
 RECEIVED_BATCH = "received_batch"
 LINEAGE_GRAPH = "lineage_graph"
@@ -46,6 +48,19 @@ def catalog_asset_key(
     if len(catalogs) == 1:
         return asset_key(definition, asset)
     return dg.AssetKey([definition, catalog, asset])
+
+
+def catalog_asset_description(catalogs: tuple[str, ...], catalog: str, what: str) -> str | None:
+    """What the asset graph shows under one of ``PER_CATALOG`` when the definition feeds several
+    catalogs (their nodes have the same name): the catalog first, then ``what``. None (the
+    asset's own docstring) when it feeds one."""
+    return None if len(catalogs) == 1 else f"Catalog {catalog!r}: {what}"
+
+
+def catalog_tags(catalog: str) -> dict[str, str]:
+    """The tag naming the catalog of one of ``PER_CATALOG`` (filterable in the UI), when the
+    catalog's key can be a tag value."""
+    return {C.CATALOG_TAG: catalog} if re.fullmatch(r"[A-Za-z0-9_.-]{1,63}", catalog) else {}
 
 
 def group(definition: str) -> str:

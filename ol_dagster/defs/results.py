@@ -297,6 +297,20 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
     )
 
 
+def judged(result: dg.MaterializeResult, batch: str) -> dg.MaterializeResult:
+    """``result`` with each of its checks saying which batch (partition) it judged: ``batch`` in
+    its metadata and at the start of its description (a check's history lists every batch's
+    result one under another)."""
+    checks = [
+        c._replace(
+            metadata={**c.metadata, "batch": dg.MetadataValue.text(batch)},
+            description=f"batch {batch}: {c.description}" if c.description else f"batch {batch}",
+        )
+        for c in result.check_results
+    ]
+    return result._replace(check_results=checks)
+
+
 def cleanup_result(report: CleanupReport, checks: Sequence[str]) -> dg.MaterializeResult:
     """A cleanup's report (the seed's, as JSON and as a summary table) and the results of
     ``checks`` (``BATCH_CLEANUP_CHECKS`` or ``STALE_CLEANUP_CHECKS``). The batch cleanup also

@@ -52,7 +52,13 @@ def _stale_cleanup(
         group_name=names.group(definition.name),
         kinds={"catalog"},
         check_specs=[check_spec(c, key) for c in STALE_CLEANUP_CHECKS],
-        tags={C.DEFINITION_TAG: definition.name},
+        tags={C.DEFINITION_TAG: definition.name, **names.catalog_tags(catalog_key)},
+        description=names.catalog_asset_description(
+            definition.catalog_keys,
+            catalog_key,
+            "what the definition's producers have not described for staleJobDays, removed "
+            "from it (daily).",
+        ),
         required_resource_keys={files.store, files.catalog},
     )
     def stale_cleanup(

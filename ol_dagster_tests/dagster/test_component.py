@@ -127,7 +127,7 @@ def test_a_dg_project_gets_what_the_settings_file_builds(project: Project, synce
         dg.AssetKey(["snap", "catalog_cleanup"]),
         dg.AssetKey(["add", "catalog_upload"]),
         dg.AssetKey(["etl", "build_kpi"]),
-        dg.AssetKey(["postgres_db_5432", "shop.kpi.daily"]),
+        dg.AssetKey(["postgres_db_5432", "shop", "kpi", "daily"]),
     } <= expected["assets"]
     assert (
         dg.AssetCheckKey(dg.AssetKey(["snap", "catalog_cleanup"]), "removal_cap")
@@ -138,10 +138,10 @@ def test_a_dg_project_gets_what_the_settings_file_builds(project: Project, synce
 
 
 def test_split_names_reaches_the_translator(project: Project, synced_settings: Path):
-    project.add("ol_sync", {"settings": str(synced_settings), "split_names": True})
+    project.add("ol_sync", {"settings": str(synced_settings), "split_names": False})
     keys = _shape(project.load())["assets"]
-    assert dg.AssetKey(["postgres_db_5432", "shop", "kpi", "daily"]) in keys
-    assert dg.AssetKey(["postgres_db_5432", "shop.kpi.daily"]) not in keys
+    assert dg.AssetKey(["postgres_db_5432", "shop.kpi.daily"]) in keys
+    assert dg.AssetKey(["postgres_db_5432", "shop", "kpi", "daily"]) not in keys
 
 
 def test_the_settings_path_is_relative_to_the_defs_yaml(project: Project, write_settings):
@@ -264,7 +264,7 @@ def test_two_components_of_two_settings_files_load_run_and_show_one_lineage(
     # one graph: the dataset both files touch is one asset, written by sales' job and read
     # by the root file's
     graph = project.load().resolve_asset_graph()
-    orders_key = dg.AssetKey(["postgres_db_5432", "shop.public.orders"])
+    orders_key = dg.AssetKey(["postgres_db_5432", "shop", "public", "orders"])
     assert graph.get(orders_key).parent_keys == {dg.AssetKey(["etl", "load_orders"])}
     assert orders_key in graph.get(dg.AssetKey(["etl", "build_kpi"])).parent_keys
 
