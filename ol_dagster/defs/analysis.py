@@ -8,7 +8,7 @@ warns when a job stopped running on its inferred schedule.
 """
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -18,6 +18,9 @@ from ol_dagster.defs.resources import StoreResource
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import Settings
+
+if TYPE_CHECKING:  # the analyses are imported when they run
+    from ol_dagster.analysis import DatasetScopes, QualitySummaries, RunProfiles
 
 RUN_PROFILES = dg.AssetKey("run_profiles")
 DATASET_SCOPES = dg.AssetKey("dataset_scopes")
@@ -132,32 +135,45 @@ def analyses(context: dg.AssetExecutionContext, ol_store: StoreResource):
         scopes = compute_dataset_scopes(prepared, now=now, window_days=window)
         quality = compute_quality_summaries(prepared, now=now, window_days=window)
 
-    written = {
-        "runProfile": _annotate(
+    yield _profiles_result(
+        profiles,
+        window,
+        _annotate(
             settings, "runProfile", [("job", p.namespace, p.name, p.properties()) for p in profiles]
         ),
-        "dataScope": _annotate(
+    )
+    yield _scopes_result(
+        scopes,
+        window,
+        _annotate(
             settings,
             "dataScope",
             [("dataset", s.namespace, s.name, s.properties()) for s in scopes],
         ),
-        "qualitySummary": _annotate(
+    )
+    yield _quality_result(
+        quality,
+        window,
+        _annotate(
             settings,
             "qualitySummary",
             [("dataset", q.namespace, q.name, q.properties()) for q in quality.datasets]
             + [("job", q.namespace, q.name, q.properties()) for q in quality.jobs],
         ),
-    }
-    profile_rows, scope_rows, quality_rows = profiles.rows(), scopes.rows(), quality.rows()
-    stopped = profiles.stopped()
-    yield dg.MaterializeResult(
+    )
+
+
+def _profiles_result(profiles: "RunProfiles", window: int, written: int) -> dg.MaterializeResult:
+    """``run_profiles``: the table, and the jobs that stopped running on their schedule."""
+    rows, stopped = profiles.rows(), profiles.stopped()
+    return dg.MaterializeResult(
         asset_key=RUN_PROFILES,
         metadata={
-            "jobs": len(profile_rows),
+            "jobs": len(rows),
             "windowDays": window,
-            "writtenToCatalogs": written["runProfile"],
+            "writtenToCatalogs": written,
             "profiles": dg.MetadataValue.md(
-                rows_markdown(profile_rows, _columns(profile_rows, _PROFILE_COLUMNS), _ROWS)
+                rows_markdown(rows, _columns(rows, _PROFILE_COLUMNS), _ROWS)
             ),
         },
         check_results=[
@@ -173,26 +189,32 @@ def analyses(context: dg.AssetExecutionContext, ol_store: StoreResource):
             )
         ],
     )
-    yield dg.MaterializeResult(
+
+
+def _scopes_result(scopes: "DatasetScopes", window: int, written: int) -> dg.MaterializeResult:
+    rows = scopes.rows()
+    return dg.MaterializeResult(
         asset_key=DATASET_SCOPES,
         metadata={
-            "datasets": len(scope_rows),
+            "datasets": len(rows),
             "windowDays": window,
-            "writtenToCatalogs": written["dataScope"],
+            "writtenToCatalogs": written,
             "scopes": dg.MetadataValue.md(
-                rows_markdown(scope_rows, _columns(scope_rows, _SCOPE_COLUMNS), _ROWS)
+                rows_markdown(rows, _columns(rows, _SCOPE_COLUMNS), _ROWS)
             ),
         },
     )
-    yield dg.MaterializeResult(
+
+
+def _quality_result(quality: "QualitySummaries", window: int, written: int) -> dg.MaterializeResult:
+    rows = quality.rows()
+    return dg.MaterializeResult(
         asset_key=QUALITY_SUMMARIES,
         metadata={
-            "summaries": len(quality_rows),
+            "summaries": len(rows),
             "windowDays": window,
-            "writtenToCatalogs": written["qualitySummary"],
-            "passRates": dg.MetadataValue.md(
-                rows_markdown(quality_rows, _columns(quality_rows, []), _ROWS)
-            ),
+            "writtenToCatalogs": written,
+            "passRates": dg.MetadataValue.md(rows_markdown(rows, _columns(rows, []), _ROWS)),
         },
     )
 
