@@ -12,12 +12,12 @@ from typing import Any
 from ol_dagster.commands.eventfiles import BrokenLine, UnreadableFile, read_events
 from ol_dagster.lineage import normalize
 from ol_dagster.openlineage.envelope import EventRejected
+from ol_dagster.openlineage.lenient import parse_event_lenient
 from ol_dagster.openlineage.models import (
     DEFAULT_MAX_NAME_LENGTH,
     Event,
     check_name_lengths,
     parse_event,
-    parse_event_lenient,
 )
 
 

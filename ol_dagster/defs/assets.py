@@ -218,13 +218,29 @@ def _catalog_assets(
     catalog its own cutoff, upload, cleanup, guards, checks and report (``sync.fanout``), so a
     catalog that fails blocks only its own cleanup. The primary catalog (the first) also keeps
     the jobs' runs and the lineage state the asset graph is built from."""
+    keys = {
+        a: names.catalog_asset_key(definition.name, definition.catalog_keys, catalog_key, a)
+        for a in (names.CATALOG_UPLOAD, names.CATALOG_CLEANUP)
+    }
+    return [
+        _upload_asset(definition, catalog_key, partitions, translator, keys, upstream=upstream),
+        _cleanup_asset(definition, catalog_key, partitions, keys),
+    ]
+
+
+def _upload_asset(
+    definition: SyncDefinition,
+    catalog_key: str,
+    partitions: dg.DynamicPartitionsDefinition,
+    translator: OpenLineageTranslator,
+    keys: dict[str, dg.AssetKey],
+    *,
+    upstream: dg.AssetKey,
+) -> dg.AssetsDefinition:
+    """``catalog_upload`` of one catalog; the primary one also keeps the jobs' runs."""
     name = definition.name
     where = fanout.target(definition, catalog_key)
     several = len(definition.catalog_keys) > 1
-    keys = {
-        a: names.catalog_asset_key(name, definition.catalog_keys, catalog_key, a)
-        for a in (names.CATALOG_UPLOAD, names.CATALOG_CLEANUP)
-    }
     which = f" (catalog {catalog_key!r})" if several else ""
 
     @dg.asset(
@@ -279,6 +295,21 @@ def _catalog_assets(
             remember_job_runs(store, definition, runs, batch.id)
         yield judged(upload_result(done, job_runs_metadata(runs)), batch.partition_key)
 
+    return catalog_upload
+
+
+def _cleanup_asset(
+    definition: SyncDefinition,
+    catalog_key: str,
+    partitions: dg.DynamicPartitionsDefinition,
+    keys: dict[str, dg.AssetKey],
+) -> dg.AssetsDefinition:
+    """``catalog_cleanup`` of one catalog; the primary one also refreshes the lineage state the
+    asset graph is built from."""
+    name = definition.name
+    where = fanout.target(definition, catalog_key)
+    several = len(definition.catalog_keys) > 1
+
     @dg.asset(
         key=keys[names.CATALOG_CLEANUP],
         deps=[keys[names.CATALOG_UPLOAD]],
@@ -326,4 +357,4 @@ def _catalog_assets(
                 refresh_lineage_state(context, catalog, definition, store)
         yield judged(cleanup_result(report, BATCH_CLEANUP_CHECKS), batch.partition_key)
 
-    return [catalog_upload, catalog_cleanup]
+    return catalog_cleanup

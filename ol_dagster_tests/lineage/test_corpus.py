@@ -23,7 +23,8 @@ from ol_dagster.commands.inspection import inspect_files
 from ol_dagster.lineage import normalize
 from ol_dagster.lineage.naming import normalize_namespace
 from ol_dagster.openlineage.envelope import EventRejected
-from ol_dagster.openlineage.models import RunEvent, parse_event, parse_event_lenient
+from ol_dagster.openlineage.lenient import parse_event_lenient
+from ol_dagster.openlineage.models import RunEvent, parse_event
 from ol_dagster_tests.conftest import CORPUS
 
 EVENTS = CORPUS / "events"
