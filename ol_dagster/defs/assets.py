@@ -223,8 +223,10 @@ def _catalog_assets(
         for a in (names.CATALOG_UPLOAD, names.CATALOG_CLEANUP)
     }
     return [
-        _upload_asset(definition, catalog_key, partitions, translator, keys, upstream=upstream),
-        _cleanup_asset(definition, catalog_key, partitions, keys),
+        _upload_asset(
+            definition, catalog_key, partitions, translator, keys, files, upstream=upstream
+        ),
+        _cleanup_asset(definition, catalog_key, partitions, keys, files),
     ]
 
 
@@ -234,6 +236,7 @@ def _upload_asset(
     partitions: dg.DynamicPartitionsDefinition,
     translator: OpenLineageTranslator,
     keys: dict[str, dg.AssetKey],
+    files: names.FileNames,
     *,
     upstream: dg.AssetKey,
 ) -> dg.AssetsDefinition:
@@ -303,12 +306,12 @@ def _cleanup_asset(
     catalog_key: str,
     partitions: dg.DynamicPartitionsDefinition,
     keys: dict[str, dg.AssetKey],
+    files: names.FileNames,
 ) -> dg.AssetsDefinition:
     """``catalog_cleanup`` of one catalog; the primary one also refreshes the lineage state the
     asset graph is built from."""
     name = definition.name
     where = fanout.target(definition, catalog_key)
-    several = len(definition.catalog_keys) > 1
 
     @dg.asset(
         key=keys[names.CATALOG_CLEANUP],
