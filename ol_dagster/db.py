@@ -152,17 +152,3 @@ class WalCheckpointer:
         self._wake.set()
         self._thread.join(timeout=30)
         self.checkpoint()
-
-
-def anchor_sqlite(url: str, base: Path) -> str:
-    """A relative SQLite path made relative to ``base`` (the settings file's folder), not to the
-    process's working directory; any other URL as given."""
-    prefix, sep, rest = url.partition(":///")
-    if (
-        not sep
-        or not prefix.startswith("sqlite")
-        or rest.startswith("/")
-        or rest in ("", ":memory:")
-    ):
-        return url
-    return f"{prefix}:///{(base / rest).resolve()}"

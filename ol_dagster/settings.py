@@ -32,11 +32,10 @@ from ol_dagster.catalog import registry
 from ol_dagster.catalog.kind import Opening
 from ol_dagster.catalog.protocol import Catalog
 from ol_dagster.catalog.settings import CatalogSettings
-from ol_dagster.db import anchor_sqlite
 from ol_dagster.kafka.settings import KafkaSettings
 from ol_dagster.namespaces import common_namespace
 from ol_dagster.openlineage.envelope import namespace_allowed
-from ol_dagster.settings_base import EnvSecret, SettingsError, StrictModel
+from ol_dagster.settings_base import EnvSecret, SettingsError, StrictModel, anchor_sqlite
 from ol_dagster.settings_cache import FileVersionCache
 from ol_dagster.sync_definition import (
     DAGSTER_NAME,

@@ -3,7 +3,8 @@
 The settings file is read by models that live beside what they configure (a sync definition, a
 catalog kind, the Kafka intake, the run lineage); each needs the same three things, and none may
 import the file as a whole (``ol_dagster.settings``), which imports them all. They are here, below
-every one of them.
+every one of them, with the one rule for a path in the file (relative to the file, not to the
+process's working directory).
 
 Secrets are never literal: a token is ``{env: NAME}`` and is only resolved when something needs it
 (the receiver at start, a catalog client when it connects), so loading the definitions in the
@@ -13,6 +14,7 @@ Dagster UI never requires the receiver's tokens.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,3 +57,17 @@ class EnvSecret(StrictModel):
 
     def __repr__(self) -> str:  # never show a value, only where it comes from
         return f"EnvSecret(env={self.env!r})"
+
+
+def anchor_sqlite(url: str, base: Path) -> str:
+    """A relative SQLite path made relative to ``base`` (the settings file's folder), not to the
+    process's working directory; any other URL as given."""
+    prefix, sep, rest = url.partition(":///")
+    if (
+        not sep
+        or not prefix.startswith("sqlite")
+        or rest.startswith("/")
+        or rest in ("", ":memory:")
+    ):
+        return url
+    return f"{prefix}:///{(base / rest).resolve()}"

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ol_dagster.catalog.check.findings import Finding
-from ol_dagster.catalog.protocol import CAPABILITIES, Catalog
+from ol_dagster.catalog.protocol import CAPABILITIES
 from ol_dagster.catalog.settings import CatalogSettings
 from ol_dagster.settings_base import EnvSecret, SettingsError
-from ol_dagster.sync_definition import SyncDefinition
+
+if TYPE_CHECKING:  # named in signatures only: reading the settings file loads no client
+    from ol_dagster.catalog.check.findings import Finding
+    from ol_dagster.catalog.protocol import Catalog
+    from ol_dagster.sync_definition import SyncDefinition
 
 CfgT = TypeVar("CfgT", bound=CatalogSettings)
 

@@ -19,12 +19,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
-from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.lineage_state import LineageState
-from ol_dagster.sync_definition import SyncDefinition
+if TYPE_CHECKING:  # named in signatures only: reading the settings file loads no normalization
+    from ol_dagster.lineage import LineageGraph
+    from ol_dagster.lineage.graph import NodeKey
+    from ol_dagster.lineage_state import LineageState
+    from ol_dagster.sync_definition import SyncDefinition
 
 
 class ObjectType(StrEnum):

@@ -9,16 +9,18 @@ opened, when ``check`` asks it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import Discriminator, Tag, TypeAdapter
 
 from ol_dagster.catalog import blindata, embedded, marquez, openmetadata
-from ol_dagster.catalog.check.findings import Finding
 from ol_dagster.catalog.kind import CatalogKind, CheckContext, Opening
-from ol_dagster.catalog.protocol import Catalog
 from ol_dagster.catalog.settings import CatalogSettings
 from ol_dagster.settings_base import SettingsError
+
+if TYPE_CHECKING:
+    from ol_dagster.catalog.check.findings import Finding
+    from ol_dagster.catalog.protocol import Catalog
 
 DEFAULT_KIND = embedded.KIND.name  # a catalog that names no kind
 

@@ -227,3 +227,36 @@ def test_a_checker_answers_for_its_kind_only(tmp_path: Path) -> None:
     )
     assert [f.name for f in found] == ["toy server", "toy holdings"]
     assert all(isinstance(f, Finding) and f.holds for f in found)
+
+
+def test_reading_the_settings_loads_no_catalog_backend(tmp_path: Path) -> None:
+    """Each kind's factory and checker import its backend when called: a process that only reads
+    the settings file (the receiver, ``inspect``) loads no catalog client, and neither SQLAlchemy
+    nor httpx on their account."""
+    data = settings_data(tmp_path)
+    data["catalogs"]["om"] = {"kind": "openmetadata", "url": "http://om.invalid"}
+    data["catalogs"]["bd"] = {
+        "kind": "blindata",
+        "url": "http://bd.invalid",
+        "tenant": "t",
+        "token": {"env": "BD_TOKEN"},
+    }
+    data["catalogs"]["mq"] = {"kind": "marquez", "url": "http://mq.invalid"}
+    path = tmp_path / "ol_dagster.yaml"
+    path.write_text(yaml.safe_dump(data))
+    script = (
+        "import sys; from ol_dagster.settings import load_settings; "
+        f"s = load_settings({str(path)!r}); assert len(s.catalogs) == 5; "
+        "print(sorted(m for m in sys.modules if m.startswith(('httpx', 'sqlalchemy')) "
+        "or m.endswith(('.catalog.catalog', '.blindata.catalog', '.marquez.catalog', "
+        "'.openmetadata.catalog', '.embedded.catalog', '.check'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

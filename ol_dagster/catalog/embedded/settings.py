@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Self
 
 from ol_dagster.catalog.settings import CatalogSettings
-from ol_dagster.db import anchor_sqlite
+from ol_dagster.settings_base import anchor_sqlite
 
 DEFAULT_CATALOG_URL = "sqlite:///.ol_dagster/catalog.db"
 
