@@ -81,6 +81,12 @@ def run_alive(instance: dg.DagsterInstance) -> Callable[[str], bool]:
     return alive
 
 
+def requested_pending(context: dg.AssetExecutionContext) -> bool:
+    """The run was requested for a batch still to sync (``C.PENDING_TAG``): it does not sync one
+    another run synced since (ALREADY_SYNCED). A person's run syncs it again."""
+    return context.run.tags.get(C.PENDING_TAG) == "true"
+
+
 def _batch(
     context: dg.AssetExecutionContext, store: EventStore, definition: SyncDefinition
 ) -> BatchRecord:
@@ -275,11 +281,13 @@ def _upload_asset(
                     is_alive=run_alive(context.instance),
                     wait_seconds=LOCK_WAIT_SECONDS,
                     catalog_key=catalog_key,
+                    pending_only=requested_pending(context),
                 )
             except SyncBusy as exc:
                 raise dg.Failure(str(exc)) from None
         if done.kept_from is not None:
-            # this catalog finished the batch in an earlier run: a retry is for the others
+            # this catalog finished the batch in an earlier run (a retry is for the others), or
+            # another run synced it since this one was requested
             yield judged(kept_result(done.kept_from), batch.partition_key)
             return
         if done.graph is None or done.result is None:
@@ -353,6 +361,7 @@ def _cleanup_asset(
                     is_alive=run_alive(context.instance),
                     wait_seconds=LOCK_WAIT_SECONDS,
                     catalog_key=catalog_key,
+                    pending_only=requested_pending(context),
                 )
             except SyncBusy as exc:
                 raise dg.Failure(str(exc)) from None

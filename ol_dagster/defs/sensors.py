@@ -117,7 +117,11 @@ def build_sensor(
                 dg.RunRequest(
                     run_key=run_key,
                     partition_key=key,
-                    tags={C.DEFINITION_TAG: definition.name, C.BATCH_TAG: key},
+                    tags={
+                        C.DEFINITION_TAG: definition.name,
+                        C.BATCH_TAG: key,
+                        C.PENDING_TAG: "true",
+                    },
                 )
                 for key, run_key in requests
             ],

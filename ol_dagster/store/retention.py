@@ -149,10 +149,15 @@ class Retention(StoreBase):
                     .order_by(b.id)
                 )
             ]
-            expired = set(expired_ids)
-            going: set[int] = set()
-            decided: set[int] = set()
-            for chunk in _chunks(expired_ids, 100):
+        expired = set(expired_ids)
+        going: set[int] = set()
+        decided: set[int] = set()
+        for chunk in _chunks(expired_ids, 100):
+            if len(going) >= limit:
+                break
+            # a read per chunk: on SQLite a read holds the write lock (``db.open_engine``), and
+            # the receiver's writes take their turn between chunks
+            with self.engine.connect() as conn:
                 linked = _linked_runs(conn, chunk)
                 for batch_id in chunk:
                     if len(going) >= limit:
@@ -167,6 +172,8 @@ class Retention(StoreBase):
                     decided |= group
                     if may_go:
                         going |= group
+        if not going:
+            return []
         purged: list[int] = []
         with self.engine.begin() as conn:
             for chunk in _chunks(sorted(going)):

@@ -88,6 +88,8 @@ REMOVAL_SHARE_EXCEEDED = "REMOVAL_SHARE_EXCEEDED"
 CLEANUP_PERMISSION_DENIED = CleanupPermissionDenied.code
 DRY_RUN = "DRY_RUN"
 SUPERSEDED = "SUPERSEDED"
+# a run requested for a pending batch found it synced by another run since: not run again
+ALREADY_SYNCED = "ALREADY_SYNCED"
 
 # warnings (SHARED_SYSTEM_DOWNGRADED and SYSTEM_CLAIMED: ``ol_dagster.ownership``)
 DANGLING_FLOW = "DANGLING_FLOW"
