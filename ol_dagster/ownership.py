@@ -319,17 +319,18 @@ def removal_share(definition: SyncDefinition, override: float | None = None) -> 
     return definition.cleanup.maxRemovalShare if override is None else override
 
 
-SHARE_KINDS = ("jobs", "datasets", "fields", "dataFlows")
+SHARE_KINDS = ("jobs", "datasets", "fields", "dataFlows", "fieldFlows")
 # what goes with a removed object of another kind: judged by that kind's share, not again
-FOLLOWS = {"dataFlows": ("jobs",), "fields": ("jobs", "datasets")}
+FOLLOWS = {"dataFlows": ("jobs",), "fieldFlows": ("jobs",), "fields": ("jobs", "datasets")}
 
 
 def share_exceeded(removing: Mapping[str, int], held: Mapping[str, int], share: float) -> list[str]:
     """The kinds of which the plan removes more than ``share`` of what the definition holds.
-    Jobs and datasets are always judged; flows only when the plan keeps every job, fields only
-    when it keeps every job and dataset (a removed job's flows and a removed dataset's fields go
-    with it, and that kind's share judged it), so a batch that keeps its jobs but loses their
-    lineage, or its datasets but their columns, is stopped too."""
+    Jobs and datasets are always judged; flows (data and field flows, each on its own) only when
+    the plan keeps every job, fields only when it keeps every job and dataset (a removed job's
+    flows and a removed dataset's fields go with it, and that kind's share judged it), so a batch
+    that keeps its jobs but loses their lineage or their column lineage, or its datasets but
+    their columns, is stopped too."""
     judged = [k for k in SHARE_KINDS if not any(removing.get(o, 0) > 0 for o in FOLLOWS.get(k, ()))]
     return [
         kind for kind in judged if held.get(kind, 0) and removing.get(kind, 0) / held[kind] > share

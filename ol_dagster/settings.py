@@ -20,13 +20,14 @@ Dagster UI never requires the receiver's tokens.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import yaml
-from pydantic import Field, PlainValidator, ValidationError, model_validator
+from pydantic import BaseModel, Field, PlainValidator, ValidationError, model_validator
 
 from ol_dagster.catalog import registry
 from ol_dagster.catalog.kind import Opening
@@ -302,6 +303,41 @@ def receiver_tokens(settings: Settings) -> dict[str, str]:
     return tokens
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models an annotation holds (through Optional, lists, mappings and unions)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def _close_key(loc: tuple[str | int, ...]) -> str | None:
+    """The known key an unknown one (the last of ``loc``) is probably a misspelling of, from the
+    keys of the model at that place (a catalog's: its kind's, named in ``loc``)."""
+    models: list[type[BaseModel]] = [Settings]
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if len(models) > 1:  # a union of models: pydantic names the member it read, by kind
+            chosen = [
+                m for m in models if getattr(m.model_fields.get("kind"), "default", None) == part
+            ]
+            if chosen:
+                models = chosen
+                continue
+        fields = {n: f for m in models for n, f in m.model_fields.items()}
+        fields.update({f.alias: f for m in models for f in m.model_fields.values() if f.alias})
+        field = fields.get(part)
+        if field is None:  # a mapping's key (a catalog's name): the same models below it
+            continue
+        models = _models_in(field.annotation)
+        if not models:
+            return None
+    known = {name for m in models for name in m.model_fields}
+    known |= {f.alias for m in models for f in m.model_fields.values() if f.alias}
+    found = difflib.get_close_matches(str(loc[-1]), sorted(known), n=1, cutoff=0.7)
+    return found[0] if found else None
+
+
 def _format_errors(exc: ValidationError, source: str, prefix: tuple[str | int, ...] = ()) -> str:
     """One line (``ol-dagster`` prints it as its only line), every error in it."""
     parts = []
@@ -318,6 +354,19 @@ def _format_errors(exc: ValidationError, source: str, prefix: tuple[str | int, .
                 f"unknown key for a{'n' if kind[0] in 'aeiou' else ''} {kind} catalog"
                 if kind
                 else "unknown key"
+            )
+            if guess := _close_key(err["loc"]):
+                msg += f" (did you mean {guess!r}?)"
+            elif len(loc) == 1 and loc[0] in SyncDefinition.model_fields:
+                msg += f" (it is a key of each definition: definitions[].{loc[0]})"
+        elif err["type"] == "model_type" and (err.get("ctx") or {}).get("class_name") in (
+            "EnvSecret",
+            "KafkaSecret",
+        ):
+            # never the value: it is probably the secret itself
+            msg = (
+                "a secret is read from the environment, never written in the file: "
+                "write {env: NAME} and set the variable NAME"
             )
         elif err["type"] == "catalog_kind":
             given = err["input"].get("kind") if isinstance(err["input"], dict) else None

@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # named in signatures only: reading the settings file loads n
 
 
 class ObjectType(StrEnum):
-    DATA_FLOWS = "dataFlows"
+    DATA_FLOWS = "dataFlows"  # data and orchestration flows (Blindata: its field flows too)
+    FIELD_FLOWS = "fieldFlows"  # column-level flows, where the catalog holds them apart
     PHYSICAL_ENTITIES = "physicalEntities"
     PHYSICAL_FIELDS = "physicalFields"
     ROUTINES = "routines"
@@ -192,9 +193,10 @@ class Catalog(Protocol):
     def count_held(
         self, *, namespaces: Sequence[str], dataset_systems: Sequence[str]
     ) -> dict[str, int]:
-        """What a definition holds, for the removal share: ``dataFlows`` (data, orchestration and
-        field flows owned by jobs of ``namespaces``), ``datasets`` (dataset entities in
-        ``dataset_systems``) and ``fields`` (their fields). Jobs: ``count_jobs``."""
+        """What a definition holds, for the removal share: ``dataFlows`` (data and orchestration
+        flows owned by jobs of ``namespaces``), ``fieldFlows`` (their field flows, where the
+        catalog counts them apart: else they are in ``dataFlows``), ``datasets`` (dataset
+        entities in ``dataset_systems``) and ``fields`` (their fields). Jobs: ``count_jobs``."""
         ...
 
     def disable_quality_checks(self, jobs: list[str]) -> int:

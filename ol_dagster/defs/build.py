@@ -12,6 +12,7 @@ from collections.abc import Collection
 
 import dagster as dg
 
+from ol_dagster.db import missing_sqlite_file
 from ol_dagster.defs import names
 from ol_dagster.defs.analysis import build_analyses
 from ol_dagster.defs.factory import build_definition_defs
@@ -33,7 +34,10 @@ log = logging.getLogger(__name__)
 def _lineage_states(settings: Settings) -> dict[str, LineageState]:
     """The synced-lineage snapshots with their jobs' last runs, read from the store (two queries
     per definition). A store that cannot be read leaves the lineage out rather than failing the
-    whole code location."""
+    whole code location. A store not made yet has synced nothing: it is not created here (a
+    ``dg check defs`` leaves no ``.ol_dagster/`` in the project)."""
+    if missing_sqlite_file(settings.store.url):
+        return {}
     try:
         store = EventStore(settings.store.url)
     except Exception as exc:  # noqa: BLE001 - any failure: load without synced lineage

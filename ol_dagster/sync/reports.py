@@ -157,8 +157,8 @@ class CleanupReport(TypedDict):
     # the share guard's numbers (when a share is set)
     plannedJobRemovals: NotRequired[int]
     heldJobs: NotRequired[int]
-    # per kind (jobs, datasets, fields, dataFlows): what the plan removes, what the definition
-    # holds, and the kinds over the share
+    # per kind (jobs, datasets, fields, dataFlows, fieldFlows): what the plan removes, what the
+    # definition holds, and the kinds over the share
     plannedByKind: NotRequired[dict[str, int]]
     heldByKind: NotRequired[dict[str, int]]
     shareExceeded: NotRequired[list[str]]

@@ -320,6 +320,8 @@ def test_scaffolding_writes_the_defs_yaml_and_a_starter_settings_file(project: P
     assert len(set(uuids)) == 2 and all(uuid.UUID(u) for u in uuids)
 
     shape = _shape(project.load())
+    # loading (what dg check defs does) opens no store: nothing is written in the project
+    assert not (project.root / ".ol_dagster").exists()
     # the starter's demo definition feeds two catalogs: per-catalog keys (docs/catalogs.md)
     assert dg.AssetKey(["analytics_repo", "main", "catalog_upload"]) in shape["assets"]
     assert "streaming_jobs__new_batches" in shape["sensors"]

@@ -78,7 +78,7 @@ class Served:
     def bound_url(self) -> str:
         """The URL uvicorn says it runs on (the port it bound, asked for as port 0), or ""."""
         text = self.log.read_bytes()[self.log_start :].decode(errors="replace")
-        found = re.findall(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", text)
+        found = re.findall(r"ol-dagster receiver on (http://127\.0\.0\.1:\d+) for: ", text)
         return found[-1] if found else ""
 
     def ready(self) -> bool:

@@ -284,7 +284,9 @@ def check_report(
     real = _removed_totals(report)
     if before is not None and after is not None:
         entities = before["jobs"] + before["datasets"] - after["jobs"] - after["datasets"]
-        flows = sum(before[k] - after[k] for k in ("dataFlows", "orchestrationFlows", "fieldFlows"))
+        flows = sum(before[k] - after[k] for k in ("dataFlows", "orchestrationFlows"))
+        field_flows = before["fieldFlows"] - after["fieldFlows"]
+        assert real["fieldFlows"] == field_flows, f"report {dict(real)}, gone {field_flows}"
         assert real["physicalEntities"] == entities, (
             f"report {dict(real)}, entities gone {entities}"
         )
