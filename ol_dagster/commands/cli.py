@@ -246,6 +246,52 @@ def _depth(text: str) -> int:
     return value
 
 
+def _add_reading_commands(sub: argparse._SubParsersAction) -> None:
+    """The commands that read the catalogs and the broker: ``lineage``, ``check``, ``demo`` and
+    ``consume``."""
+    p = sub.add_parser("lineage", help="the lineage of a dataset or job, read from the catalog")
+    p.add_argument("node", help="dataset:<namespace>:<name> or job:<namespace>:<name>")
+    p.add_argument(
+        "--definition",
+        help=f"{DEFINITION_HELP}, whose primary catalog is read (default: the only one)",
+    )
+    p.add_argument(
+        "--depth",
+        type=_depth,
+        default=2,
+        help="how many steps from the node, 0 or more (default: %(default)s)",
+    )
+    direction = p.add_mutually_exclusive_group()
+    direction.add_argument("--upstream", action="store_true", help="only what leads to the node")
+    direction.add_argument("--downstream", action="store_true", help="only what the node leads to")
+    p.add_argument("--json", action="store_true", help="print JSON instead of edge lines")
+    p.set_defaults(func=_cmd_lineage)
+
+    p = sub.add_parser(
+        "check",
+        help="what the sync needs, asked of the store and each catalog (writes nothing)",
+    )
+    p.add_argument("--definition", help=f"{DEFINITION_HELP} (default: every definition)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a report")
+    p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("demo", help="the whole path once, on embedded catalogs with sample events")
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser(
+        "consume", help="read OpenLineage events from the Kafka topics of the settings"
+    )
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        metavar="SECONDS",
+        help="stop after this long without a message, counted from start (a broker that "
+        "answers gets up to a minute more for the group's first join; none answering: exit 2) "
+        "(default: run until SIGTERM or SIGINT)",
+    )
+    p.set_defaults(func=_cmd_consume)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ol-dagster", description=DESCRIPTION)
     parser.add_argument(
@@ -304,47 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_inspect)
 
-    p = sub.add_parser("lineage", help="the lineage of a dataset or job, read from the catalog")
-    p.add_argument("node", help="dataset:<namespace>:<name> or job:<namespace>:<name>")
-    p.add_argument(
-        "--definition",
-        help=f"{DEFINITION_HELP}, whose primary catalog is read (default: the only one)",
-    )
-    p.add_argument(
-        "--depth",
-        type=_depth,
-        default=2,
-        help="how many steps from the node, 0 or more (default: %(default)s)",
-    )
-    direction = p.add_mutually_exclusive_group()
-    direction.add_argument("--upstream", action="store_true", help="only what leads to the node")
-    direction.add_argument("--downstream", action="store_true", help="only what the node leads to")
-    p.add_argument("--json", action="store_true", help="print JSON instead of edge lines")
-    p.set_defaults(func=_cmd_lineage)
-
-    p = sub.add_parser(
-        "check",
-        help="what the sync needs, asked of the store and each catalog (writes nothing)",
-    )
-    p.add_argument("--definition", help=f"{DEFINITION_HELP} (default: every definition)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a report")
-    p.set_defaults(func=_cmd_check)
-
-    p = sub.add_parser("demo", help="the whole path once, on embedded catalogs with sample events")
-    p.set_defaults(func=_cmd_demo)
-
-    p = sub.add_parser(
-        "consume", help="read OpenLineage events from the Kafka topics of the settings"
-    )
-    p.add_argument(
-        "--idle-exit",
-        type=float,
-        metavar="SECONDS",
-        help="stop after this long without a message, counted from start (a broker that "
-        "answers gets up to a minute more for the group's first join; none answering: exit 2) "
-        "(default: run until SIGTERM or SIGINT)",
-    )
-    p.set_defaults(func=_cmd_consume)
+    _add_reading_commands(sub)
 
     for p in sub.choices.values():
         p.add_argument("--settings", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

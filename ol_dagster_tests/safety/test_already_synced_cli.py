@@ -22,7 +22,7 @@ import pytest
 import yaml
 from starlette.testclient import TestClient
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import load_settings
 from ol_dagster.store import BatchStatus, EventStore
