@@ -37,10 +37,25 @@ class ObjectType(StrEnum):
     STATEMENTS = "statements"
 
 
-class CleanupPermissionDenied(Exception):
+class CleanupStopped(Exception):
+    """The cleanup cannot go on safely: nothing more is deleted. ``code`` is the report's
+    ``skippedReason``."""
+
+    code = "CLEANUP_STOPPED"
+
+
+class CleanupPermissionDenied(CleanupStopped):
     """The catalog refused the cleanup (HTTP 403 / missing SYSTEMS_ADMIN)."""
 
     code = "CLEANUP_PERMISSION_DENIED"
+
+
+class CleanupNotConfirmed(CleanupStopped):
+    """A cleanup call's answer did not say what the client asked (a dry run not confirmed as one,
+    counts in a shape it does not read): the server may not do what the client thinks it does,
+    so no further call is made."""
+
+    code = "CLEANUP_NOT_CONFIRMED"
 
 
 @dataclass(frozen=True, slots=True)

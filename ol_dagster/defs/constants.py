@@ -40,7 +40,9 @@ CHECK_DESCRIPTIONS = {
     "maxRemovalShare); a failure means the cleanup would have removed more, so nothing was "
     "deleted until the limit is raised for a run.",
     CLEANUP_PERMITTED: "The catalog lets this definition's cleanup delete; a warning means it "
-    "refused (CLEANUP_PERMISSION_DENIED) and nothing was removed.",
+    "refused (CLEANUP_PERMISSION_DENIED) and nothing was removed; an error means a cleanup "
+    "answer did not confirm what was asked, a dry run above all (CLEANUP_NOT_CONFIRMED), and no "
+    "further call was made.",
     OWNED_DATASET_SYSTEMS: "Each CUTOFF dataset System the batch cleaned belongs to this "
     "definition alone; a warning means a shared System was cleaned by age (DAYS) instead "
     "(SHARED_SYSTEM_DOWNGRADED).",

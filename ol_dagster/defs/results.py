@@ -20,6 +20,7 @@ from ol_dagster.store import BatchRecord
 from ol_dagster.sync.batch import KafkaRejections, UploadDone
 from ol_dagster.sync.cleanup import (
     ALREADY_SYNCED,
+    CLEANUP_NOT_CONFIRMED,
     CLEANUP_PERMISSION_DENIED,
     REMOVAL_CAP_EXCEEDED,
     REMOVAL_SHARE_EXCEEDED,
@@ -320,11 +321,7 @@ def cleanup_result(report: CleanupReport, checks: Sequence[str]) -> dg.Materiali
     reason = report["skippedReason"]
     results = {
         C.REMOVAL_CAP: lambda: removal_limits_check(report),
-        C.CLEANUP_PERMITTED: lambda: dg.AssetCheckResult(
-            check_name=C.CLEANUP_PERMITTED,
-            passed=reason != CLEANUP_PERMISSION_DENIED,
-            severity=dg.AssetCheckSeverity.WARN,
-        ),
+        C.CLEANUP_PERMITTED: lambda: cleanup_permitted_check(report),
         C.OWNED_DATASET_SYSTEMS: lambda: owned_systems_check(report),
     }
     per_batch = C.OWNED_DATASET_SYSTEMS in checks
@@ -337,6 +334,28 @@ def cleanup_result(report: CleanupReport, checks: Sequence[str]) -> dg.Materiali
             "removedJobs": len(report["removedJobs"]),
         },
         check_results=[results[name]() for name in checks],
+    )
+
+
+def cleanup_permitted_check(report: CleanupReport) -> dg.AssetCheckResult:
+    """``cleanup_permitted``: a warning when the catalog refused the cleanup user; an error when
+    a cleanup call's answer did not confirm what was asked (a dry run the server may carry out
+    for real), with the catalog's answer as the reason."""
+    reason = report["skippedReason"]
+    if reason == CLEANUP_NOT_CONFIRMED:
+        why = next(
+            (w.get("message", "") for w in report["warnings"] if w["code"] == reason), ""
+        )
+        return dg.AssetCheckResult(
+            check_name=C.CLEANUP_PERMITTED,
+            passed=False,
+            severity=dg.AssetCheckSeverity.ERROR,
+            description=f"nothing more was deleted (CLEANUP_NOT_CONFIRMED): {why}"[:1000],
+        )
+    return dg.AssetCheckResult(
+        check_name=C.CLEANUP_PERMITTED,
+        passed=reason != CLEANUP_PERMISSION_DENIED,
+        severity=dg.AssetCheckSeverity.WARN,
     )
 
 

@@ -21,7 +21,8 @@ describe by deleting what a run's scopes own and did not touch (seed
 A broken input must never wipe lineage, so nothing is deleted when the run failed, cleanup is
 disabled, the batch is empty, an upload failed, the planned removals exceed
 ``maxRemovalsPerRun`` or (beyond the seed) remove more than ``maxRemovalShare`` of the jobs the
-definition holds, the catalog refuses the cleanup user, or the definition is a dry run. Every
+definition holds, the catalog refuses the cleanup user or answers a cleanup call in a way that
+does not confirm what was asked (``CLEANUP_NOT_CONFIRMED``), or the definition is a dry run. Every
 call is rehearsed first (a catalog that can roll back runs the whole plan for real and rolls it
 back, so each call's planned count is exactly what its real call removes; others count in a dry
 run), and no real call is made before the whole plan passed the guards.
@@ -38,7 +39,9 @@ from typing import Any, Protocol
 from ol_dagster.catalog.protocol import (
     Catalog,
     CleanupCounts,
+    CleanupNotConfirmed,
     CleanupPermissionDenied,
+    CleanupStopped,
     DatasetRef,
     ObjectType,
     Rehearsing,
@@ -86,6 +89,7 @@ UPLOAD_FAILED = "UPLOAD_FAILED"
 REMOVAL_CAP_EXCEEDED = "REMOVAL_CAP_EXCEEDED"
 REMOVAL_SHARE_EXCEEDED = "REMOVAL_SHARE_EXCEEDED"
 CLEANUP_PERMISSION_DENIED = CleanupPermissionDenied.code
+CLEANUP_NOT_CONFIRMED = CleanupNotConfirmed.code
 DRY_RUN = "DRY_RUN"
 SUPERSEDED = "SUPERSEDED"
 # a run requested for a pending batch found it synced by another run since: not run again
@@ -539,8 +543,12 @@ def execute(
                 )
             # seed: quality checks of removed jobs are disabled, never deleted
             report["disabledQualityChecks"] = catalog.disable_quality_checks(report["removedJobs"])
-    except CleanupPermissionDenied:
-        report["skippedReason"] = CLEANUP_PERMISSION_DENIED
+    except CleanupStopped as exc:
+        # a refused user, or an answer that does not confirm what was asked (a dry run the
+        # server may have carried out for real): no further call is made
+        report["skippedReason"] = exc.code
+        if not isinstance(exc, CleanupPermissionDenied):
+            report["warnings"].append({"code": exc.code, "message": str(exc)})
     report["calls"] = [c.as_dict() for c in calls]
     return report
 

@@ -66,7 +66,7 @@ class CleanupWarning(TypedDict, total=False):
     system: str  # SHARED_SYSTEM_DOWNGRADED, SYSTEM_CLAIMED
     placedIn: str  # SYSTEM_CLAIMED: the System of this definition's own its datasets went to
     count: int  # DANGLING_FLOW
-    message: str  # REMOVAL_REFUSED
+    message: str  # REMOVAL_REFUSED, CLEANUP_NOT_CONFIRMED
 
 
 class CallDescription(TypedDict, total=False):

@@ -268,18 +268,45 @@ def test_a_blindata_server_without_an_inferred_call_is_not_ready(
     assert row(out, "DELETE /api/v1/dataflows/{uuid} [I]")[0] == "yes"
 
 
-def test_a_blindata_server_answering_options_without_allow_leaves_the_call_unverified(
+def test_a_blindata_write_that_cannot_be_verified_is_not_ready_unless_assumed(
     fakes: Fakes, capsys: pytest.CaptureFixture[str]
 ):
     """Not every server answers OPTIONS as Spring MVC does: a write that cannot be seen without
-    writing is reported as not verified (a warning), never as holding."""
+    writing is never reported as holding, and blocks the sync, unless the catalog's settings
+    say ``assumeEndpoints: true``: then it is a warning."""
     from ol_dagster_tests.fakes.blindata_fake import Fault as BlindataFault
 
     fakes.blindata.inject(BlindataFault(status=200, method="OPTIONS", path=r"/system_routines$"))
     code, out, _ = check(capsys, fakes.settings(), "--definition", "check_blindata")
+    assert code == 1
+    holds, detail = row(out, "POST /api/v1/system_routines [I]")
+    assert holds == "no" and detail.startswith("not verified without writing")
+    assert "assumeEndpoints: true" in detail
+    assert summary(out).startswith("NOT READY: POST /api/v1/system_routines [I]: ")
+
+    fakes.blindata.inject(BlindataFault(status=200, method="OPTIONS", path=r"/system_routines$"))
+    assumed = fakes.settings(blindata={"assumeEndpoints": True})
+    code, out, _ = check(capsys, assumed, "--definition", "check_blindata")
     assert code == 0
     holds, detail = row(out, "POST /api/v1/system_routines [I]")
     assert holds == "no" and detail.startswith("(warning) not verified without writing")
+    assert "assumed (assumeEndpoints: true)" in detail
+
+
+def test_a_blindata_server_that_ignores_dry_run_is_not_ready_and_loses_nothing(
+    fakes: Fakes, capsys: pytest.CaptureFixture[str]
+):
+    """A server that does not know ``dryRun`` carries a dry run out for real: check's dry run
+    (a cutoff nothing is older than) deletes nothing, and its answer, which does not confirm the
+    dry run, makes the catalog not ready, whatever ``assumeEndpoints`` says."""
+    fakes.blindata.ignore_dry_run()
+    settings = fakes.settings(blindata={"assumeEndpoints": True})
+    code, out, _ = check(capsys, settings, "--definition", "check_blindata")
+    assert code == 1
+    holds, detail = row(out, "POST /api/v1/dataflows/*/cleanup [I]")
+    assert holds == "no" and "does not confirm dryRun true" in detail
+    assert "no 'dryRun' field" in detail
+    assert row(out, "SYSTEMS_ADMIN") == ("no", "not verified: the dry run was not confirmed")
 
 
 def test_every_blindata_path_marked_inferred_is_probed():
