@@ -108,6 +108,9 @@ class Fault:
     # seconds the answer is held after the request was carried out: a client that gives up
     # sooner has lost the answer of a request the server did carry out
     linger: float = 0.0
+    # the answer's body instead of the server's own, after the request was carried out (a
+    # server that answers in another shape)
+    body: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -423,6 +426,14 @@ class BlindataFake:
                     )
                 if fault is not None and fault.linger:
                     await anyio.sleep(fault.linger)
+                if fault is not None and fault.body is not None:
+                    status = fault.status or status
+                    return Response(
+                        fault.body,
+                        status_code=status,
+                        media_type="application/json",
+                        headers={"Date": self._date()},
+                    )
                 if fault is not None and fault.status is not None:
                     status = fault.status
                     return self._fault_answer(fault, path)
