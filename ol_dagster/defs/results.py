@@ -343,9 +343,7 @@ def cleanup_permitted_check(report: CleanupReport) -> dg.AssetCheckResult:
     for real), with the catalog's answer as the reason."""
     reason = report["skippedReason"]
     if reason == CLEANUP_NOT_CONFIRMED:
-        why = next(
-            (w.get("message", "") for w in report["warnings"] if w["code"] == reason), ""
-        )
+        why = next((w.get("message", "") for w in report["warnings"] if w["code"] == reason), "")
         return dg.AssetCheckResult(
             check_name=C.CLEANUP_PERMITTED,
             passed=False,

@@ -8,6 +8,10 @@ the server cannot decide from its own data (a routine whose job is gone: the lin
 naming; the entities a DROP named) is read here and deleted one by one. Every call that is refused
 with 403 raises ``CleanupPermissionDenied``, so the cleanup's guards see a missing permission before
 any call of the plan deletes anything.
+
+The cleanup calls and their ``dryRun`` are inferred, not documented: every answer is read strictly
+(``answers``), and the first dry run of a run on each call is preceded by one with a cutoff nothing
+is older than, so a server that ignores ``dryRun`` is found out before a dry run could delete.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 One suite per job (code ``<namespace>.<name>``) holds that job's assertions; both directions go
 through the suite bulk import, so a job that comes back gets its checks enabled again and a job
 that is gone has its checks disabled, with ``PUT checks/{uuid}`` as the fallback for a server
-that refuses an import without checks.
+that refuses an import without checks. An import too large for the server is halved, and one
+whose answer was lost is read back (the suite's checks) before anything is sent again
+(``catalog.bounded``).
 """
 
 from __future__ import annotations
@@ -178,6 +180,8 @@ def disable_quality_checks(client: BlindataClient, jobs: list[str]) -> int:
             if not enabled:
                 continue
             try:
+                # sent again after a lost answer: disabling what the payload lacks is the same
+                # however often it is done
                 client.http.request(
                     "POST",
                     api.QUALITY_IMPORT,
