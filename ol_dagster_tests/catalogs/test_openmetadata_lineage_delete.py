@@ -33,7 +33,8 @@ from ol_dagster_tests.fakes.openmetadata_fake import CREATE, EDIT_LINEAGE, OpenM
 
 JWT = "om-bot-jwt-delete-0001"
 USER_JWT = "om-user-jwt-delete-0002"
-BOT, PERSON = "ol-dagster-bot", "alice"  # the users the two tokens authenticate
+OTHER_JWT = "om-spark-jwt-delete-0003"  # another OpenLineage producer, with its own user
+BOT, PERSON, OTHER = "ol-dagster-bot", "alice", "spark-bot"  # the users the tokens authenticate
 TOKEN_ENV = "OL_TEST_OM_DELETE_JWT"
 SERVICE = "prod-postgres"
 START = datetime(2026, 11, 1, 3, 0, tzinfo=UTC)
@@ -74,9 +75,9 @@ class Env:
         self.made.append(c)
         return c
 
-    def user(self) -> httpx.Client:
+    def user(self, token: str = USER_JWT) -> httpx.Client:
         """A person (or another connector) using OpenMetadata's API with their own token."""
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {USER_JWT}"})
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"})
 
     def add_manual_edge(self, src: str, dst: str, source: str = "Manual") -> httpx.Response:
         body = {
@@ -100,8 +101,8 @@ def running(
     """An OpenMetadata 2.1 fake on loopback (the warehouse namespace mapped to ``SERVICE``, its
     one database ``shop``, unless told otherwise) and a store for the syncs."""
     fake = OpenMetadataFake(
-        tokens={JWT: {EDIT_LINEAGE, CREATE}, USER_JWT: {EDIT_LINEAGE}},
-        users={JWT: BOT, USER_JWT: PERSON},
+        tokens={JWT: {EDIT_LINEAGE, CREATE}, USER_JWT: {EDIT_LINEAGE}, OTHER_JWT: {EDIT_LINEAGE}},
+        users={JWT: BOT, USER_JWT: PERSON, OTHER_JWT: OTHER},
         mapping=mapping if mapping is not None else {WH: SERVICE},
         services=services if services is not None else {SERVICE: ["shop"]},
         clock=Clock(START),
