@@ -291,6 +291,7 @@ class OpenMetadataFake:
         self.edges: dict[tuple[str, str], dict[str, Any]] = {}
         self.raise_for_jobs: dict[str, str] = {}  # job name -> exception message
         self.received: list[dict[str, Any]] = []  # every event of every accepted request
+        self.batches: list[list[dict[str, Any]]] = []  # the events of each, request by request
         app = Starlette(
             routes=[
                 Route("/api/v1/openlineage/lineage/batch", self.post_batch, methods=["POST"]),
@@ -670,6 +671,7 @@ class OpenMetadataFake:
             )
         events = body["events"]
         self.received.extend(events)
+        self.batches.append(events)
         by = self._caller(request)
         outcomes: list[Outcome] = []
         for i, event in enumerate(events):
