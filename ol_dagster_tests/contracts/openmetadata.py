@@ -65,6 +65,7 @@ ENDPOINTS: dict[tuple[str, str], str | None] = {
     ("GET", rf"{API}/tables/name/[^/]+"): None,
     ("GET", rf"{API}/containers/[^/]+"): None,
     ("GET", rf"{API}/pipelines/name/[^/]+"): None,
+    ("GET", rf"{API}/system/settings/[^/]+"): None,
     ("GET", rf"{API}/databases"): None,
     ("GET", rf"{API}/lineage/getLineageEdge/[^/]+/[^/]+"): None,
     ("GET", rf"{API}/lineage/[^/]+/name/[^/]+"): None,

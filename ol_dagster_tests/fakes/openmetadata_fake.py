@@ -108,6 +108,7 @@ from ol_dagster_tests.contracts.openmetadata import request_errors
 from ol_dagster_tests.fakes.faults import Clock, FakeServer
 
 EDIT_LINEAGE = "EditLineage"
+ADMIN = "Admin"  # the token's user is an admin (``authorizer.authorizeAdmin``)
 # lineageDetails.source (openmetadata-spec type/entityLineage.json, the version after the one
 # vendored in contracts/openmetadata/, which has no ``source`` yet: see SOURCE.md)
 LINEAGE_SOURCES = (
@@ -1096,6 +1097,12 @@ class OpenMetadataFake:
     #   dot is quoted in its FQN (FullyQualifiedName.quoteName).
     # Both need a valid token (security/JwtFilter.java: only EXCLUDED_ENDPOINTS go without).
 
+    # .../resources/system/SystemResource.java (getSettingByName): GET
+    #   /api/v1/system/settings/{name}, ``authorizer.authorizeAdmin`` first (403 otherwise), a
+    #   ``Settings`` ``{config_type, config_value}`` (openmetadata-spec settings/settings.json at
+    #   03c865295292b08eea509fb99f191b2ead3fa66e); the OpenLineage one's value holds the keys of
+    #   configuration/openLineageSettings.json the fake keeps.
+
     CHECK_OPERATIONS = ("ViewAll", "ViewBasic", CREATE, EDIT_LINEAGE)
 
     def check_routes(self) -> list[Route]:
@@ -1104,7 +1111,27 @@ class OpenMetadataFake:
         return [
             Route(OM_PERMISSIONS, self.permissions, methods=["GET"]),
             Route(OM_DATABASE_SERVICE, self.database_service, methods=["GET"]),
+            Route("/api/v1/system/settings/{name}", self.setting, methods=["GET"]),
         ]
+
+    async def setting(self, request: Request) -> Response:
+        perms, refused = self._auth(request, None)
+        if refused is not None:
+            return refused
+        if ADMIN not in perms:
+            name = self._caller(request)
+            message = f"Principal: CatalogPrincipal{{name='{name}'}} is not admin"
+            return JSONResponse({"code": 403, "message": message}, 403)
+        if request.path_params["name"] != "openLineageSettings":
+            return self._not_found("setting", request.path_params["name"])
+        value = {
+            "enabled": self.enabled,
+            "autoCreateEntities": self.auto_create,
+            "defaultPipelineService": self.default_pipeline_service,
+            "namespaceToServiceMapping": dict(self.mapping),
+            "eventTypeFilter": list(self.event_type_filter or []),
+        }
+        return JSONResponse({"config_type": "openLineageSettings", "config_value": value})
 
     async def permissions(self, request: Request) -> Response:
         perms, refused = self._auth(request, None)
