@@ -60,7 +60,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable
+from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable, server_time
 from ol_dagster.catalog.ledger.catalog import LedgerCatalog, SendOutcome
 from ol_dagster.catalog.ledger.entries import EDGE, LedgerItem
 from ol_dagster.catalog.openmetadata.answers import answer_of, read_answer, refusal, trim
@@ -166,6 +166,7 @@ class OpenMetadataCatalog(LedgerCatalog[OpenMetadataCatalogSettings]):
         self._me: str | None = None
         self._reader: TableReader | None = None  # the reads made before the upload posted
         self._before: Before | None = None
+        self._last_answer: datetime | None = None  # the Date of the last batch answer
 
     def clock_answer(self, response: httpx.Response) -> None:
         """``loggedInUser`` names the user every write of this client is stamped with."""
@@ -184,7 +185,11 @@ class OpenMetadataCatalog(LedgerCatalog[OpenMetadataCatalogSettings]):
         return self._me or ""
 
     def _now(self) -> datetime:
-        return self._last_clock or datetime.now(UTC)
+        """The server's time of its last answer (the clock's, or a batch's)."""
+        return max(
+            (t for t in (self._last_clock, self._last_answer) if t is not None),
+            default=datetime.now(UTC),
+        )
 
     # -- upload ------------------------------------------------------------------------------
 
@@ -216,7 +221,10 @@ class OpenMetadataCatalog(LedgerCatalog[OpenMetadataCatalogSettings]):
         return outcome
 
     def _post(self, chunk: list[tuple[int, dict[str, Any]]], outcome: SendOutcome) -> None:
-        """One request of ``chunk``; on a timeout, what it did not write goes again in halves."""
+        """One request of ``chunk``; on a timeout, what it did not write goes again in halves.
+        What it wrote is what was written since the server's last answer before it (an edge
+        an earlier request of this upload wrote is not taken for this one's)."""
+        since = int(self._now().timestamp()) * 1000
         try:
             response = post_batch(
                 self.http,
@@ -226,7 +234,6 @@ class OpenMetadataCatalog(LedgerCatalog[OpenMetadataCatalogSettings]):
                 ok=frozenset({400}),
             )
         except BatchTimedOut as exc:
-            since = int(self._now().timestamp()) * 1000
             reader = TableReader(self.http, self.cfg.serviceMapping)
             docs = [doc for _, doc in chunk]
             rest = [
@@ -251,6 +258,7 @@ class OpenMetadataCatalog(LedgerCatalog[OpenMetadataCatalogSettings]):
             if rest[half:]:
                 self._post(rest[half:], outcome)
             return
+        self._last_answer = server_time(response) or self._last_answer
         answer = answer_of(response)
         if answer is None:
             if response.status_code == 400:
