@@ -8,6 +8,10 @@ What it keeps:
   ``EXCLUDED_ENDPOINTS``, checked before the resource is called). ``GET
   /api/v1/users/loggedInUser`` answers the token's user (``resources/teams/UserResource.java``),
   ``users`` names it (``ingestion-bot`` when not given).
+  A token without ``EditLineage`` is 403 on the lineage endpoints, after the body is read and
+  validated (``OpenLineageResource.java`` calls ``authorizer.authorize`` inside the method, which
+  Jersey calls only with a valid ``@Valid`` body); auto-creating a table also needs ``Create``
+  (refused: ``createNotAllowed``, not 403).
 * **Media type**: ``OpenLineageResource`` and ``LineageResource`` are
   ``@Consumes(MediaType.APPLICATION_JSON)`` (``OpenLineageResource.java`` at
   ``05534c735c571b1e6a59e9083782bbd288045589``, ``LineageResource.java`` listed at
@@ -15,10 +19,6 @@ What it keeps:
   runs, so a body sent as anything but ``application/json`` is 415 ``{"code":415,"message":"HTTP
   415 Unsupported Media Type"}`` before the token is even looked at. The fake is stricter than
   Jersey on one point: a body without a ``Content-Type`` is refused too.
-  A token without ``EditLineage`` is 403 on the lineage endpoints, after the body is read and
-  validated (``OpenLineageResource.java`` calls ``authorizer.authorize`` inside the method, which
-  Jersey calls only with a valid ``@Valid`` body); auto-creating a table also needs ``Create``
-  (refused: ``createNotAllowed``, not 403).
 * ``POST /api/v1/openlineage/lineage/batch`` with ``{"events": [RunEvent, ...]}``: the body is
   checked against OpenMetadata's own schemas (``ol_dagster_tests/contracts/openmetadata.py``,
   the same check as the fake's ``contract``), and anything that breaks them is 400
@@ -28,7 +28,8 @@ What it keeps:
 * Events of a type the ``eventTypeFilter`` does not allow (COMPLETE only by default; an event with
   no type counts as COMPLETE), or without inputs or outputs, are skipped. Otherwise one edge per
   resolved input x resolved output, keyed by the (from FQN, to FQN) pair, with ``lineageDetails``
-  (source OpenLineage, pipeline, eventTime in ms).
+  (source OpenLineage, pipeline, sqlQuery; the writer and times as every write stamps them,
+  below).
 * Dataset resolution (2.1), as upstream open-metadata/OpenMetadata resolves it
   (``openmetadata-service/src/main/java/org/openmetadata/service/openlineage/``; the rules are
   re-expressed below, each citing its file): candidate names from the symlink identifiers first,
