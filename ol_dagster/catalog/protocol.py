@@ -121,6 +121,17 @@ class Removal(StrEnum):
     REFUSED = "refused"  # the catalog answered another 4xx: left for the next run
 
 
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """A delete's answer with what the report says beside the outcome: who owns what is
+    ``kept`` (the writer the catalog records), or the kind of an object left in the catalog on
+    purpose beside what was removed."""
+
+    outcome: Removal
+    owner: str | None = None
+    left: str | None = None
+
+
 @dataclass(slots=True)
 class CleanupCounts:
     """A cleanup call's counts by object type. A dry run's ``counts`` are what it plans; a real
@@ -130,6 +141,10 @@ class CleanupCounts:
     counts: dict[str, int] = field(default_factory=dict)
     removed_jobs: list[str] = field(default_factory=list)
     outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
+    # the ``kept`` objects by who the catalog says wrote them (``{"alice": 1}``)
+    kept_by: dict[str, int] = field(default_factory=dict)
+    # objects the catalog made for what was removed and left in it on purpose, by kind
+    left: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:

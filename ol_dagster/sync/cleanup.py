@@ -206,6 +206,10 @@ class _Call:
         }
         if self.real and self.real.outcomes:
             out["outcomes"] = self.real.outcomes
+        if self.real and self.real.kept_by:
+            out["keptBy"] = self.real.kept_by
+        if self.real and self.real.left:
+            out["left"] = self.real.left
         return out
 
 
@@ -532,6 +536,9 @@ def execute(
             # refused (that entry is tried again next run)
             report["notFound"] = _outcome_totals(calls, Removal.NOT_FOUND)
             report["kept"] = _outcome_totals(calls, Removal.KEPT)
+            # who the catalog says owns what was kept; what it made and was left on purpose
+            report["keptBy"] = _sums(c.real.kept_by for c in calls if c.real)
+            report["left"] = _sums(c.real.left for c in calls if c.real)
             report["refused"] = refused = _outcome_totals(calls, Removal.REFUSED)
             if refused:
                 report["warnings"].append(
@@ -565,6 +572,14 @@ def _outcome_totals(calls: list[_Call], outcome: Removal) -> dict[str, int]:
     for c in calls:
         for kind, n in (c.real.outcomes.get(outcome, {}) if c.real else {}).items():
             out[kind] = out.get(kind, 0) + n
+    return out
+
+
+def _sums(parts: Iterable[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in parts:
+        for key, n in part.items():
+            out[key] = out.get(key, 0) + n
     return out
 
 

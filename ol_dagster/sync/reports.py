@@ -104,6 +104,8 @@ class CallReport(CallDescription, total=False):
     dryRun: Required[dict[str, int] | None]
     real: Required[dict[str, int] | None]
     outcomes: dict[str, dict[str, int]]  # what the catalog did not remove, and why
+    keptBy: dict[str, int]  # the kept objects by the writer the catalog records
+    left: dict[str, int]  # what the catalog made and was left in it on purpose, by kind
 
 
 class JournalCall(CallDescription, total=False):
@@ -169,6 +171,8 @@ class CleanupReport(TypedDict):
     removed: NotRequired[dict[str, int]]
     notFound: NotRequired[dict[str, int]]
     kept: NotRequired[dict[str, int]]
+    keptBy: NotRequired[dict[str, int]]
+    left: NotRequired[dict[str, int]]
     refused: NotRequired[dict[str, int]]
     disabledQualityChecks: NotRequired[int]
     # a skipped run

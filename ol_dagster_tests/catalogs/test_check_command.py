@@ -32,7 +32,7 @@ from ol_dagster_tests.check_against_fakes import (
 from ol_dagster_tests.conftest import settings_data
 from ol_dagster_tests.fakes.faults import Fault
 from ol_dagster_tests.fakes.harness import ds, run
-from ol_dagster_tests.fakes.openmetadata_fake import CREATE
+from ol_dagster_tests.fakes.openmetadata_fake import ADMIN, CREATE
 
 KINDS = ["openmetadata", "marquez", "blindata"]
 
@@ -190,6 +190,41 @@ def test_an_openmetadata_bot_without_create_is_a_warning_only(
     holds, detail = row(out, "Create on table")
     assert holds == "no" and detail.startswith("(warning) ")
     assert "1 warning(s)" in summary(out)
+
+
+def test_an_openmetadata_token_of_ingestion_bot_is_a_warning(
+    fakes: Fakes, capsys: pytest.CaptureFixture[str]
+):
+    """ol-dagster deletes only what OpenMetadata says its user wrote last: with the user
+    OpenMetadata's connectors write as, their edges would read as its own."""
+    fakes.openmetadata.users.clear()  # the fake's default: ingestion-bot
+    code, out, _ = check(capsys, fakes.settings(), "--definition", "check_openmetadata")
+    assert code == 0, out
+    holds, detail = row(out, "own user")
+    assert holds == "no" and "'ingestion-bot'" in detail and "a bot of its own" in detail
+
+
+def test_openmetadata_settings_differing_from_the_servers_are_a_warning(
+    fakes: Fakes, capsys: pytest.CaptureFixture[str]
+):
+    """An admin's token reads the server's OpenLineage settings; another's leaves them."""
+    name = "server's OpenLineage settings"
+    _, out, _ = check(capsys, fakes.settings(), "--definition", "check_openmetadata")
+    holds, detail = row(out, name)
+    assert holds == "yes" and "not compared" in detail and "403" in detail
+
+    fakes.openmetadata.tokens[TOKENS["OL_CHECK_OM_TOKEN"]] |= {ADMIN}
+    _, out, _ = check(capsys, fakes.settings(), "--definition", "check_openmetadata")
+    assert row(out, name)[0] == "yes"
+
+    fakes.openmetadata.mapping = {WAREHOUSE: "other-service"}
+    fakes.openmetadata.event_type_filter = ["COMPLETE", "FAIL"]
+    code, out, _ = check(capsys, fakes.settings(), "--definition", "check_openmetadata")
+    assert code == 0
+    holds, detail = row(out, name)
+    assert holds == "no"
+    assert f"serviceMapping[{WAREHOUSE!r}] is {SERVICE!r}, the server's 'other-service'" in detail
+    assert "eventTypeFilter is ['COMPLETE'], the server's ['COMPLETE', 'FAIL']" in detail
 
 
 def test_a_blindata_user_without_systems_admin_is_not_ready(
