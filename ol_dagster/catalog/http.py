@@ -133,8 +133,10 @@ class HttpCatalogClient:
         json: Any = None,
         params: Mapping[str, Any] | None = None,
         ok: frozenset[int] = frozenset(),
+        final: Callable[[httpx.Response], bool] | None = None,
     ) -> httpx.Response:
-        """Send with retries. 2xx and the statuses in ``ok`` are returned; a retryable failure
+        """Send with retries. 2xx, the statuses in ``ok`` and the answers ``final`` recognises
+        (a server's own refusal under a retryable status) are returned; a retryable failure
         that outlives the retries raises ``CatalogUnavailable``; another 4xx ``CatalogRefused``."""
         where = f"{method} {path}"
         for attempt in range(self.policy.max_retries + 1):
@@ -149,6 +151,8 @@ class HttpCatalogClient:
                 self._sleep(self.policy.delay(attempt, None))
                 continue
             if response.is_success or response.status_code in ok:
+                return response
+            if final is not None and final(response):
                 return response
             if response.status_code in RETRY_STATUSES and not last:
                 self._sleep(

@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
 if TYPE_CHECKING:  # named in signatures only: reading the settings file loads no normalization
     from ol_dagster.lineage import LineageGraph
@@ -45,15 +45,23 @@ class CleanupPermissionDenied(Exception):
 
 @dataclass(frozen=True, slots=True)
 class FailedRow:
+    """A row the catalog did not take. ``blocks``: the upload failed with it, so nothing is
+    deleted; a row that does not block is one event the catalog refuses for its content (it
+    would refuse it on every run), reported with its ``code``, while the others sync."""
+
     object_type: str
     key: str
     reason: str
+    code: str = ""
+    blocks: bool = True
 
 
 class FailedRowRecord(TypedDict):
     objectType: str
     key: str
     reason: str
+    code: NotRequired[str]
+    blocks: NotRequired[bool]
 
 
 class UploadResultRecord(TypedDict):
@@ -81,20 +89,27 @@ class UploadResult:
 
     @property
     def succeeded(self) -> bool:
-        return not self.failed
+        return not any(f.blocks for f in self.failed)
 
     def as_dict(self) -> UploadResultRecord:
         return {
             "written": dict(self.written),
             "touched": dict(self.touched),
-            "failed": [
-                {"objectType": f.object_type, "key": f.key, "reason": f.reason} for f in self.failed
-            ],
+            "failed": [_failed_record(f) for f in self.failed],
             "dropped": dict(self.dropped),
             "removed": dict(self.removed),
             "renamed": list(self.renamed),
             "succeeded": self.succeeded,
         }
+
+
+def _failed_record(row: FailedRow) -> FailedRowRecord:
+    out: FailedRowRecord = {"objectType": row.object_type, "key": row.key, "reason": row.reason}
+    if row.code:
+        out["code"] = row.code
+    if not row.blocks:
+        out["blocks"] = False
+    return out
 
 
 class Removal(StrEnum):
@@ -106,6 +121,14 @@ class Removal(StrEnum):
     REFUSED = "refused"  # the catalog answered another 4xx: left for the next run
 
 
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A delete that found the object there but not this definition's to remove: what it is and
+    who else holds it, one line for the report (``Removal.KEPT`` with its reason)."""
+
+    why: str
+
+
 @dataclass(slots=True)
 class CleanupCounts:
     """A cleanup call's counts by object type. A dry run's ``counts`` are what it plans; a real
@@ -115,6 +138,7 @@ class CleanupCounts:
     counts: dict[str, int] = field(default_factory=dict)
     removed_jobs: list[str] = field(default_factory=list)
     outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
+    kept: list[str] = field(default_factory=list)  # what was kept and why (``Kept.why``)
 
     @property
     def total(self) -> int:

@@ -202,6 +202,8 @@ class _Call:
         }
         if self.real and self.real.outcomes:
             out["outcomes"] = self.real.outcomes
+        if self.real and self.real.kept:
+            out["keptObjects"] = self.real.kept
         return out
 
 

@@ -104,6 +104,7 @@ class CallReport(CallDescription, total=False):
     dryRun: Required[dict[str, int] | None]
     real: Required[dict[str, int] | None]
     outcomes: dict[str, dict[str, int]]  # what the catalog did not remove, and why
+    keptObjects: list[str]  # each object kept: what it is and who else holds it
 
 
 class JournalCall(CallDescription, total=False):

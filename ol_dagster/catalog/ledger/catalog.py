@@ -40,6 +40,7 @@ from ol_dagster.catalog.protocol import (
     CleanupPermissionDenied,
     DatasetRef,
     FailedRow,
+    Kept,
     ObjectType,
     Removal,
     UploadResult,
@@ -71,6 +72,12 @@ class SendOutcome:
     # the documents sent, as sent (OpenMetadata: the RunEvents, conformed), for the read-back:
     # each event is parsed and conformed once per upload
     docs: list[dict[str, Any]] = field(default_factory=list)
+    # events refused for their content alone (the catalog would refuse them on every run): failed
+    # rows that block nothing, the others sync and the cleanup runs
+    refused: list[FailedRow] = field(default_factory=list)
+    # what the catalog needs to know of a dataset at its cleanup, merged into its DATASET entry
+    # (Marquez: which of this definition's jobs wrote it, and when)
+    dataset_payload: dict[NodeKey, dict[str, Any]] = field(default_factory=dict)
 
 
 def node_identity(key: NodeKey) -> str:
@@ -136,16 +143,17 @@ class LedgerCatalog(ABC, Generic[CfgT]):
     @abstractmethod
     def send(self, events: Sequence[bytes]) -> SendOutcome: ...
 
-    # a delete answers what it did (None: removed); a ``CatalogRefused`` 404 is ``NOT_FOUND``
+    # a delete answers what it did (None: removed; ``Kept``: there, not ours, and why); a
+    # ``CatalogRefused`` 404 is ``NOT_FOUND``
 
     @abstractmethod
-    def delete_edge(self, item: LedgerItem) -> Removal | None: ...
+    def delete_edge(self, item: LedgerItem) -> Removal | Kept | None: ...
 
     @abstractmethod
-    def delete_job(self, item: LedgerItem) -> Removal | None: ...
+    def delete_job(self, item: LedgerItem) -> Removal | Kept | None: ...
 
     @abstractmethod
-    def delete_dataset(self, item: LedgerItem) -> Removal | None: ...
+    def delete_dataset(self, item: LedgerItem) -> Removal | Kept | None: ...
 
     def edge_payload(self, source: NodeKey, target: NodeKey) -> dict[str, Any]:
         """The catalog identity of an edge, kept in the ledger for its delete."""
@@ -180,11 +188,12 @@ class LedgerCatalog(ABC, Generic[CfgT]):
             return result
         for index, reason in outcome.failed:
             result.failed.append(FailedRow("events", f"event {index}", reason))
+        result.failed.extend(outcome.refused)
         for reason in outcome.unresolved.values():
             result.dropped[reason] = result.dropped.get(reason, 0) + 1
         for reason, count in outcome.skipped.items():
             result.dropped[reason] = result.dropped.get(reason, 0) + count
-        if result.failed:
+        if not result.succeeded:
             return result  # nothing is recorded as touched: the cleanup is blocked anyway
 
         resolved = {k for k in graph.datasets if k not in outcome.unresolved}
@@ -219,7 +228,7 @@ class LedgerCatalog(ABC, Generic[CfgT]):
             LedgerItem(
                 DATASET,
                 node_identity(key),
-                {"namespace": key[0], "name": key[1]},
+                {"namespace": key[0], "name": key[1], **outcome.dataset_payload.get(key, {})},
                 system=graph.datasets[key].system,
             )
             for key in resolved
@@ -261,7 +270,7 @@ class LedgerCatalog(ABC, Generic[CfgT]):
     def _remove(
         self,
         entries: list[Entry],
-        delete: Callable[[LedgerItem], Removal | None],
+        delete: Callable[[LedgerItem], Removal | Kept | None],
         dry_run: bool,
         object_type: str,
     ) -> CleanupCounts:
@@ -288,6 +297,7 @@ class LedgerCatalog(ABC, Generic[CfgT]):
             objects.setdefault(self.held_key(entry.item), []).append(entry)
         tally: Counter[Removal] = Counter()
         removed: list[Entry] = []
+        kept: list[str] = []
         # what another entry still holds is removed from this definition by forgetting alone
         released = [e for key, group in objects.items() if key in held for e in group]
         if released:
@@ -298,7 +308,11 @@ class LedgerCatalog(ABC, Generic[CfgT]):
             if key in held:
                 continue
             try:
-                outcome = Removal(delete(group[0].item) or Removal.REMOVED)
+                answer = delete(group[0].item)
+                if isinstance(answer, Kept):
+                    kept.append(answer.why)
+                    answer = Removal.KEPT
+                outcome = Removal(answer or Removal.REMOVED)
             except CatalogRefused as exc:
                 if exc.status == 403:
                     raise CleanupPermissionDenied(str(exc)) from None
@@ -317,6 +331,7 @@ class LedgerCatalog(ABC, Generic[CfgT]):
             for e in removed
             if e.item.kind == JOB
         )
+        counts.kept = kept
         return counts
 
     def cleanup_flows(
