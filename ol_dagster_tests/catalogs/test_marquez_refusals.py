@@ -26,6 +26,7 @@ from ol_dagster_tests.catalogs.test_catalog_marquez import (
     kpi,
     served_env,
     snapshot,
+    with_parent,
 )
 from ol_dagster_tests.fakes.faults import Fault
 from ol_dagster_tests.fakes.harness import ANOMALIES, KPI, NS, definition, ds, facet, pg, run
@@ -156,3 +157,23 @@ def test_every_event_is_posted_as_application_json(env: Env):
     posts = env.fake.server.seen("POST", LINEAGE)
     assert len(posts) == 2
     assert {p.headers["content-type"] for p in posts} == {"application/json"}
+
+
+def test_a_refused_event_keeps_what_was_recorded_of_its_job(env: Env):
+    """A child job Marquez holds as ``nightly.child``; its next event is refused. The job is
+    still this batch's (not deleted), and the name Marquez holds it under stays recorded: when
+    it leaves, that is the name deleted."""
+    catalog = env.catalog()
+    child = with_parent(run("child", [pg("a")], [pg("b")]), "airflow", "nightly")
+    env.syncer.sync(catalog, definition(), [kpi(), child])
+    refused = with_parent(run("child", [ds(KAFKA, "t")], [pg("b")]), "airflow", "nightly")
+
+    kept = env.syncer.sync(catalog, definition(), [kpi(), refused])
+
+    assert len(kept.result.failed) == 1 and kept.report["removedJobs"] == []
+    assert (NS, "nightly.child") in env.fake.visible_jobs()
+
+    gone = env.syncer.sync(catalog, definition(), [kpi()])
+
+    assert gone.report["removedJobs"] == [f"{NS}.child"]
+    assert (NS, "nightly.child") in env.fake.hidden_jobs()

@@ -205,13 +205,17 @@ class MarquezCatalog(LedgerCatalog[MarquezCatalogSettings]):
         ]
         for i, why in sorted((failed | refused).items()):
             log.warning("marquez did not take event %d: %s", i, why)
+        named = [doc for doc in docs.values() if isinstance(doc, dict)]
         stored = [
             doc
             for i, doc in docs.items()
             if i not in failed and i not in refused and isinstance(doc, dict)
         ]
-        outcome.job_payload = self._held_names(stored)
-        outcome.dataset_payload = self._writers(stored)
+        # what an event Marquez did not take names keeps what was recorded of it before: its
+        # entry is touched all the same (it is still this batch's)
+        named += [json.loads(events[i]) for i in refused if i not in docs]
+        outcome.job_payload = self._held_names(stored, named)
+        outcome.dataset_payload = self._writers(stored, named)
         return outcome
 
     def _post_lanes(self, lanes: list[list[tuple[int, Any]]]) -> list[Posted]:
@@ -232,10 +236,17 @@ class MarquezCatalog(LedgerCatalog[MarquezCatalogSettings]):
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _held_names(self, stored: list[dict[str, Any]]) -> dict[NodeKey, dict[str, Any]]:
-        """For each job the stored events name, the names Marquez holds it under, with those the
-        ledger already recorded: a name Marquez made once stays until the job is deleted."""
+    def _held_names(
+        self, stored: list[dict[str, Any]], named: list[Any]
+    ) -> dict[NodeKey, dict[str, Any]]:
+        """For each job the events name, the names Marquez holds it under (from the stored
+        events), with those the ledger already recorded: a name Marquez made once stays until
+        the job is deleted."""
         held: dict[NodeKey, set[str]] = {}
+        for doc in named:
+            job = doc.get("job") if isinstance(doc, dict) else None
+            if isinstance(job, dict):
+                held.setdefault((str(job.get("namespace")), str(job.get("name"))), set())
         for doc in stored:
             name = held_name(doc)
             if name is None:
@@ -248,17 +259,20 @@ class MarquezCatalog(LedgerCatalog[MarquezCatalogSettings]):
             key = (item.payload["namespace"], item.payload["name"])
             if key in held:
                 held[key].update(item.payload.get(HELD_AS) or [])
-        return {key: {HELD_AS: sorted(names)} for key, names in held.items()}
+        return {key: {HELD_AS: sorted(names)} for key, names in held.items() if names}
 
-    def _writers(self, stored: list[dict[str, Any]]) -> dict[NodeKey, dict[str, Any]]:
-        """For each dataset the stored events name: this definition's jobs that wrote it (as
-        Marquez holds them), with those recorded before, and the time of this upload (the
-        catalog's clock read before it): what tells its cleanup who else wrote it since."""
+    def _writers(
+        self, stored: list[dict[str, Any]], named: list[Any]
+    ) -> dict[NodeKey, dict[str, Any]]:
+        """For each dataset the events name: this definition's jobs that wrote it (as Marquez
+        holds them, from the stored events), with those recorded before, and the time of this
+        upload (the catalog's clock read before it): what tells its cleanup who else wrote it
+        since."""
         writers: dict[NodeKey, set[Job]] = {}
-        for doc in stored:
-            job = held_name(doc)
+        for doc, wrote in [*((d, False) for d in named), *((d, True) for d in stored)]:
+            job = held_name(doc) if wrote and isinstance(doc, dict) else None
             for side in ("inputs", "outputs", "dataset"):
-                value = doc.get(side)
+                value = doc.get(side) if isinstance(doc, dict) else None
                 for ds in value if isinstance(value, list) else [value]:
                     if not isinstance(ds, dict):
                         continue
