@@ -22,7 +22,10 @@ import httpx
 import pytest
 
 from ol_dagster.catalog.marquez.catalog import MarquezCatalog
+from ol_dagster.catalog.marquez.events import marquez_time as conformed
+from ol_dagster.catalog.marquez.events import reads_time
 from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
+from ol_dagster.openlineage.envelope import parse_event_time
 from ol_dagster.store import EventStore
 from ol_dagster_tests.conftest import CORPUS
 from ol_dagster_tests.contracts.marquez import (
@@ -213,6 +216,39 @@ def test_marquez_reads_these_event_times(value: Any, expected: datetime):
 def test_marquez_refuses_these_event_times(value: Any):
     with pytest.raises(ValueError):
         marquez_time(value)
+
+
+# what the receiver takes (Python's ISO reading) and Marquez may not
+RECEIVED_TIMES = [
+    "2026-11-01T02:00:00.000Z",
+    "2026-11-01t02:00",
+    "2026-11-01T02:00:00+02",
+    "2026-11-01T02:00:00-05:30:15",
+    "2026-11-01T02:00:00.123456789Z",
+    "2026-11-01T02:00:00.5",
+    "2026-11-01",
+    "2026-11-01T02:00:00+0200",
+    "2026-11-01 02:00:00Z",
+    "2026-11-01T02",
+    "2026-11-01T02:00:00,5Z",
+    "2026-W44-7T02:00",
+    "20261101T020000Z",
+    "2026-11-01T02:00:00+18:30",
+]
+
+
+@pytest.mark.parametrize("value", RECEIVED_TIMES)
+def test_the_client_sends_every_received_time_as_marquez_reads_it(value: str):
+    """The client's own test of Marquez's reader agrees with the fake's (``marquez_time``); what
+    Marquez would refuse is sent as the instant ol-dagster read, in UTC."""
+    try:
+        marquez_time(value)
+        readable = True
+    except ValueError:
+        readable = False
+    assert reads_time(value) == readable
+    sent = conformed(value, "eventTime")
+    assert sent == value if readable else marquez_time(sent) == parse_event_time(value)
 
 
 def test_a_time_without_an_offset_is_read_in_the_servers_zone():

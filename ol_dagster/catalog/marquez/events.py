@@ -48,7 +48,8 @@ _NAMESPACE_CHAR = re.compile(r"[a-zA-Z:;=/0-9_\-.@+]")
 # FlexibleDateTimeDeserializer: ISO_LOCAL_DATE_TIME (case-insensitive), then an optional offset
 # read leniently under "+HH:MM:ss" (each of :MM and :ss optional); Jackson trims the text first
 _MARQUEZ_TIME = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{0,9})?)?"
+    r"[0-9]{4}-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[Tt](?P<hh>[0-9]{2}):(?P<mm>[0-9]{2})"
+    r"(?::(?P<ss>[0-9]{2})(?:\.[0-9]{0,9})?)?"
     r"(?:[Zz]|[+-](?P<h>[0-9]{2})(?::(?P<m>[0-9]{2})(?::(?P<s>[0-9]{2}))?)?)?"
 )
 _MAX_OFFSET = 18 * 3600  # java.time.ZoneOffset
@@ -62,14 +63,25 @@ class NotConformable(ValueError):
 
 
 def reads_time(value: object) -> bool:
-    """Whether Marquez's date reader takes this string as it is."""
+    """Whether Marquez's date reader takes this string as it is (the ranges as Python's own
+    reading of the same string checks them: 24:00, which Java reads, is rewritten)."""
     if not isinstance(value, str):
         return False
     m = _MARQUEZ_TIME.fullmatch(value.strip(_JAVA_TRIM))
     if m is None:
         return False
-    offset = int(m["h"] or 0) * 3600 + int(m["m"] or 0) * 60 + int(m["s"] or 0)
-    return offset <= _MAX_OFFSET and int(m["m"] or 0) < 60 and int(m["s"] or 0) < 60
+    n = {k: int(v or 0) for k, v in m.groupdict().items()}
+    offset = n["h"] * 3600 + n["m"] * 60 + n["s"]
+    return (
+        1 <= n["mo"] <= 12
+        and 1 <= n["d"] <= 31
+        and n["hh"] < 24
+        and n["mm"] < 60
+        and n["ss"] < 60
+        and n["m"] < 60
+        and n["s"] < 60
+        and offset <= _MAX_OFFSET
+    )
 
 
 def marquez_time(value: object, path: str) -> str:
