@@ -177,3 +177,17 @@ def test_a_refused_event_keeps_what_was_recorded_of_its_job(env: Env):
 
     assert gone.report["removedJobs"] == [f"{NS}.child"]
     assert (NS, "nightly.child") in env.fake.hidden_jobs()
+
+
+def test_marquezs_own_400_without_a_body_refuses_that_event_alone(env: Env):
+    """An IllegalArgumentException while Marquez writes the event answers 400 with no body
+    (OpenLineageResource.determineStatusCode): the event's refusal, not the batch's."""
+    catalog = env.catalog()
+    env.fake.server.inject(Fault(status=400, method="POST", path=LINEAGE))
+
+    synced = env.syncer.sync(catalog, definition(), snapshot())
+
+    (row,) = synced.result.failed
+    assert (row.code, row.blocks) == (MARQUEZ_SCHEMA, False)
+    assert row.reason == "HTTP 400 without a message: Marquez could not write the event"
+    assert synced.result.succeeded and env.posts() == 2

@@ -182,7 +182,7 @@ def refusal(response: httpx.Response) -> str | None:
     if status == 422 and isinstance(body, dict) and isinstance(body.get("errors"), list):
         return _one_line(f"HTTP 422: {'; '.join(str(e) for e in body['errors'])}")
     if status == 400 and not response.text.strip():
-        return "HTTP 400: Marquez could not write the event (a name or namespace it refuses)"
+        return "HTTP 400 without a message: Marquez could not write the event"
     if status == 400 and isinstance(body, dict) and body.get("code") == 400:
         return _one_line(f"HTTP 400: {body.get('message') or ''}")
     if is_jackson_error(response):
