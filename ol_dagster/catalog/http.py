@@ -168,8 +168,10 @@ class HttpCatalogClient:
         params: Mapping[str, Any] | None = None,
         ok: frozenset[int] = frozenset(),
         resend_after_timeout: bool = True,
+        final: Callable[[httpx.Response], bool] | None = None,
     ) -> httpx.Response:
-        """Send with retries. 2xx and the statuses in ``ok`` are returned; a retryable failure
+        """Send with retries. 2xx, the statuses in ``ok`` and the answers ``final`` recognises
+        (a server's own refusal under a retryable status) are returned; a retryable failure
         that outlives the retries raises ``CatalogUnavailable``; another 4xx ``CatalogRefused``;
         a lost answer, without ``resend_after_timeout``, ``MayHaveLanded``."""
         return self.send(
@@ -179,6 +181,7 @@ class HttpCatalogClient:
             params=params,
             ok=ok,
             resend_after_timeout=resend_after_timeout,
+            final=final,
         ).response
 
     def send(
@@ -190,6 +193,7 @@ class HttpCatalogClient:
         params: Mapping[str, Any] | None = None,
         ok: frozenset[int] = frozenset(),
         resend_after_timeout: bool = True,
+        final: Callable[[httpx.Response], bool] | None = None,
     ) -> Sent:
         """``request``, also saying whether an earlier attempt lost its answer."""
         where = f"{method} {path}"
@@ -212,6 +216,8 @@ class HttpCatalogClient:
                 self.pause(attempt)
                 continue
             if response.is_success or response.status_code in ok:
+                return Sent(response, lost)
+            if final is not None and final(response):
                 return Sent(response, lost)
             if response.status_code in LOST_STATUSES:
                 if not resend_after_timeout:

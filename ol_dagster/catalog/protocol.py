@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
 if TYPE_CHECKING:  # named in signatures only: reading the settings file loads no normalization
     from ol_dagster.lineage import LineageGraph
@@ -60,15 +60,23 @@ class CleanupNotConfirmed(CleanupStopped):
 
 @dataclass(frozen=True, slots=True)
 class FailedRow:
+    """A row the catalog did not take. ``blocks``: the upload failed with it, so nothing is
+    deleted; a row that does not block is one event the catalog refuses for its content (it
+    would refuse it on every run), reported with its ``code``, while the others sync."""
+
     object_type: str
     key: str
     reason: str
+    code: str = ""
+    blocks: bool = True
 
 
 class FailedRowRecord(TypedDict):
     objectType: str
     key: str
     reason: str
+    code: NotRequired[str]
+    blocks: NotRequired[bool]
 
 
 class UploadResultRecord(TypedDict):
@@ -96,20 +104,27 @@ class UploadResult:
 
     @property
     def succeeded(self) -> bool:
-        return not self.failed
+        return not any(f.blocks for f in self.failed)
 
     def as_dict(self) -> UploadResultRecord:
         return {
             "written": dict(self.written),
             "touched": dict(self.touched),
-            "failed": [
-                {"objectType": f.object_type, "key": f.key, "reason": f.reason} for f in self.failed
-            ],
+            "failed": [_failed_record(f) for f in self.failed],
             "dropped": dict(self.dropped),
             "removed": dict(self.removed),
             "renamed": list(self.renamed),
             "succeeded": self.succeeded,
         }
+
+
+def _failed_record(row: FailedRow) -> FailedRowRecord:
+    out: FailedRowRecord = {"objectType": row.object_type, "key": row.key, "reason": row.reason}
+    if row.code:
+        out["code"] = row.code
+    if not row.blocks:
+        out["blocks"] = False
+    return out
 
 
 class Removal(StrEnum):
@@ -124,12 +139,13 @@ class Removal(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Removed:
     """A delete's answer with what the report says beside the outcome: who owns what is
-    ``kept`` (the writer the catalog records), or the kind of an object left in the catalog on
+    ``kept`` (the writer the catalog records, and ``why`` in words), or the kind of an object left in the catalog on
     purpose beside what was removed."""
 
     outcome: Removal
     owner: str | None = None
     left: str | None = None
+    why: str | None = None  # a kept object: what it is and who else holds it, for the report
 
 
 @dataclass(slots=True)
@@ -145,6 +161,7 @@ class CleanupCounts:
     kept_by: dict[str, int] = field(default_factory=dict)
     # objects the catalog made for what was removed and left in it on purpose, by kind
     left: dict[str, int] = field(default_factory=dict)
+    kept: list[str] = field(default_factory=list)  # what was kept and why (``Removed.why``)
 
     @property
     def total(self) -> int:

@@ -263,7 +263,8 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
     result = done.result
     assert result is not None, "a superseded upload has no result"
     failed_rows = [
-        {"objectType": f.object_type, "key": f.key, "reason": f.reason} for f in result.failed
+        {"objectType": f.object_type, "key": f.key, "code": f.code, "reason": f.reason}
+        for f in result.failed
     ]
     counts = [
         {
@@ -282,7 +283,7 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
                 rows_markdown(counts, ["objectType", "written", "touched"], _TABLE_ROWS)
             ),
             "failed": dg.MetadataValue.md(
-                rows_markdown(failed_rows, ["objectType", "key", "reason"], _TABLE_ROWS)
+                rows_markdown(failed_rows, ["objectType", "key", "code", "reason"], _TABLE_ROWS)
             ),
             "dropped": dg.MetadataValue.json(result.dropped),
             **job_runs,

@@ -210,6 +210,8 @@ class _Call:
             out["keptBy"] = self.real.kept_by
         if self.real and self.real.left:
             out["left"] = self.real.left
+        if self.real and self.real.kept:
+            out["keptObjects"] = self.real.kept
         return out
 
 

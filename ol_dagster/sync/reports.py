@@ -106,6 +106,7 @@ class CallReport(CallDescription, total=False):
     outcomes: dict[str, dict[str, int]]  # what the catalog did not remove, and why
     keptBy: dict[str, int]  # the kept objects by the writer the catalog records
     left: dict[str, int]  # what the catalog made and was left in it on purpose, by kind
+    keptObjects: list[str]  # each object kept: what it is and who else holds it
 
 
 class JournalCall(CallDescription, total=False):

@@ -288,6 +288,29 @@ def test_a_marquez_delete_that_reaches_marquez_answers_its_own_404_for_the_probe
     assert row(out, "job delete")[0] == "no"
 
 
+def test_the_marquez_dataset_probe_sends_a_namespace_with_a_slash_encoded_in_one_segment(
+    fakes: Fakes, capsys: pytest.CaptureFixture[str]
+):
+    """Dataset namespaces hold ``/`` (``s3://bucket``): the probe sends one, as ``%2F``. A proxy
+    that decodes it answers for another path (Jersey's bare 404): the check says so."""
+    code, out, _ = check(capsys, fakes.settings(), "--definition", "check_marquez")
+    assert code == 0 and row(out, "dataset delete")[0] == "yes"
+    (probe,) = [r.path for r in fakes.marquez.server.seen("DELETE") if "/datasets/" in r.path]
+    assert probe.startswith("/api/v1/namespaces/ol-dagster-check%3A%2F%2Fprobe/datasets/probe-")
+
+    decoded = b'{"code":404,"message":"HTTP 404 Not Found"}'
+    fakes.marquez.server.inject(
+        Fault(
+            status=404, method="DELETE", path="/api/v1/namespaces/ol-dagster-check%3A", body=decoded
+        )
+    )
+    code, out, _ = check(capsys, fakes.settings(), "--definition", "check_marquez")
+    assert code == 1
+    holds, detail = row(out, "dataset delete")
+    assert holds == "no" and "%2F" in detail
+    assert row(out, "job delete")[0] == "yes"
+
+
 def test_a_blindata_server_without_an_inferred_call_is_not_ready(
     fakes: Fakes, capsys: pytest.CaptureFixture[str]
 ):

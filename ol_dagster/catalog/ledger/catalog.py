@@ -72,6 +72,12 @@ class SendOutcome:
     # the documents sent, as sent (OpenMetadata: the RunEvents, conformed), for the read-back:
     # each event is parsed and conformed once per upload
     docs: list[dict[str, Any]] = field(default_factory=list)
+    # events refused for their content alone (the catalog would refuse them on every run): failed
+    # rows that block nothing, the others sync and the cleanup runs
+    refused: list[FailedRow] = field(default_factory=list)
+    # what the catalog needs to know of a dataset at its cleanup, merged into its DATASET entry
+    # (Marquez: which of this definition's jobs wrote it, and when)
+    dataset_payload: dict[NodeKey, dict[str, Any]] = field(default_factory=dict)
 
 
 def node_identity(key: NodeKey) -> str:
@@ -187,11 +193,12 @@ class LedgerCatalog(ABC, Generic[CfgT]):
             return result
         for index, reason in outcome.failed:
             result.failed.append(FailedRow("events", f"event {index}", reason))
+        result.failed.extend(outcome.refused)
         for reason in outcome.unresolved.values():
             result.dropped[reason] = result.dropped.get(reason, 0) + 1
         for reason, count in outcome.skipped.items():
             result.dropped[reason] = result.dropped.get(reason, 0) + count
-        if result.failed:
+        if not result.succeeded:
             return result  # nothing is recorded as touched: the cleanup is blocked anyway
 
         resolved = {k for k in graph.datasets if k not in outcome.unresolved}
@@ -226,7 +233,7 @@ class LedgerCatalog(ABC, Generic[CfgT]):
             LedgerItem(
                 DATASET,
                 node_identity(key),
-                {"namespace": key[0], "name": key[1]},
+                {"namespace": key[0], "name": key[1], **outcome.dataset_payload.get(key, {})},
                 system=graph.datasets[key].system,
             )
             for key in resolved
@@ -297,6 +304,7 @@ class LedgerCatalog(ABC, Generic[CfgT]):
         kept_by: Counter[str] = Counter()
         left: Counter[str] = Counter()
         removed: list[Entry] = []
+        kept: list[str] = []
         # what another entry still holds is removed from this definition by forgetting alone
         released = [e for key, group in objects.items() if key in held for e in group]
         if released:
@@ -319,6 +327,8 @@ class LedgerCatalog(ABC, Generic[CfgT]):
                 kept_by[said.owner or "unknown"] += len(group)
             if said.left:
                 left[said.left] += 1
+            if said.why:
+                kept.append(said.why)
             if outcome is not Removal.REFUSED:
                 self.ledger.forget([e.id for e in group])
             if outcome is Removal.REMOVED:
@@ -333,6 +343,7 @@ class LedgerCatalog(ABC, Generic[CfgT]):
             for e in removed
             if e.item.kind == JOB
         )
+        counts.kept = kept
         return counts
 
     def cleanup_flows(
