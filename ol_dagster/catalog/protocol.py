@@ -139,8 +139,8 @@ class Removal(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Removed:
     """A delete's answer with what the report says beside the outcome: who owns what is
-    ``kept`` (the writer the catalog records, and ``why`` in words), or the kind of an object left in the catalog on
-    purpose beside what was removed."""
+    ``kept`` (the writer the catalog records, and ``why`` in words), or the kind of an object
+    left in the catalog on purpose beside what was removed."""
 
     outcome: Removal
     owner: str | None = None
