@@ -7,11 +7,15 @@ in front of it, refuses its size or loses its answer, and what a retried delete 
   running on the server, so it is never sent again blindly: the kind's ``read_back`` says which of
   its items the server holds, and only the others are sent again, halved. A kind that cannot read
   back what it wrote passes none: those items are reported (``unconfirmed``), never sent again.
+  A server that is slow because of the batch's size (OpenMetadata resolves its events one after
+  another) says ``max_lost=None``: the rest is halved down to one item, and one item that loses
+  its answer alone fails (the server may still be writing it; the next sync sends it again).
 * ``delete``: a delete that lost its answer and is then answered 404 removed the object on its
-  first attempt: ``REMOVED``, not ``NOT_FOUND``.
+  first attempt: ``REMOVED``, not ``NOT_FOUND`` (``removal`` reads such an answer).
 
-The batch itself is the kind's: ``post`` sends one (with ``resend_after_timeout=False``) and
-returns its answer, which the kind folds as it did before.
+The batch itself is the kind's: ``post`` sends one (with ``resend_after_timeout=False``, or with
+resends when sending an item twice is harmless: then only the 413 rule applies) and returns its
+answer, which the kind folds as it did before.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from ol_dagster.catalog.http import CatalogRefused, HttpCatalogClient, MayHaveLanded
+from ol_dagster.catalog.http import CatalogRefused, HttpCatalogClient, MayHaveLanded, Sent
 from ol_dagster.catalog.protocol import Removal
 
 T = TypeVar("T")
@@ -47,8 +51,9 @@ class BatchOutcome(Generic[T, R]):
 
 
 def _halves(batch: list[T]) -> list[list[T]]:
-    half = len(batch) // 2
-    return [batch[:half], batch[half:]] if half else [batch]
+    """The batch in two, the larger half first; one item stays whole."""
+    half = (len(batch) + 1) // 2
+    return [batch[:half], batch[half:]] if len(batch) > 1 else [batch]
 
 
 def post_bounded(
@@ -57,15 +62,15 @@ def post_bounded(
     *,
     read_back: Callable[[list[T]], Sequence[bool]] | None,
     pause: Callable[[int], None],
-    max_lost: int,
+    max_lost: int | None,
 ) -> BatchOutcome[T, R]:
     """Send ``items`` as one batch, split as the server needs (see the module).
 
     ``read_back(batch)`` says, item by item, whether the server holds it as it was sent;
     ``pause(n)`` waits before the read-back of a batch that lost its answer ``n`` times before
     (the first attempt may still be running); an item whose answer was lost more than
-    ``max_lost`` times fails. Other errors (``CatalogUnavailable``, a 4xx other than 413) are the
-    caller's, as for one request."""
+    ``max_lost`` times fails (``None``: when it was sent alone). Other errors
+    (``CatalogUnavailable``, a 4xx other than 413) are the caller's, as for one request."""
     outcome: BatchOutcome[T, R] = BatchOutcome()
     pending: deque[tuple[list[T], int]] = deque([(list(items), 0)] if items else [])
     while pending:
@@ -91,7 +96,11 @@ def post_bounded(
             rest = [item for item, h in zip(batch, held, strict=True) if not h]
             if not rest:
                 continue
-            if lost >= max_lost:
+            if max_lost is None and len(batch) == 1:
+                why = f"{exc}; the server may still be writing it: the batch is tried again later"
+                outcome.failed.append((batch[0], why))
+                continue
+            if max_lost is not None and lost >= max_lost:
                 why = f"{exc}; not written after {lost + 1} attempt(s)"
                 outcome.failed.extend((item, why) for item in rest)
                 continue
@@ -101,11 +110,15 @@ def post_bounded(
     return outcome
 
 
-def delete(http: HttpCatalogClient, path: str) -> Removal:
-    """``DELETE path``, retried as every request: ``REMOVED``; ``NOT_FOUND`` for a 404, unless an
-    earlier attempt lost its answer (it removed the object then). 403 and other 4xx raise
-    ``CatalogRefused``."""
-    sent = http.send("DELETE", path, ok=frozenset({404}))
+def removal(sent: Sent) -> Removal:
+    """What a delete's answer says: ``NOT_FOUND`` for a 404, unless an earlier attempt lost its
+    answer (it removed the object then); ``REMOVED`` otherwise."""
     if sent.response.status_code == 404 and not sent.lost_earlier:
         return Removal.NOT_FOUND
     return Removal.REMOVED
+
+
+def delete(http: HttpCatalogClient, path: str) -> Removal:
+    """``DELETE path``, retried as every request, read by ``removal``. 403 and other 4xx raise
+    ``CatalogRefused``."""
+    return removal(http.send("DELETE", path, ok=frozenset({404})))

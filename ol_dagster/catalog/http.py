@@ -6,11 +6,14 @@ cleanly (the upload then counts as failed, so nothing is deleted). So connection
 the catalog's ``maxRetryAfterSeconds``; other 4xx answers are the server's last word and are never
 retried.
 
-A request whose answer did not come back after it was sent (a read timeout, a dropped connection)
-may have been carried out, or may still be running. A caller that cannot send it twice says so
-(``resend_after_timeout=False``): it then gets ``MayHaveLanded`` instead of a second attempt, and
-reads back what landed before it sends anything again (``catalog.bounded``). Connection failures
-before anything was sent are always retried.
+A request whose answer did not come back after it was sent (a read timeout, a dropped connection,
+a gateway's 502 or 504) may have been carried out, or may still be running. A caller that cannot
+send it twice says so (``resend_after_timeout=False``): it then gets ``MayHaveLanded`` instead of a
+second attempt, and reads back what landed before it sends anything again (``catalog.bounded``).
+Which gateway answers count as lost is the caller's (``lost``: ``LOST_STATUSES``, or
+``STILL_RUNNING`` for a request that may land twice but not run twice at once); a request may have
+a timeout of its own (a batch the server answers only when it has written all of it). Connection
+failures before anything was sent are always retried.
 
 Secrets (tokens, API keys) are sent as headers and never appear in an error message: errors name
 the method, the path and the status, nothing else of the request.
@@ -34,8 +37,12 @@ if TYPE_CHECKING:
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # failures before the request left this process: nothing can have landed, a retry is always safe
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
-# a proxy's answers about an upstream that did not answer it: the request may still be running
+# a proxy's answers about an upstream that did not answer it: the request may have been carried out
 LOST_STATUSES = frozenset({502, 504})
+# of those, the answer of a proxy that stopped waiting while the upstream may still be carrying the
+# request out (after a 502 the upstream closed or broke its connection: it is done). A caller whose
+# request may be carried out twice, but must not run twice at once, loses only these (OpenMetadata)
+STILL_RUNNING = frozenset({504})
 DEFAULT_MAX_RETRY_AFTER = 30.0
 
 
@@ -169,11 +176,15 @@ class HttpCatalogClient:
         ok: frozenset[int] = frozenset(),
         resend_after_timeout: bool = True,
         final: Callable[[httpx.Response], bool] | None = None,
+        lost: frozenset[int] = LOST_STATUSES,
+        timeout: float | None = None,
     ) -> httpx.Response:
         """Send with retries. 2xx, the statuses in ``ok`` and the answers ``final`` recognises
         (a server's own refusal under a retryable status) are returned; a retryable failure
         that outlives the retries raises ``CatalogUnavailable``; another 4xx ``CatalogRefused``;
-        a lost answer, without ``resend_after_timeout``, ``MayHaveLanded``."""
+        a lost answer (a transport error after sending, a status in ``lost``), without
+        ``resend_after_timeout``, ``MayHaveLanded``. ``timeout``: this request's own, in seconds
+        (else the client's)."""
         return self.send(
             method,
             path,
@@ -182,6 +193,8 @@ class HttpCatalogClient:
             ok=ok,
             resend_after_timeout=resend_after_timeout,
             final=final,
+            lost=lost,
+            timeout=timeout,
         ).response
 
     def send(
@@ -194,21 +207,24 @@ class HttpCatalogClient:
         ok: frozenset[int] = frozenset(),
         resend_after_timeout: bool = True,
         final: Callable[[httpx.Response], bool] | None = None,
+        lost: frozenset[int] = LOST_STATUSES,
+        timeout: float | None = None,
     ) -> Sent:
         """``request``, also saying whether an earlier attempt lost its answer."""
         where = f"{method} {path}"
-        lost = False
+        own = httpx.USE_CLIENT_DEFAULT if timeout is None else timeout
+        lost_earlier = False
         for attempt in range(self.policy.max_retries + 1):
             last = attempt == self.policy.max_retries
             try:
-                response = self.client.request(method, path, json=json, params=params)
+                response = self.client.request(method, path, json=json, params=params, timeout=own)
             except httpx.TransportError as exc:
                 sent = not isinstance(exc, NOT_SENT)
                 if sent and not resend_after_timeout:
                     raise MayHaveLanded(
                         f"{where}: {type(exc).__name__}: no answer; it may have been carried out"
                     ) from None
-                lost = lost or sent
+                lost_earlier = lost_earlier or sent
                 if last:
                     raise CatalogUnavailable(
                         f"{where}: {type(exc).__name__} after {attempt + 1} attempt(s)"
@@ -216,16 +232,16 @@ class HttpCatalogClient:
                 self.pause(attempt)
                 continue
             if response.is_success or response.status_code in ok:
-                return Sent(response, lost)
+                return Sent(response, lost_earlier)
             if final is not None and final(response):
-                return Sent(response, lost)
-            if response.status_code in LOST_STATUSES:
+                return Sent(response, lost_earlier)
+            if response.status_code in lost:
                 if not resend_after_timeout:
                     raise MayHaveLanded(
                         f"{where}: HTTP {response.status_code} from a gateway; it may have been "
                         "carried out"
                     )
-                lost = True
+                lost_earlier = True
             if response.status_code in RETRY_STATUSES and not last:
                 self.pause(attempt, retry_after_seconds(response.headers.get("retry-after")))
                 continue

@@ -2,20 +2,22 @@
 
 OpenMetadata answers a batch after its last event, resolving each dataset in turn. The fake does
 the same when told to (``slow_after``: it writes that many events, then takes ``slow_seconds``
-before the rest and its answer) or stands behind a proxy that gives up (a 504). Through the real
-client: what a late batch already wrote is read back and not sent again; the rest goes in halves;
-one event without an answer fails the upload, and the cleanup deletes nothing.
+before the rest and its answer) or stands behind a proxy that gives up (a 504) or refuses a body
+over its limit (a 413). Through the real client: what a late batch already wrote is read back and
+not sent again; the rest goes in halves, as a batch too large does; one event without an answer,
+or too large alone, fails the upload, and the cleanup deletes nothing.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ol_dagster.catalog.openmetadata.batches import BATCH
+from ol_dagster.catalog.openmetadata.catalog import BATCH
 from ol_dagster.catalog.openmetadata.settings import OpenMetadataCatalogSettings
 from ol_dagster_tests.catalogs.test_openmetadata_lineage_delete import (
     JWT,
@@ -100,3 +102,33 @@ def test_a_big_batch_goes_in_requests_of_twenty_events_by_default(env: Env):
 
     assert synced.result.succeeded, synced.result.failed
     assert [len(b) for b in env.fake.batches] == [20, 20, 1]
+
+
+def test_a_413_from_a_proxy_halves_the_batch_and_every_event_lands(env: Env):
+    """A proxy in front of OpenMetadata refuses a body over its limit: the batch is halved until
+    each request fits, and every event is written once."""
+    catalog = env.catalog(chunkSize=8)
+    two = len(json.dumps({"events": jobs(2)}))
+    env.fake.server.limit_body(two + two // 4)  # two events a request, not three
+
+    synced = env.syncer.sync(catalog, definition(), jobs(8))
+
+    assert synced.result.succeeded, synced.result.failed
+    assert len(env.fake.server.too_large) == 3  # 8, then each 4
+    assert sorted(len(b) for b in env.fake.batches) == [2, 2, 2, 2]
+    assert env.fake.edge_pairs() == {(fqn("orders"), fqn(f"out{i}")) for i in range(8)}
+    assert len(edge_entries(catalog)) == 8
+
+
+def test_one_event_too_large_alone_is_its_own_failed_row(env: Env):
+    catalog = env.catalog(chunkSize=4)
+    events = jobs(4)
+    events[2] = run("etl.j2", [pg("orders")], [pg("out2")], sql="select " + "x" * 5000)
+    env.fake.server.limit_body(4000)
+
+    synced = env.syncer.sync(catalog, definition(), events)
+
+    (row,) = synced.result.failed
+    assert row.key == "event 2" and "HTTP 413" in row.reason and "even alone" in row.reason
+    assert synced.report["skippedReason"] == "UPLOAD_FAILED"  # so nothing is deleted
+    assert {e["job"]["name"] for b in env.fake.batches for e in b} == {"etl.j0", "etl.j1", "etl.j3"}

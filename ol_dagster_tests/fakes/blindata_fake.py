@@ -70,6 +70,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ol_dagster_tests.fakes.faults import TOO_LARGE_PAGE
+
 DEFAULT_START = datetime(2026, 11, 4, 10, 0, tzinfo=UTC)
 MAX_PAGE = 1000
 
@@ -483,12 +485,7 @@ class BlindataFake:
             raise ApiError(400, "malformed JSON") from None
 
     def _proxy_too_large(self) -> Response:
-        page = (
-            "<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n"
-            "<center><h1>413 Request Entity Too Large</h1></center>\r\n"
-            "<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
-        )
-        return Response(page, status_code=413, media_type="text/html")
+        return Response(TOO_LARGE_PAGE, status_code=413, media_type="text/html")
 
     def _allowed_methods(self, path: str) -> str:
         """The ``Allow`` of a path: the methods mapped to it, HEAD with GET (Spring's

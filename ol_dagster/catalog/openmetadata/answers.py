@@ -16,11 +16,12 @@ import httpx
 
 from ol_dagster.catalog.http import CatalogRefused
 from ol_dagster.catalog.ledger.catalog import SendOutcome
-from ol_dagster.catalog.openmetadata.batches import BATCH
 from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.lineage.naming import normalize_namespace
 
 log = logging.getLogger(__name__)
+
+BATCH = "/api/v1/openlineage/lineage/batch"
 
 # unresolved-dataset reasons that a retry cannot change: the dataset is dropped, not failed
 PERMANENT_REASONS = frozenset(

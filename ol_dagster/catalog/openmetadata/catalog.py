@@ -14,10 +14,14 @@ where OpenMetadata creates tables).
   cannot be made to conform is not sent: it is a dropped row (``OPENMETADATA_SCHEMA``).
 * The answers of both server generations are read per event (``answers``). 401, 403, 5xx (after
   retries) fail the whole upload.
-* A request without an answer in time is never sent again as it was (``batches``): the events it
-  already wrote in full are read back (``reads.unwritten``) and only the others are sent again,
-  in two halves, each handled the same way; one event that still has no answer fails the upload
-  (the batch is tried again later).
+* A request is never sent again as it was once it may be running on the server (a timeout after
+  it was sent, ``batchTimeoutSeconds``; a proxy's 504): OpenMetadata answers only when it has
+  resolved every event, one after another, and may still be writing them. The events it already
+  wrote in full are read back (``reads.unwritten``) and only the others are sent again, in two
+  halves, each handled the same way; one event that still has no answer alone is a failed row
+  (the batch is tried again later). A request too large for the server or a proxy in front
+  (413) is halved the same way; one event too large alone is a failed row. Both rules are every
+  HTTP catalog's (``catalog.bounded``); 429, 500, 502 and 503 are retried as for any request.
 
 Whose edges are whose (``owners``): before an upload posts anything, the pairs it writes for the
 first time are read (``reads.read_before``); an edge someone else had on a pair (a person, a
@@ -52,7 +56,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -60,11 +63,11 @@ from urllib.parse import quote
 
 import httpx
 
-from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable, server_time
+from ol_dagster.catalog.bounded import delete, post_bounded
+from ol_dagster.catalog.http import STILL_RUNNING, CatalogUnavailable, server_time
 from ol_dagster.catalog.ledger.catalog import LedgerCatalog, SendOutcome
 from ol_dagster.catalog.ledger.entries import EDGE, LedgerItem
-from ol_dagster.catalog.openmetadata.answers import answer_of, read_answer, refusal, trim
-from ol_dagster.catalog.openmetadata.batches import BATCH, BatchTimedOut, post_batch
+from ol_dagster.catalog.openmetadata.answers import BATCH, answer_of, read_answer, refusal, trim
 from ol_dagster.catalog.openmetadata.events import conform
 from ol_dagster.catalog.openmetadata.owners import (
     CATALOG_WIDE,
@@ -162,7 +165,6 @@ class OpenMetadataCatalog(LedgerCatalog[OpenMetadataCatalogSettings]):
         super().__init__(
             name, cfg, store_url=store_url, definition=definition, transport=transport, sleep=sleep
         )
-        self._sleep = time.sleep if sleep is None else sleep
         self._me: str | None = None
         self._reader: TableReader | None = None  # the reads made before the upload posted
         self._before: Before | None = None
@@ -221,59 +223,48 @@ class OpenMetadataCatalog(LedgerCatalog[OpenMetadataCatalogSettings]):
         return outcome
 
     def _post(self, chunk: list[tuple[int, dict[str, Any]]], outcome: SendOutcome) -> None:
-        """One request of ``chunk``; on a timeout, what it did not write goes again in halves.
-        What it wrote is what was written since the server's last answer before it (an edge
-        an earlier request of this upload wrote is not taken for this one's)."""
-        since = int(self._now().timestamp()) * 1000
-        try:
-            response = post_batch(
-                self.http,
-                {"events": [doc for _, doc in chunk]},
-                timeout=self.cfg.batchTimeoutSeconds,
-                sleep=self._sleep,
+        """One request of ``chunk``, bounded (``catalog.bounded``): too large, or without an
+        answer in time, it is halved; what a request without an answer wrote is read back and
+        not sent again. What it wrote is what was written since the server's last answer before
+        it (an edge an earlier request of this upload wrote is not taken for this one's)."""
+        since = [0]
+
+        def post(part: list[tuple[int, dict[str, Any]]]) -> None:
+            since[0] = int(self._now().timestamp()) * 1000
+            response = self.http.request(
+                "POST",
+                BATCH,
+                json={"events": [doc for _, doc in part]},
                 ok=frozenset({400}),
+                resend_after_timeout=False,
+                lost=STILL_RUNNING,
+                timeout=self.cfg.batchTimeoutSeconds,
             )
-        except BatchTimedOut as exc:
-            reader = TableReader(self.http, self.cfg.serviceMapping)
-            docs = [doc for _, doc in chunk]
-            rest = [
-                chunk[i] for i in unwritten(reader, docs, self.cfg.eventTypeFilter, self.me, since)
-            ]
-            outcome.sent += len(chunk) - len(rest)
-            if not rest:
-                return
-            if len(chunk) == 1:
+            self._last_answer = server_time(response) or self._last_answer
+            answer = answer_of(response)
+            if answer is None:
+                if response.status_code == 400:
+                    raise refusal(response)
                 raise CatalogUnavailable(
-                    f"{exc}; OpenMetadata may still be writing event {chunk[0][0]}: "
-                    "the batch is tried again later"
-                ) from None
-            half = (len(rest) + 1) // 2
-            log.warning(
-                "openmetadata: %s for %d event(s); %d not written yet, sent again in two requests",
-                exc,
-                len(chunk),
-                len(rest),
-            )
-            self._post(rest[:half], outcome)
-            if rest[half:]:
-                self._post(rest[half:], outcome)
-            return
-        self._last_answer = server_time(response) or self._last_answer
-        answer = answer_of(response)
-        if answer is None:
-            if response.status_code == 400:
-                raise refusal(response)
-            if 400 <= response.status_code < 500:
-                raise CatalogRefused(
-                    f"POST {BATCH}: HTTP {response.status_code}",
-                    response.status_code,
-                    response.text[:500],
+                    f"POST {BATCH}: HTTP {response.status_code} without an OpenLineage answer"
                 )
-            raise CatalogUnavailable(
-                f"POST {BATCH}: HTTP {response.status_code} without an OpenLineage answer"
-            )
-        read_answer(answer, [index for index, _ in chunk], outcome)
-        outcome.sent += len(chunk)
+            read_answer(answer, [index for index, _ in part], outcome)
+
+        def written(part: list[tuple[int, dict[str, Any]]]) -> list[bool]:
+            reader = TableReader(self.http, self.cfg.serviceMapping)
+            docs = [doc for _, doc in part]
+            rest = set(unwritten(reader, docs, self.cfg.eventTypeFilter, self.me, since[0]))
+            if rest:
+                log.warning(
+                    "openmetadata: no answer in time for %d event(s); %d not written yet",
+                    len(part),
+                    len(rest),
+                )
+            return [i not in rest for i in range(len(part))]
+
+        sent = post_bounded(chunk, post, read_back=written, pause=self.http.pause, max_lost=None)
+        outcome.sent += len(sent.read_back) + sum(len(part) for part, _ in sent.answers)
+        outcome.failed += [(index, why) for (index, _), why in sent.failed]
 
     # -- what was written, and whose it is ------------------------------------------------------
 
@@ -373,9 +364,7 @@ class OpenMetadataCatalog(LedgerCatalog[OpenMetadataCatalogSettings]):
             return Removal.NOT_FOUND
         if not ours(details, self.me):
             return Removed(Removal.KEPT, owner=writer(details))
-        path = f"/api/v1/lineage/{src.type}/{src.id}/{dst.type}/{dst.id}"
-        response = self.http.request("DELETE", path, ok=frozenset({404}))
-        return Removal.NOT_FOUND if response.status_code == 404 else Removal.REMOVED
+        return delete(self.http, f"/api/v1/lineage/{src.type}/{src.id}/{dst.type}/{dst.id}")
 
     def _edge_tables(self, item: LedgerItem) -> tuple[Table, Table] | Removal | None:
         """The two ends of a recorded edge. An entry recorded before the read-back carries
