@@ -12,8 +12,10 @@ Marquez's refusal of one event (422 of its bean validation, its 400, the 500 of 
 cannot read) is that event's failed row (``MARQUEZ_SCHEMA``), never retried, and it blocks
 nothing: the others are stored, the batch is done, and the cleanup runs (the refused event's job
 and datasets are still this batch's, so none of them is stale). Another 400 or 422 (a proxy's) is
-a failed row that fails the upload. Connection errors, timeouts, 429 and other 5xx are retried by
-``HttpCatalogClient``; if they persist the whole upload fails, so nothing is deleted.
+a failed row that fails the upload, and so is a 413 of a proxy in front whose body limit the event
+passes (``catalog.bounded``: the event alone is too large; the others are stored). Connection
+errors, timeouts, 429 and other 5xx are retried by ``HttpCatalogClient`` (storing an event twice
+stores nothing more); if they persist the whole upload fails, so nothing is deleted.
 
 The name Marquez holds a job under is not always the event's (``OpenLineageDao``): a run with a
 parent facet makes the job ``<parent>.<job>`` (the parent is the facet's job name, or that name up
@@ -29,7 +31,8 @@ Cleanup, through the sync ledger (Marquez keeps no scope ol-dagster could clean 
   delete (``is_hidden``). The job leaves the lists and the lineage graph, and its edges go with
   it. A job renamed in Marquez (an alias: ``JobRedirectFilter``) answers 301 with the current
   name in ``Location``; the client takes the name from it and sends the DELETE again there (never
-  a GET, never to another host). 404 for every name is "not found", not removed;
+  a GET, never to another host). 404 for every name is "not found", not removed, unless a
+  DELETE lost its answer before (``bounded.removal``: it removed the job then);
 * a dataset of a dataset System the cleanup may clean (CUTOFF owned, or DAYS), or one a DROP
   event named (the cleanup's ``drop_datasets`` call): first read (``holders``): when another job
   wrote its current version, or it changed after this definition's last upload, it is **kept**
@@ -62,6 +65,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import httpx
+
+from ol_dagster.catalog.bounded import delete, post_bounded, removal
 from ol_dagster.catalog.http import CatalogRefused
 from ol_dagster.catalog.ledger.catalog import LedgerCatalog, SendOutcome
 from ol_dagster.catalog.ledger.entries import DATASET, JOB, LedgerItem
@@ -157,9 +163,16 @@ class MarquezCatalog(LedgerCatalog[MarquezCatalogSettings]):
     # -- upload ------------------------------------------------------------------------------
 
     def _post(self, index: int, event: Any) -> Posted:
-        response = self.http.request(
-            "POST", LINEAGE, json=event, ok=REJECTED, final=is_jackson_error
-        )
+        def post(_: list[Any]) -> httpx.Response:
+            return self.http.request(
+                "POST", LINEAGE, json=event, ok=REJECTED, final=is_jackson_error
+            )
+
+        # one event: a 413 (a proxy's body limit) is its failed row, not the upload's failure
+        sent = post_bounded([event], post, read_back=None, pause=self.http.pause, max_lost=0)
+        if sent.failed:
+            return index, sent.failed[0][1], False
+        ((_, response),) = sent.answers
         if response.is_success:
             return None
         why = refusal(response)
@@ -310,12 +323,10 @@ class MarquezCatalog(LedgerCatalog[MarquezCatalogSettings]):
         seen = {(namespace, name)}
         path = job_path(namespace, name)
         for _ in range(_MAX_HOPS):
-            response = self.http.request("DELETE", path, ok=REDIRECTS | {404})
-            status = response.status_code
-            if status == 404:
-                return Removal.NOT_FOUND
+            sent = self.http.send("DELETE", path, ok=REDIRECTS | {404})
+            response, status = sent.response, sent.response.status_code
             if status not in REDIRECTS:
-                return Removal.REMOVED
+                return removal(sent)
             target = self._redirected_job(response.headers.get("location"))
             if target is None or target in seen:
                 raise CatalogRefused(f"DELETE {path}: HTTP {status} to no other job", status)
@@ -365,9 +376,7 @@ class MarquezCatalog(LedgerCatalog[MarquezCatalogSettings]):
         held = dataset_holder(self.http, item.payload, ours)
         if held is not None:
             return held
-        ns, name = item.payload["namespace"], item.payload["name"]
-        response = self.http.request("DELETE", dataset_path(ns, name), ok=frozenset({404}))
-        return Removal.NOT_FOUND if response.status_code == 404 else Removal.REMOVED
+        return delete(self.http, dataset_path(item.payload["namespace"], item.payload["name"]))
 
     def delete_edge(self, item: LedgerItem) -> Removed | None:
         """Nothing to delete: Marquez derives a job's edges from its current version (the last
