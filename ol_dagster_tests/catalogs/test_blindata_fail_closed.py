@@ -30,6 +30,7 @@ from ol_dagster.store import EventStore
 from ol_dagster_tests.catalogs.test_catalog_blindata import (
     ADMIN,
     API_KEY,
+    JOBS,
     KEY_ENV,
     TENANT,
     TOKEN,
@@ -49,6 +50,7 @@ from ol_dagster_tests.safety.test_cleanup_rules import WH, job, pg, simple
 
 FLOWS_CLEANUP = r"/dataflows/\*/cleanup$"
 IMPORT = r"/import-objects$"
+SYSTEM_CLEANUP = r"/systems/[^/]+/cleanup$"
 
 
 @pytest.fixture
@@ -281,6 +283,25 @@ def test_a_413_on_a_flows_cleanup_halves_its_scopes_and_the_counts_add_up(h: Har
     assert planned.counts == done.counts == {"dataFlows": 3}
     assert scopes(h.fake) == set()
     calls = statuses(h.fake, "POST", FLOWS_CLEANUP)
+    assert 413 in calls and calls.count(200) > 3
+
+
+def test_a_413_on_a_system_cleanup_splits_its_schemas_and_the_counts_add_up(h: Harness):
+    d = snap(allowedJobNamespaces=["etl"])
+    h.sync(d, [simple("etl", f"j{i}") for i in range(3)])
+    h.fake.clock.advance(hours=1)  # type: ignore[attr-defined]
+    now = h.catalog.clock()
+    schemas = ["etl"] + [f"gone_{i:03d}" for i in range(200)]
+    h.fake.limit_body(1500)
+
+    planned = h.catalog.cleanup_job_system(JOBS, schemas=schemas, before=now, dry_run=True)
+    done = h.catalog.cleanup_job_system(JOBS, schemas=schemas, before=now, dry_run=False)
+
+    assert planned.counts == done.counts
+    assert done.counts["physicalEntities"] == 3
+    assert sorted(done.removed_jobs) == [f"etl.j{i}" for i in range(3)]
+    assert jobs(h.fake) == set()
+    calls = statuses(h.fake, "POST", SYSTEM_CLEANUP)
     assert 413 in calls and calls.count(200) > 3
 
 

@@ -47,6 +47,8 @@ _NEVER = datetime(1970, 1, 1, tzinfo=UTC)  # a cleanup cutoff nothing is older t
 _SCOPES_PER_CALL = 500  # exact scopes named in one flows cleanup call
 
 T = TypeVar("T")
+# a System call's counts by object type, and the items it lists by resource type
+SystemAnswer = tuple[dict[str, int], dict[str, list[dict[str, Any]]]]
 
 
 def _answer_of(response: httpx.Response) -> Any:
@@ -171,19 +173,22 @@ def cleanup_flows(
 
     scopes = owned_scopes(client, namespaces=namespaces, jobs=jobs, before=before)
     for i in range(0, len(scopes), _SCOPES_PER_CALL):
-        # a body too large for the server (or a proxy) is halved, down to one scope
-        sent = post_bounded(
-            scopes[i : i + _SCOPES_PER_CALL],
-            call,
-            read_back=None,
-            pause=client.http.pause,
-            max_lost=0,
-        )
-        if sent.failed:
-            scope, why = sent.failed[0]
-            raise CatalogRefused(client.scrub(f"{why} (scope {scope!r})"), 413)
-        total += sum(n for _, n in sent.answers)
+        total += sum(_split(client, "scope", scopes[i : i + _SCOPES_PER_CALL], call))
     return CleanupCounts({ObjectType.DATA_FLOWS: total})
+
+
+def _split(
+    client: BlindataClient, what: str, names: list[str], call: Callable[[list[str]], T]
+) -> list[T]:
+    """The answers of ``call`` on ``names``, in one call or, when its body is too large for
+    the server (or a proxy: 413), halved down to one name (``catalog.bounded``). A real call
+    whose answer was lost is never sent again (``_post``); one name too large alone stops the
+    cleanup."""
+    sent = post_bounded(names, call, read_back=None, pause=client.http.pause, max_lost=0)
+    if sent.failed:
+        name, why = sent.failed[0]
+        raise CatalogRefused(client.scrub(f"{why} ({what} {name!r})"), 413)
+    return [answer for _, answer in sent.answers]
 
 
 def _system_cleanup(
@@ -196,23 +201,33 @@ def _system_cleanup(
     counts: dict[str, int],
 ) -> dict[str, list[dict[str, Any]]]:
     """One System cleanup call; adds its counts to ``counts``; returns the items it lists,
-    by resource type (``[I]``: a server may list none; the counts it must give)."""
+    by resource type (``[I]``: a server may list none; the counts it must give). A call on
+    schemas too large for the server is split by schemas (``_split``), as the flows call is by
+    scopes; a call on the whole System names none, and its body is small and fixed."""
     body: dict[str, Any] = {
         "level": api.CLEANUP_LEVEL_SCHEMA if schemas is not None else api.CLEANUP_LEVEL_SYSTEM,
         "resourceTypes": resources,
         "updatedBefore": iso(before),
         "dryRun": dry_run,
     }
-    if schemas is not None:
-        body["schemas"] = list(schemas)
     path = api.SYSTEM_CLEANUP.format(uuid=system_uuid)
 
-    def read(answer: Any, dry: bool) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]]]:
+    def read(answer: Any, dry: bool) -> SystemAnswer:
         return system_counts(answer, where=f"POST {path}", dry_run=dry, scrub=client.scrub)
 
-    found, items = _cleanup_call(client, api.SYSTEM_CLEANUP, path, body, read)
-    for object_type, n in found.items():
-        counts[object_type] = counts.get(object_type, 0) + n
+    def call(part: list[str]) -> SystemAnswer:
+        return _cleanup_call(client, api.SYSTEM_CLEANUP, path, {**body, "schemas": part}, read)
+
+    if schemas is None:
+        answers = [_cleanup_call(client, api.SYSTEM_CLEANUP, path, body, read)]
+    else:
+        answers = _split(client, "schema", list(schemas), call)
+    items: dict[str, list[dict[str, Any]]] = {}
+    for found, listed in answers:
+        for object_type, n in found.items():
+            counts[object_type] = counts.get(object_type, 0) + n
+        for resource, entries in listed.items():
+            items.setdefault(resource, []).extend(entries)
     return items
 
 
