@@ -19,6 +19,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from ol_dagster.defs.results import BATCH_CLEANUP_CHECKS, cleanup_result
 from ol_dagster_tests.catalogs.test_catalog_marquez import (
     LINEAGE,
     Env,
@@ -94,6 +95,9 @@ def test_a_dataset_another_producer_writes_survives_the_cleanup(env: Env):
     (why,) = call["keptObjects"]
     assert why.startswith(f"dataset {BUCKET}:anomalies: written by job ml:refresh_anomalies")
     assert report["kept"] == {"physicalEntities": 1}
+    # the cleanup's summary in the Dagster UI lists it, with who wrote it
+    summary = str(cleanup_result(report, BATCH_CLEANUP_CHECKS).metadata["summary"].value)
+    assert f"**kept objects**:\n\n- {why}" in summary
     assert ANOMALIES_PATH not in {r.path for r in env.fake.server.seen("DELETE")}
     assert ANOMALIES_DS not in ledger_datasets(catalog)  # no longer this definition's
 

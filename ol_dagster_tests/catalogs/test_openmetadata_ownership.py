@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from ol_dagster.catalog.openmetadata.owners import CATALOG_WIDE, FOREIGN
+from ol_dagster.defs.results import BATCH_CLEANUP_CHECKS, cleanup_result
 from ol_dagster_tests.catalogs.test_openmetadata_lineage_delete import (
     BOT,
     DROP,
@@ -176,6 +177,9 @@ def test_an_edge_another_producer_wrote_over_since_is_kept_and_said_to_be_theirs
     assert call["outcomes"] == {"kept": {"dataFlows": 1}} and call["keptBy"] == {OTHER: 1}
     assert env.fake.edges[theirs()]["updatedBy"] == OTHER
     assert deletes_of(env, *theirs()) == []
+    # the cleanup's summary in the Dagster UI says whose it is
+    summary = cleanup_result(synced.report, BATCH_CLEANUP_CHECKS).metadata["summary"].value
+    assert f"**kept by**: {OTHER} 1" in str(summary)
 
 
 def test_an_edge_ol_dagsters_user_drew_by_hand_is_not_its_upload_and_is_kept(env: Env):
