@@ -43,18 +43,16 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ol_dagster.catalog.blindata import BlindataCatalog  # noqa: E402
-from ol_dagster.catalog.ledger_catalog import LedgerCatalog  # noqa: E402
-from ol_dagster.catalog.marquez import MarquezCatalog  # noqa: E402
-from ol_dagster.catalog.openmetadata import OpenMetadataCatalog  # noqa: E402
+from ol_dagster.catalog.blindata.catalog import BlindataCatalog  # noqa: E402
+from ol_dagster.catalog.blindata.settings import BlindataCatalogSettings
+from ol_dagster.catalog.ledger.catalog import LedgerCatalog  # noqa: E402
+from ol_dagster.catalog.marquez.catalog import MarquezCatalog  # noqa: E402
+from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
+from ol_dagster.catalog.openmetadata.catalog import OpenMetadataCatalog  # noqa: E402
+from ol_dagster.catalog.openmetadata.settings import OpenMetadataCatalogSettings
 from ol_dagster.lineage import LineageGraph  # noqa: E402
 from ol_dagster.receiver.server import serve_in_background  # noqa: E402
-from ol_dagster.settings import (  # noqa: E402
-    BlindataCatalogSettings,
-    MarquezCatalogSettings,
-    OpenMetadataCatalogSettings,
-    SyncDefinition,
-)
+from ol_dagster.settings import SyncDefinition
 from ol_dagster.sync.upload import build_graph  # noqa: E402
 from ol_dagster_tests.fakes.blindata_fake import BlindataFake, FakeClock  # noqa: E402
 from ol_dagster_tests.fakes.faults import serve  # noqa: E402

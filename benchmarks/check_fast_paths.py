@@ -8,7 +8,7 @@
    where it fails;
 3. ``normalize`` (one run at a time) must build the same graph as ``_normalize_at_once``.
 
-The events: the public corpus (``../shared/corpus/openlineage/events``), the benchmark generators'
+The events: the public corpus (``ol_dagster_tests/corpus/events``), the benchmark generators'
 events, and for each of them ``--mutations`` random mutations (a value at any path replaced by
 another JSON value of another type, a key removed, a key such as ``_deleted``, ``schema_`` or
 ``producer`` added). The batches for (3): random mixes of these (valid and invalid) events, with
@@ -45,7 +45,7 @@ from ol_dagster.openlineage.models import (  # noqa: E402
     parse_event,
 )
 
-CORPUS = ROOT.parent / "shared" / "corpus" / "openlineage" / "events"
+CORPUS = ROOT / "ol_dagster_tests" / "corpus" / "events"
 ALTERNATIVES: list[Any] = [
     1,
     0,

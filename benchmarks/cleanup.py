@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sqlalchemy  # noqa: E402
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog  # noqa: E402
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog  # noqa: E402
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope  # noqa: E402
 from ol_dagster.settings import SyncDefinition  # noqa: E402
 from ol_dagster.sync.cleanup import BatchFacts, run_cleanup  # noqa: E402

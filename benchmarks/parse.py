@@ -2,7 +2,7 @@
 
 Issue 14's goal is validation "at the speed of parsing". The events, each serialized to bytes once:
 
-- the public corpus (``../shared/corpus/openlineage/events``: real producers' events, 1-x and 2-x);
+- the public corpus (``ol_dagster_tests/corpus/events``: real producers' events, 1-x and 2-x);
 - ``--events`` generated dbt-like events: ``benchmarks/upload.py``'s ``model_event`` (column lineage
   for 10 columns, SQL, parent, schema facets) and ``benchmarks/normalize.py``'s ``Generator``
   (20 columns, START/COMPLETE pairs, statistics and custom facets), half each.
@@ -54,7 +54,7 @@ from ol_dagster.openlineage.models import (  # noqa: E402
     parse_event,
 )
 
-CORPUS = ROOT.parent / "shared" / "corpus" / "openlineage" / "events"
+CORPUS = ROOT / "ol_dagster_tests" / "corpus" / "events"
 
 
 def corpus_events() -> list[bytes]:

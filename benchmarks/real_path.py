@@ -294,14 +294,14 @@ def stage_watch(args: argparse.Namespace) -> dict[str, Any]:
 def stage_state(args: argparse.Namespace) -> dict[str, Any]:
     """A store holding the lineage state of the first snapshot's jobs, as a sync leaves it: the
     events normalized, uploaded into an embedded catalog, the catalog's state exported."""
-    from ol_dagster.catalog.embedded import EmbeddedCatalog
+    from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
+    from ol_dagster.catalog.protocol import export_state
     from ol_dagster.defs.lineage_assets import (
         OpenLineageTranslator,
         batch_job_runs,
         job_runs_key,
         merge_job_runs,
     )
-    from ol_dagster.lineage_state import export_state
     from ol_dagster.settings import load_settings
     from ol_dagster.store import EventStore
     from ol_dagster.sync.upload import build_graph, upload_graph

@@ -3,7 +3,7 @@ connections held. Loopback only, bounded in count and time, one command.
 
 ``ol-dagster serve`` runs in its own process (default ``receiver:`` limits, SQLite store in a
 temporary folder); a client in this process posts real events of the public corpus
-(``/work/shared/corpus/openlineage/events``: every file the receiver accepts, each post with a
+(``ol_dagster_tests/corpus/events``: every file the receiver accepts, each post with a
 fresh ``runId``):
 
 1. **soak**: ``--singles`` single-event posts (default 50,000) to ``/api/v1/lineage``, then
@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from ol_dagster.receiver.intake import sort_events  # noqa: E402
 
-CORPUS = Path("/work/shared/corpus/openlineage/events")
+CORPUS = ROOT / "ol_dagster_tests" / "corpus" / "events"
 TOKEN = "bench-receiver-load-token"
 
 

@@ -446,7 +446,7 @@ def _expected_rows(counts: dict[str, int]) -> dict[str, int]:
 
 
 def stage_upload(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    from ol_dagster.catalog.embedded import EmbeddedCatalog
+    from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
     from ol_dagster.sync.upload import graph_facts, upload_graph
 
     definition = _definition(cfg)
@@ -501,7 +501,7 @@ def stage_upload(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any
 
 
 def stage_cleanup(cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    from ol_dagster.catalog.embedded import EmbeddedCatalog
+    from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
     from ol_dagster.sync.cleanup import BatchFacts, run_cleanup
 
     definition = _definition(cfg)

@@ -51,7 +51,7 @@ from sqlalchemy import event
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog  # noqa: E402
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog  # noqa: E402
 from ol_dagster.catalog.protocol import UploadResult  # noqa: E402
 from ol_dagster.lineage import LineageGraph  # noqa: E402
 from ol_dagster.settings import SyncDefinition, parse_settings  # noqa: E402

@@ -66,6 +66,12 @@ def is_sqlite_file(url: str) -> bool:
     return parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
 
 
+def missing_sqlite_file(url: str) -> bool:
+    """A SQLite database in a file that does not exist yet: opening it would create it (and its
+    folder), so what only reads it (loading the definitions) leaves it alone."""
+    return is_sqlite_file(url) and not Path(str(make_url(url).database)).exists()
+
+
 def open_engine(url: str, *, wal_autocheckpoint: bool = True) -> Engine:
     """``wal_autocheckpoint=False``: commits on this engine's SQLite connections never checkpoint
     the WAL themselves (a ``WalCheckpointer`` does it off the request path)."""

@@ -15,9 +15,6 @@ A state stored by an older version may lack keys: its readers keep their default
 from collections.abc import Iterable
 from typing import Any, NotRequired, TypedDict, cast
 
-from ol_dagster.catalog.protocol import ExportsState
-from ol_dagster.settings import SyncDefinition
-
 STATE_VERSION = 1
 
 
@@ -116,8 +113,3 @@ def new_state(
 def stored_state(doc: dict[str, Any] | None) -> LineageState:
     """A state as the store gives it back (JSON the store does not check); none yet: empty."""
     return cast(LineageState, doc) if doc else empty_state()
-
-
-def export_state(catalog: object, definition: SyncDefinition) -> LineageState | None:
-    """The catalog's state for ``definition``, or None when the backend cannot export one."""
-    return catalog.export_state(definition) if isinstance(catalog, ExportsState) else None

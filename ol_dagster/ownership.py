@@ -9,7 +9,7 @@ report shows it, the catalogs only execute it. Ownership is data compared by exa
 definition's uuid on a System, a namespace admitted by the definition's patterns), never a string
 prefix.
 
-The rules (README, "What a sync may delete"):
+The rules (docs/deletion-rules.md):
 
 * A namespace belongs to one definition per catalog (settings refuse overlaps at load); a namespace
   declared in ``sharedJobNamespaces`` is written by several, so nobody runs a cutoff over it: the
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ol_dagster.openlineage.envelope import namespace_allowed
-from ol_dagster.settings import CleanupMode, LineageReplacement, SnapshotMode, SyncDefinition
+from ol_dagster.sync_definition import CleanupMode, LineageReplacement, SnapshotMode, SyncDefinition
 
 NodeKey = tuple[str, str]
 
@@ -224,7 +224,7 @@ def is_snapshot(definition: SyncDefinition, posted: bool, whole: bool) -> bool:
 def decide(
     definition: SyncDefinition, batch: BatchShape, systems: Mapping[str, SystemInfo]
 ) -> Verdict:
-    """The verdict on a synced batch (README, "What a sync may delete")."""
+    """The verdict on a synced batch (docs/deletion-rules.md)."""
     skipped: list[Skip] = []
     namespaces = sorted(set(batch.job_namespaces))
     for ns in namespaces:
@@ -319,17 +319,18 @@ def removal_share(definition: SyncDefinition, override: float | None = None) -> 
     return definition.cleanup.maxRemovalShare if override is None else override
 
 
-SHARE_KINDS = ("jobs", "datasets", "fields", "dataFlows")
+SHARE_KINDS = ("jobs", "datasets", "fields", "dataFlows", "fieldFlows")
 # what goes with a removed object of another kind: judged by that kind's share, not again
-FOLLOWS = {"dataFlows": ("jobs",), "fields": ("jobs", "datasets")}
+FOLLOWS = {"dataFlows": ("jobs",), "fieldFlows": ("jobs",), "fields": ("jobs", "datasets")}
 
 
 def share_exceeded(removing: Mapping[str, int], held: Mapping[str, int], share: float) -> list[str]:
     """The kinds of which the plan removes more than ``share`` of what the definition holds.
-    Jobs and datasets are always judged; flows only when the plan keeps every job, fields only
-    when it keeps every job and dataset (a removed job's flows and a removed dataset's fields go
-    with it, and that kind's share judged it), so a batch that keeps its jobs but loses their
-    lineage, or its datasets but their columns, is stopped too."""
+    Jobs and datasets are always judged; flows (data and field flows, each on its own) only when
+    the plan keeps every job, fields only when it keeps every job and dataset (a removed job's
+    flows and a removed dataset's fields go with it, and that kind's share judged it), so a batch
+    that keeps its jobs but loses their lineage or their column lineage, or its datasets but
+    their columns, is stopped too."""
     judged = [k for k in SHARE_KINDS if not any(removing.get(o, 0) > 0 for o in FOLLOWS.get(k, ()))]
     return [
         kind for kind in judged if held.get(kind, 0) and removing.get(kind, 0) / held[kind] > share

@@ -28,6 +28,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ol_dagster.settings_base import EnvSecret
+
 INSTALL_HINT = "pip install 'ol-dagster[openlineage]'"
 DEFAULT_NAMESPACE = "ol-dagster"
 
@@ -74,10 +76,7 @@ def _substitute(value: Any, leaf: Callable[[dict[str, Any]], str]) -> Any:
     return value
 
 
-def _env_secret(ref: dict[str, Any]):
-    # deferred: settings.py imports this module while it is being defined
-    from ol_dagster.settings import EnvSecret
-
+def _env_secret(ref: dict[str, Any]) -> EnvSecret:
     return EnvSecret.model_validate(ref)
 
 

@@ -14,7 +14,7 @@ import yaml
 from hypothesis import settings as hypothesis_settings
 from sqlalchemy import func, select
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.store import EventStore
 from ol_dagster.store.schema import events
 from ol_dagster_tests.fakes.faults import CONTRACT_VIOLATIONS
@@ -22,7 +22,8 @@ from ol_dagster_tests.kafka_broker import TansuBroker
 from ol_dagster_tests.postgres import PostgresServer
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CORPUS = PROJECT_ROOT.parent / "shared" / "corpus" / "openlineage"
+# public OpenLineage events and schemas, copied in (see corpus/PROVENANCE.md)
+CORPUS = PROJECT_ROOT / "ol_dagster_tests" / "corpus"
 
 # Hypothesis profiles. ``ci`` (the default, every ``make test``): 500 sequences of the lineage
 # safety model on SQLite (a share of them on PostgreSQL and through Dagster, see

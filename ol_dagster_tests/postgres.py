@@ -18,7 +18,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 
-def _free_port() -> int:
+def free_port() -> int:
     """A port free now (see ``PostgresServer.start`` for the race with another process)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -39,7 +39,7 @@ class PostgresServer:
             raise FileNotFoundError("initdb/pg_ctl not found on PATH")
         self.dir = Path(tempfile.mkdtemp(prefix="ol_dagster_pg_"))
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.stopped = False
 
     @property
@@ -82,7 +82,7 @@ class PostgresServer:
                 in_use = log.exists() and "already in use" in log.read_text(errors="replace")
                 if not in_use or attempt == 4:
                     raise
-                self.port = _free_port()
+                self.port = free_port()
         return self
 
     def _ctl(self, action: str) -> None:

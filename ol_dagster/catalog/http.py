@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 if TYPE_CHECKING:
-    from ol_dagster.settings import HttpCatalogSettings
+    from ol_dagster.catalog.settings import HttpCatalogSettings
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 

@@ -9,7 +9,7 @@ Some backends can do more, and the sync uses it when they can: rehearse a plan f
 it back (``Rehearsing``), take the batch's events (``TakesEvents``), export what a definition has
 synced for the asset graph (``ExportsState``), hold analysis results (``Annotating``). Each is a
 protocol here, found on a catalog with ``isinstance`` (``runtime_checkable``), and pyright checks
-each backend that has one against it (``catalog.conformance``).
+each kind declares the ones its backend has (``catalog.kind``), held to them when it opens.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
-from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.settings import SyncDefinition
-
-if TYPE_CHECKING:  # lineage_state finds ``ExportsState`` here
+if TYPE_CHECKING:  # named in signatures only: reading the settings file loads no normalization
+    from ol_dagster.lineage import LineageGraph
+    from ol_dagster.lineage.graph import NodeKey
     from ol_dagster.lineage_state import LineageState
+    from ol_dagster.sync_definition import SyncDefinition
 
 
 class ObjectType(StrEnum):
-    DATA_FLOWS = "dataFlows"
+    DATA_FLOWS = "dataFlows"  # data and orchestration flows (Blindata: its field flows too)
+    FIELD_FLOWS = "fieldFlows"  # column-level flows, where the catalog holds them apart
     PHYSICAL_ENTITIES = "physicalEntities"
     PHYSICAL_FIELDS = "physicalFields"
     ROUTINES = "routines"
@@ -193,9 +193,10 @@ class Catalog(Protocol):
     def count_held(
         self, *, namespaces: Sequence[str], dataset_systems: Sequence[str]
     ) -> dict[str, int]:
-        """What a definition holds, for the removal share: ``dataFlows`` (data, orchestration and
-        field flows owned by jobs of ``namespaces``), ``datasets`` (dataset entities in
-        ``dataset_systems``) and ``fields`` (their fields). Jobs: ``count_jobs``."""
+        """What a definition holds, for the removal share: ``dataFlows`` (data and orchestration
+        flows owned by jobs of ``namespaces``), ``fieldFlows`` (their field flows, where the
+        catalog counts them apart: else they are in ``dataFlows``), ``datasets`` (dataset
+        entities in ``dataset_systems``) and ``fields`` (their fields). Jobs: ``count_jobs``."""
         ...
 
     def disable_quality_checks(self, jobs: list[str]) -> int:
@@ -253,3 +254,12 @@ class Annotating(Protocol):
     many entities it wrote."""
 
     def annotate(self, key: str, items: list[AnalysisItem]) -> int: ...
+
+
+# every capability a kind may declare (``catalog.kind.CatalogKind.capabilities``)
+CAPABILITIES: tuple[type[Any], ...] = (Rehearsing, TakesEvents, ExportsState, Annotating)
+
+
+def export_state(catalog: object, definition: SyncDefinition) -> LineageState | None:
+    """The catalog's state for ``definition``, or None when the backend cannot export one."""
+    return catalog.export_state(definition) if isinstance(catalog, ExportsState) else None

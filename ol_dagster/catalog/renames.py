@@ -20,7 +20,7 @@ from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import DatasetNode
 from ol_dagster.lineage.naming import Placement, place_dataset
 from ol_dagster.ownership import may_change
-from ol_dagster.settings import SyncDefinition
+from ol_dagster.sync_definition import SyncDefinition
 
 
 @dataclass(frozen=True, slots=True)

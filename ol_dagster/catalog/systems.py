@@ -13,7 +13,7 @@ from fnmatch import fnmatchcase
 from ol_dagster.lineage import JobNode, LineageGraph
 from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.ownership import admits, own_place
-from ol_dagster.settings import CleanupMode, DatasetSystemRule, SyncDefinition
+from ol_dagster.sync_definition import CleanupMode, DatasetSystemRule, SyncDefinition
 
 
 def job_system_for(definition: SyncDefinition, job_namespace: str) -> str:

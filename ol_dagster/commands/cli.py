@@ -1,4 +1,4 @@
-"""The ``ol-dagster`` command: serve, send, sync, check, demo.
+"""The ``ol-dagster`` command: serve, send, sync, inspect, lineage, check, demo, consume.
 
 Every sub-command takes ``--settings PATH`` (default: ``OL_DAGSTER_SETTINGS`` or
 ``./ol_dagster.yaml``). Errors a person can fix (bad settings, a missing secret, an unreachable
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ol_dagster.gcpause import gc_paused
-from ol_dagster.settings import SettingsError, load_settings, settings_path
+from ol_dagster.settings import SettingsError, SyncDefinition, load_settings, settings_path
 
 # ``sync``'s line for a definition with no open, sealed or failed batch (exit 0)
 NOTHING_PENDING = "nothing_pending"
@@ -29,17 +29,20 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 5000
 def _cmd_serve(args: argparse.Namespace) -> int:
     from ol_dagster.commands.startup import open_store, refuse_unservable
     from ol_dagster.receiver.app import create_app
-    from ol_dagster.receiver.server import serve
+    from ol_dagster.receiver.server import listen, serve, url_of
 
     path = settings_path(args.settings)
     settings = load_settings(path)
     refuse_unservable(settings, str(path))
-    app = create_app(settings, open_store(settings, background_checkpoints=True))
+    sock = listen(args.host, args.port)  # a busy port: one line, before any banner
+    try:
+        app = create_app(settings, open_store(settings, background_checkpoints=True))
+    except BaseException:
+        sock.close()
+        raise
     names = ", ".join(d.name for d in settings.definitions)
-    # port 0: the system picks a free one when uvicorn binds, and uvicorn's own line names it
-    where = f"http://{args.host}:{args.port}" if args.port else f"a free port of {args.host}"
-    print(f"ol-dagster receiver on {where} for: {names}", file=sys.stderr)
-    serve(app, args.host, args.port)
+    print(f"ol-dagster receiver on {url_of(sock)} for: {names}", file=sys.stderr)
+    serve(app, sock)
     return 0
 
 
@@ -69,7 +72,7 @@ def _cmd_send(args: argparse.Namespace) -> int:
             try:
                 response = post_batch(client, args.url, token, batch)
             except httpx.TransportError as exc:
-                from ol_dagster.catalog.check import safe_url
+                from ol_dagster.catalog.check.findings import safe_url
 
                 # where it went and why, never the token (it is in a header, not in the URL)
                 target = safe_url(batch_url(args.url))
@@ -124,16 +127,36 @@ def _cmd_sync(args: argparse.Namespace) -> int:
     return code
 
 
+def _inspected_definition(args: argparse.Namespace) -> SyncDefinition | None:
+    """The definition ``inspect`` judges the events for: ``--definition``, else the only one of
+    the settings file when there is a file with one, else none (any job namespace)."""
+    if args.definition:
+        return load_settings(args.settings).definition(args.definition)
+    if not settings_path(args.settings).exists():
+        return None
+    definitions = load_settings(args.settings).definitions
+    return definitions[0] if len(definitions) == 1 else None
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from ol_dagster.commands.inspection import inspect_files, render_table
 
-    result = inspect_files(args.files, lenient=args.lenient)
+    definition = _inspected_definition(args)
+    if definition is None:
+        result = inspect_files(args.files, lenient=args.lenient)
+    else:
+        result = inspect_files(
+            args.files,
+            lenient=args.lenient,
+            max_name_length=definition.limits.maxNameLength,
+            job_namespaces=definition.namespace_patterns,
+        )
+    result["definition"] = definition.name if definition else None
     print(json.dumps(result, indent=2) if args.json else render_table(result))
     return 0 if all(r["accepted"] for r in result["events"]) else 1
 
 
 def _cmd_lineage(args: argparse.Namespace) -> int:
-    from ol_dagster.catalog.factory import open_catalog
     from ol_dagster.catalog.lineage_reads import NodeNotFound
 
     settings = load_settings(args.settings)
@@ -145,7 +168,7 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
         names = ", ".join(d.name for d in settings.definitions)
         raise SettingsError(f"several definitions ({names}): choose one with --definition")
     both = not (args.upstream or args.downstream)
-    catalog = open_catalog(settings, definition.catalog_keys[0], definition=definition.name)
+    catalog = settings.open_catalog(definition.catalog_keys[0], definition=definition.name)
     try:
         result = catalog.lineage(
             args.node,
@@ -168,7 +191,7 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ol_dagster.catalog.check import check, render
+    from ol_dagster.commands.check import check, render
 
     path = settings_path(args.settings)
     settings = load_settings(path)
@@ -205,20 +228,93 @@ def _cmd_consume(args: argparse.Namespace) -> int:
     return consume(args.settings, idle_exit=args.idle_exit)
 
 
+DESCRIPTION = (
+    "Keeps data catalogs in sync with OpenLineage: receives the events producers send, syncs "
+    "them into the catalogs, and removes what producers no longer describe."
+)
+DEFINITION_HELP = "a sync definition of the settings file, by name"
+
+
+def _depth(text: str) -> int:
+    """``--depth``: how many steps from the node, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def _add_reading_commands(sub: argparse._SubParsersAction) -> None:
+    """The commands that read the catalogs and the broker: ``lineage``, ``check``, ``demo`` and
+    ``consume``."""
+    p = sub.add_parser("lineage", help="the lineage of a dataset or job, read from the catalog")
+    p.add_argument("node", help="dataset:<namespace>:<name> or job:<namespace>:<name>")
+    p.add_argument(
+        "--definition",
+        help=f"{DEFINITION_HELP}, whose primary catalog is read (default: the only one)",
+    )
+    p.add_argument(
+        "--depth",
+        type=_depth,
+        default=2,
+        help="how many steps from the node, 0 or more (default: %(default)s)",
+    )
+    direction = p.add_mutually_exclusive_group()
+    direction.add_argument("--upstream", action="store_true", help="only what leads to the node")
+    direction.add_argument("--downstream", action="store_true", help="only what the node leads to")
+    p.add_argument("--json", action="store_true", help="print JSON instead of edge lines")
+    p.set_defaults(func=_cmd_lineage)
+
+    p = sub.add_parser(
+        "check",
+        help="what the sync needs, asked of the store and each catalog (writes nothing)",
+    )
+    p.add_argument("--definition", help=f"{DEFINITION_HELP} (default: every definition)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a report")
+    p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("demo", help="the whole path once, on embedded catalogs with sample events")
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser(
+        "consume", help="read OpenLineage events from the Kafka topics of the settings"
+    )
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        metavar="SECONDS",
+        help="stop after this long without a message, counted from start (a broker that "
+        "answers gets up to a minute more for the group's first join; none answering: exit 2) "
+        "(default: run until SIGTERM or SIGINT)",
+    )
+    p.set_defaults(func=_cmd_consume)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ol-dagster", description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(prog="ol-dagster", description=DESCRIPTION)
     parser.add_argument(
         "--settings", help="settings file (default: $OL_DAGSTER_SETTINGS or ./ol_dagster.yaml)"
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
 
-    p = sub.add_parser("serve", help="run the OpenLineage receiver")
-    p.add_argument("--host", default=DEFAULT_HOST, help="default: %(default)s")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="default: %(default)s")
+    p = sub.add_parser("serve", help="run the OpenLineage receiver producers post events to")
+    p.add_argument(
+        "--host", default=DEFAULT_HOST, help="address to listen on (default: %(default)s)"
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help="port to listen on; 0 for any free one (default: %(default)s)",
+    )
     p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser("send", help="post event files to a receiver, one batch per file")
-    p.add_argument("files", nargs="+")
+    p.add_argument(
+        "files", nargs="+", metavar="FILE", help="a JSON event, a JSON list or NDJSON file"
+    )
     p.add_argument(
         "--url",
         default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
@@ -228,15 +324,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", help="bearer token (default: $OL_DAGSTER_TOKEN)")
     p.set_defaults(func=_cmd_send)
 
-    p = sub.add_parser("sync", help="seal pending batches and sync them in order, headless")
-    p.add_argument("--definition")
+    p = sub.add_parser(
+        "sync", help="seal the pending batches and sync them in order, without the UI"
+    )
+    p.add_argument("--definition", help=f"{DEFINITION_HELP} (default: every definition)")
     p.set_defaults(func=_cmd_sync)
 
     p = sub.add_parser(
-        "inspect", help="what ol-dagster makes of event files (no store, no catalog)"
+        "inspect",
+        help="what ol-dagster makes of event files, as the receiver judges them (nothing stored)",
     )
-    p.add_argument("files", nargs="+")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "files", nargs="+", metavar="FILE", help="a JSON event, a JSON list or NDJSON file"
+    )
+    p.add_argument(
+        "--definition",
+        help=f"{DEFINITION_HELP}: its job namespaces and limits judged too (default: the only "
+        "definition of the settings file, when there is a file with one)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument(
         "--lenient",
         action="store_true",
@@ -244,35 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_inspect)
 
-    p = sub.add_parser("lineage", help="lineage of a dataset or job, read from the catalog")
-    p.add_argument("node", help="dataset:<namespace>:<name> or job:<namespace>:<name>")
-    p.add_argument("--definition")
-    p.add_argument("--depth", type=int, default=2)
-    direction = p.add_mutually_exclusive_group()
-    direction.add_argument("--upstream", action="store_true")
-    direction.add_argument("--downstream", action="store_true")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_cmd_lineage)
-
-    p = sub.add_parser(
-        "check",
-        help="what the sync needs, asked of the store and each catalog (writes nothing)",
-    )
-    p.add_argument("--definition", help="one definition (default: every definition)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_cmd_check)
-
-    p = sub.add_parser("demo", help="everything on embedded defaults with sample events")
-    p.set_defaults(func=_cmd_demo)
-
-    p = sub.add_parser("consume", help="read OpenLineage events from the settings' Kafka topics")
-    p.add_argument(
-        "--idle-exit",
-        type=float,
-        metavar="SECONDS",
-        help="stop after this long without a message (default: run until SIGTERM or SIGINT)",
-    )
-    p.set_defaults(func=_cmd_consume)
+    _add_reading_commands(sub)
 
     for p in sub.choices.values():
         p.add_argument("--settings", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

@@ -39,6 +39,7 @@ def _scrubbed(settings: Settings, exc: Exception) -> str:
 
 
 def consume(settings_file: str | None, *, idle_exit: float | None = None) -> int:
+    started = time.monotonic()
     from ol_dagster.commands.startup import open_store
     from ol_dagster.kafka.consumer import (
         KafkaIntake,
@@ -65,16 +66,28 @@ def consume(settings_file: str | None, *, idle_exit: float | None = None) -> int
     signal.signal(signal.SIGINT, on_signal)
     print(f"ol-dagster consume: {_describe(settings)}", file=sys.stderr)
     intake = KafkaIntake(settings, store)
+    intake.last_activity = started  # idle from the command's start
 
     def stop() -> bool:
         if stopping.is_set():
             return True
         if idle_exit is None:
             return False
-        # idle: nothing read nor assigned for that long, counted from joining the group (a
-        # first join waits for the group's other members; at most a minute)
+        # idle: nothing read nor assigned for that long, counted from start; a broker that
+        # answers gets its group's first join (which waits for the group's other members, at
+        # most a minute) on top
         idle = time.monotonic() - intake.last_activity
-        return idle > (idle_exit if intake.joined else max(idle_exit, _JOIN_WAIT))
+        if idle <= idle_exit:
+            return False
+        if intake.joined:
+            return True
+        # no broker answered yet: one that reported no failure is asked once
+        if intake.brokers.down_since is not None or not intake.broker_answers():
+            raise SettingsError(
+                f"no Kafka broker answered at {intake.brokers.servers} in "
+                f"{idle_exit:g} s ({intake.brokers.reason or 'no answer'}): nothing consumed"
+            )
+        return idle > max(idle_exit, _JOIN_WAIT)
 
     try:
         totals = intake.run(stop)

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import sys
 from importlib import resources
 from pathlib import Path
 
 import httpx
 
-from ol_dagster.catalog.check import check as check_catalog
-from ol_dagster.catalog.check import render
-from ol_dagster.catalog.factory import open_catalog
+from ol_dagster.commands.check import check as check_catalog
+from ol_dagster.commands.check import render
 from ol_dagster.commands.demo_events import FOCUS as DEMO_FOCUS
 from ol_dagster.commands.demo_events import demo_batches, history
 from ol_dagster.commands.headless import instance_from_env, sync_batches
@@ -62,7 +63,20 @@ def demo_settings(explicit: str | None) -> Path:
     return path
 
 
-def _ui_hint(path: str) -> str:
+def runnable(script: str, module: str) -> str:
+    """How a person types ``script`` of this install where the demo ran: its name when the
+    shell finds this install's one (an activated venv), else its absolute path, which works
+    without activating anything; ``python -m module`` when the install has no such script."""
+    beside = Path(sys.executable).parent / script
+    if not beside.exists():
+        return f"{shlex.quote(sys.executable)} -m {module}"
+    found = shutil.which(script)
+    if found and Path(found).resolve() == beside.resolve():
+        return script
+    return shlex.quote(str(beside))
+
+
+def ui_hint(path: str) -> str:
     """How to open the UI on the demo's instance: ``make dev`` in the checkout, else the commands
     the Makefile runs (a wheel has no Makefile)."""
     settings_file = settings_path(path).resolve()
@@ -72,7 +86,7 @@ def _ui_hint(path: str) -> str:
     # from DAGSTER_HOME: run where the demo wrote a dagster.yaml, dagster dev warns it is unused
     env = f"DAGSTER_HOME={home} {SETTINGS_ENV}={shlex.quote(str(settings_file))}"
     return (
-        f"cd {home} && {env} dagster dev -m ol_dagster.definitions"
+        f"cd {home} && {env} {runnable('dagster', 'dagster')} dev -m ol_dagster.definitions"
         "  (then open http://127.0.0.1:3000)"
     )
 
@@ -84,8 +98,9 @@ def lineage_command(path: str, definition: str, node: str) -> str:
     settings = ""
     if settings_path(path).resolve() != settings_path(None).resolve():
         settings = f" --settings {shlex.quote(str(settings_path(path)))}"
+    command = runnable("ol-dagster", "ol_dagster.commands.cli")
     return (
-        f"ol-dagster{settings} lineage {shlex.quote(node)} --definition {shlex.quote(definition)}"
+        f"{command}{settings} lineage {shlex.quote(node)} --definition {shlex.quote(definition)}"
         " --upstream --depth 4"
     )
 
@@ -175,7 +190,7 @@ def run_demo(path: str) -> int:
     node = f"dataset:{DEMO_FOCUS[0]}:{DEMO_FOCUS[1]}"
     upstream: dict = {"edges": []}
     for key in keys:
-        catalog = open_catalog(settings, key, definition=definition.name)
+        catalog = settings.open_catalog(key, definition=definition.name)
         try:
             counts = getattr(catalog, "counts", lambda: {})()
             jobs = getattr(catalog, "job_names", lambda: [])()
@@ -197,7 +212,7 @@ def run_demo(path: str) -> int:
     print("\nanalyses (run_profiles, dataset_scopes, quality_summaries):")
     for line in analysis:
         print(f"  {line}")
-    print(f"\nSee the runs, assets and checks in the UI: {_ui_hint(path)}")
+    print(f"\nSee the runs, assets and checks in the UI: {ui_hint(path)}")
     synced = all(line["status"] == "synced" for _, line in lines)
     return 0 if synced and all(r.ok for r in reports) else 1
 

@@ -3,9 +3,12 @@
 This is what ``ol-dagster sync`` and ``ol-dagster demo`` run. It goes through the same job, assets
 and checks as the sensor-launched runs, on the Dagster instance in ``DAGSTER_HOME`` (so the runs
 show in the UI afterwards), and prints one JSON line per batch (with a ``catalogs`` part, each
-catalog's own outcome and report, for a definition that feeds several). Each run is tagged with this
-process, so that a sync killed outright does not leave its run blocking the definition
-(``defs.dead_runs``): the next sync, or the definition's sensor, fails it.
+catalog's own outcome and report, for a definition that feeds several). A batch another sync
+finished after this one listed it is not synced again: its line says ALREADY_SYNCED and which run
+synced it, whether that was seen before its run started or, under the definition's lock, in it.
+Each run is tagged with this process, so that a sync killed outright does not leave its run
+blocking the definition (``defs.dead_runs``): the next sync, or the definition's sensor, fails
+it.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from ol_dagster.defs import constants as C
 from ol_dagster.defs import names
 from ol_dagster.defs.dead_runs import fail_dead_runs, process_tags
 from ol_dagster.defs.run_lineage import lineage_sent, report_failed_run
+from ol_dagster.ownership import removal_cap
 from ol_dagster.settings import Settings, SyncDefinition, load_settings, settings_path
 from ol_dagster.store import BatchRecord, BatchStatus, EventStore
 from ol_dagster.sync import fanout
+from ol_dagster.sync.cleanup import ALREADY_SYNCED, skipped_report
 from ol_dagster.sync.run_failure import run_failure, secret_values
 
 DEFAULT_HOME = ".dagster_home"
@@ -107,6 +112,47 @@ def _fail_reporter(
     return report
 
 
+def _found_synced(result: dg.ExecuteInProcessResult) -> bool:
+    """Every catalog's cleanup of the run said ALREADY_SYNCED: another run synced the batch
+    after this one was requested, and this one synced nothing."""
+    reasons = []
+    for event in result.get_asset_materialization_events():
+        key, metadata = event.asset_key, event.materialization.metadata
+        if key is not None and key.path[-1] == names.CATALOG_CLEANUP:
+            reason = metadata.get("skippedReason")
+            reasons.append(reason.value if reason is not None else None)
+    return bool(reasons) and all(r == ALREADY_SYNCED for r in reasons)
+
+
+def _already_synced_line(
+    store: EventStore,
+    definition: SyncDefinition,
+    batch: BatchRecord,
+    run_id: str | None,
+    checks: dict[str, bool],
+) -> dict[str, Any]:
+    """The line of a batch another sync finished after this one listed it: ALREADY_SYNCED, with
+    the run that synced it, and nothing of its upload or removals (that run's own line, or its
+    run in Dagster, says them: counted once). ``run_id``: this process's run that found it
+    synced, None when it was seen synced before a run was started."""
+    where = fanout.target(definition)
+    mine = fanout.record(batch, store.catalog_records(batch.id), where)
+    synced_in = (mine.run_id if mine is not None else None) or ""
+    cleanup = skipped_report(ALREADY_SYNCED, None, removal_cap(definition))
+    cleanup["syncedInRun"] = synced_in
+    return {
+        "definition": definition.name,
+        "batchId": batch.id,
+        "status": batch.status.value,
+        "skippedReason": ALREADY_SYNCED,
+        "syncedInRun": synced_in,
+        "runId": run_id,
+        "upload": {"skippedReason": ALREADY_SYNCED, "syncedInRun": synced_in},
+        "cleanup": cleanup,
+        "checks": checks,
+    }
+
+
 def sync_batches(
     path: str | None = None,
     *,
@@ -130,18 +176,33 @@ def sync_batches(
             job = defs.resolve_job_def(names.job(d.name))
             for batch in store.batches(d.name, statuses=[BatchStatus.SEALED, BatchStatus.FAILED]):
                 key = batch.partition_key
+                # another sync (a sensor run, another ``ol-dagster sync``) may have synced it
+                # since it was listed: not run again
+                current = store.get_batch(batch.id)
+                if current.status is BatchStatus.SYNCED:
+                    yield _already_synced_line(store, d, current, None, {})
+                    continue
                 if not instance.has_dynamic_partition(names.partitions(d.name), key):
                     instance.add_dynamic_partitions(names.partitions(d.name), [key])
                 result = job.execute_in_process(
                     instance=instance,
                     partition_key=key,
-                    tags={C.DEFINITION_TAG: d.name, C.BATCH_TAG: key, **process_tags()},
+                    tags={
+                        C.DEFINITION_TAG: d.name,
+                        C.BATCH_TAG: key,
+                        C.PENDING_TAG: "true",
+                        **process_tags(),
+                    },
                     run_config={**QUIET, **(run_config or {})},
                     raise_on_error=False,
                 )
                 evaluations = result.get_asset_check_evaluations()
                 checks = {e.check_name: e.passed for e in evaluations if not _per_catalog(d, e)}
                 done = store.get_batch(batch.id)
+                if result.success and _found_synced(result):
+                    # it was synced by another run while this one waited for the lock
+                    yield _already_synced_line(store, d, done, result.run_id, checks)
+                    continue
                 line = {
                     "definition": d.name,
                     "batchId": batch.id,

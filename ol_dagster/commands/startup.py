@@ -33,7 +33,7 @@ def open_store(settings: Settings, **kwargs: Any):
     (unreachable server, wrong password, unknown database, not a database URL)."""
     from sqlalchemy.engine import make_url
 
-    from ol_dagster.catalog.check import safe_url
+    from ol_dagster.catalog.check.findings import safe_url
     from ol_dagster.store import EventStore
 
     url = settings.store.url

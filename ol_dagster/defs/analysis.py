@@ -12,19 +12,19 @@ from typing import Any
 
 import dagster as dg
 
-from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.catalog.protocol import AnalysisItem, Annotating
+from ol_dagster.defs import names
 from ol_dagster.defs.report import rows_markdown
-from ol_dagster.defs.resources import StoreResource
+from ol_dagster.defs.resources import StoreResource, store_of
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.settings import Settings
 
+# the keys of the code location's own file's analyses (another file's carry its label)
 RUN_PROFILES = dg.AssetKey("run_profiles")
 DATASET_SCOPES = dg.AssetKey("dataset_scopes")
 QUALITY_SUMMARIES = dg.AssetKey("quality_summaries")
 JOBS_ON_SCHEDULE = "jobs_on_schedule"
-GROUP = "analysis"
 CRON = "30 3 * * *"  # daily, after the stale cleanup
 _ROWS = 200
 
@@ -66,7 +66,7 @@ def _annotate(settings: Settings, key: str, items: list[AnalysisItem]) -> int:
             if i[0] != "job" or namespace_allowed(i[1], definition.namespace_patterns)
         ]
         # the primary catalog: the one the asset graph's lineage is read from
-        catalog = open_catalog(settings, definition.catalog_keys[0], definition=definition.name)
+        catalog = settings.open_catalog(definition.catalog_keys[0], definition=definition.name)
         try:
             if isinstance(catalog, Annotating) and mine:
                 written += catalog.annotate(key, mine)
@@ -75,40 +75,64 @@ def _annotate(settings: Settings, key: str, items: list[AnalysisItem]) -> int:
     return written
 
 
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec(
-            RUN_PROFILES,
-            group_name=GROUP,
-            kinds={"openlineage"},
-            description="Per job: runs per day, failure rate, interval statistics, inferred "
-            "schedule and regularity, typical and worst-case duration, mean data volume.",
-        ),
-        dg.AssetSpec(
-            DATASET_SCOPES,
-            group_name=GROUP,
-            kinds={"openlineage"},
-            description="Per dataset: whether writers REPLACE, PARTITION or APPEND it, the data "
-            "collection window, write and read rates.",
-        ),
-        dg.AssetSpec(
-            QUALITY_SUMMARIES,
-            group_name=GROUP,
-            kinds={"openlineage"},
-            description="Per dataset and per job: pass rate per quality dimension and overall.",
-        ),
-    ],
-    check_specs=[
-        dg.AssetCheckSpec(
-            JOBS_ON_SCHEDULE,
-            asset=RUN_PROFILES,
-            description="Every job with an inferred schedule ran when due (its last run plus "
-            "1.5 times its interval has not passed); a warning means some stopped running on "
-            "their schedule (the result names them).",
-        )
-    ],
-)
-def analyses(context: dg.AssetExecutionContext, ol_store: StoreResource):
+def build_analyses(
+    files: names.FileNames,
+) -> tuple[dg.AssetsDefinition, dg.ScheduleDefinition]:
+    """The analyses of a settings file and their daily schedule, under the file's names."""
+    run_profiles = files.analysis(RUN_PROFILES)
+    dataset_scopes = files.analysis(DATASET_SCOPES)
+    quality_summaries = files.analysis(QUALITY_SUMMARIES)
+    group = files.analysis_group
+
+    @dg.multi_asset(
+        name=files.named("analyses"),
+        specs=[
+            dg.AssetSpec(
+                run_profiles,
+                group_name=group,
+                kinds={"openlineage"},
+                description="Per job: runs per day, failure rate, interval statistics, inferred "
+                "schedule and regularity, typical and worst-case duration, mean data volume.",
+            ),
+            dg.AssetSpec(
+                dataset_scopes,
+                group_name=group,
+                kinds={"openlineage"},
+                description="Per dataset: whether writers REPLACE, PARTITION or APPEND it, the "
+                "data collection window, write and read rates.",
+            ),
+            dg.AssetSpec(
+                quality_summaries,
+                group_name=group,
+                kinds={"openlineage"},
+                description="Per dataset and per job: pass rate per quality dimension and overall.",
+            ),
+        ],
+        check_specs=[
+            dg.AssetCheckSpec(
+                JOBS_ON_SCHEDULE,
+                asset=run_profiles,
+                description="Every job with an inferred schedule ran when due (its last run "
+                "plus 1.5 times its interval has not passed); a warning means some stopped "
+                "running on their schedule (the result names them).",
+            )
+        ],
+        required_resource_keys={files.store},
+    )
+    def analyses(context: dg.AssetExecutionContext):
+        yield from _analyses(context, store_of(context, files), files)
+
+    schedule = dg.ScheduleDefinition(
+        name=files.analysis_schedule,
+        cron_schedule=CRON,
+        target=dg.AssetSelection.assets(run_profiles, dataset_scopes, quality_summaries),
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description="Egeria's analyses over the event store, daily.",
+    )
+    return analyses, schedule
+
+
+def _analyses(context: dg.AssetExecutionContext, ol_store: StoreResource, files: names.FileNames):
     """Egeria's run profile, data scope and quality summary services over the event store."""
     # imported when the analyses run, not by every process that loads the code location
     from ol_dagster.analysis import (
@@ -152,7 +176,7 @@ def analyses(context: dg.AssetExecutionContext, ol_store: StoreResource):
     profile_rows, scope_rows, quality_rows = profiles.rows(), scopes.rows(), quality.rows()
     stopped = profiles.stopped()
     yield dg.MaterializeResult(
-        asset_key=RUN_PROFILES,
+        asset_key=files.analysis(RUN_PROFILES),
         metadata={
             "jobs": len(profile_rows),
             "windowDays": window,
@@ -175,7 +199,7 @@ def analyses(context: dg.AssetExecutionContext, ol_store: StoreResource):
         ],
     )
     yield dg.MaterializeResult(
-        asset_key=DATASET_SCOPES,
+        asset_key=files.analysis(DATASET_SCOPES),
         metadata={
             "datasets": len(scope_rows),
             "windowDays": window,
@@ -186,7 +210,7 @@ def analyses(context: dg.AssetExecutionContext, ol_store: StoreResource):
         },
     )
     yield dg.MaterializeResult(
-        asset_key=QUALITY_SUMMARIES,
+        asset_key=files.analysis(QUALITY_SUMMARIES),
         metadata={
             "summaries": len(quality_rows),
             "windowDays": window,
@@ -198,10 +222,5 @@ def analyses(context: dg.AssetExecutionContext, ol_store: StoreResource):
     )
 
 
-analysis_schedule = dg.ScheduleDefinition(
-    name="analyses_daily",
-    cron_schedule=CRON,
-    target=dg.AssetSelection.assets(RUN_PROFILES, DATASET_SCOPES, QUALITY_SUMMARIES),
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Egeria's analyses over the event store, daily.",
-)
+# the code location's own file's (``ol_dagster.definitions``)
+analyses, analysis_schedule = build_analyses(names.CODE_LOCATION_FILE)

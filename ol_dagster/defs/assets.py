@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import dagster as dg
 
-from ol_dagster.catalog.protocol import Catalog
+from ol_dagster.catalog.protocol import Catalog, export_state
 from ol_dagster.defs import constants as C
 from ol_dagster.defs import names
 from ol_dagster.defs.lineage_assets import (
@@ -23,12 +23,13 @@ from ol_dagster.defs.lineage_assets import (
     merge_job_runs,
     prune_job_runs,
 )
-from ol_dagster.defs.resources import CatalogResource, StoreResource
+from ol_dagster.defs.resources import catalog_of, store_of
 from ol_dagster.defs.results import (
     BATCH_CLEANUP_CHECKS,
     check_spec,
     cleanup_result,
     job_runs_metadata,
+    judged,
     kept_result,
     lineage_graph_result,
     received_batch_result,
@@ -36,7 +37,6 @@ from ol_dagster.defs.results import (
     upload_result,
 )
 from ol_dagster.gcpause import gc_paused
-from ol_dagster.lineage_state import export_state
 from ol_dagster.logstore_backlog import LogOutcome, log_batch
 from ol_dagster.settings import SnapshotMode, SyncDefinition
 from ol_dagster.store import BatchRecord, EventStore
@@ -79,6 +79,12 @@ def run_alive(instance: dg.DagsterInstance) -> Callable[[str], bool]:
         return run is None or not run.is_finished
 
     return alive
+
+
+def requested_pending(context: dg.AssetExecutionContext) -> bool:
+    """The run was requested for a batch still to sync (``C.PENDING_TAG``): it does not sync one
+    another run synced since (ALREADY_SYNCED). A person's run syncs it again."""
+    return context.run.tags.get(C.PENDING_TAG) == "true"
 
 
 def _batch(
@@ -134,8 +140,10 @@ def build_assets(
     definition: SyncDefinition,
     partitions: dg.DynamicPartitionsDefinition,
     translator: OpenLineageTranslator,
+    files: names.FileNames,
 ) -> list[dg.AssetsDefinition]:
-    """The partitioned assets of ``definition``, each a short body over a core service
+    """The partitioned assets of ``definition`` (its settings file's resources named by
+    ``files``), each a short body over a core service
     (``sync.batch``, ``sync.graph``) whose outcome ``defs.results`` turns into metadata:
     ``received_batch`` and ``lineage_graph`` once, ``catalog_upload`` and ``catalog_cleanup``
     per catalog it feeds (``names.catalog_asset_key``)."""
@@ -156,14 +164,13 @@ def build_assets(
         check_specs=checks(names.RECEIVED_BATCH, received_checks),
         group_name=names.group(name),
         partitions_def=partitions,
+        required_resource_keys={files.store},
     )
-    def received_batch(
-        context: dg.AssetExecutionContext, ol_store: StoreResource
-    ) -> Iterator[dg.MaterializeResult]:
+    def received_batch(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
         """The batch of OpenLineage events this partition stands for, as the receiver stored it:
         how many were received, accepted and rejected (with reasons), split by event kind, type
         and producer."""
-        store = ol_store.get()
+        store = store_of(context, files).get()
         batch = _batch(context, store, definition)
         # a retry leaves alone the catalogs that finished the batch in an earlier run
         kept = begin_run(store, definition, batch.id, context.run_id)
@@ -172,7 +179,8 @@ def build_assets(
         counts = store.event_counts(batch.id)
         logged = _log_events(store, batch, definition)
         kafka = kafka_rejections(store, batch, limit=KAFKA_LETTERS_SHOWN)
-        yield received_batch_result(batch, counts, logged, snapshot=snapshot, kafka=kafka)
+        result = received_batch_result(batch, counts, logged, snapshot=snapshot, kafka=kafka)
+        yield judged(result, batch.partition_key)
 
     @dg.asset(
         key=keys[names.LINEAGE_GRAPH],
@@ -181,23 +189,23 @@ def build_assets(
         check_specs=checks(names.LINEAGE_GRAPH, [C.NO_DANGLING_FLOWS]),
         group_name=names.group(name),
         partitions_def=partitions,
+        required_resource_keys={files.store},
     )
-    def lineage_graph(
-        context: dg.AssetExecutionContext, ol_store: StoreResource
-    ) -> Iterator[dg.MaterializeResult]:
+    def lineage_graph(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
         """The batch normalized into jobs, datasets and the data flows between them, with the
         earlier parts of its runs kept in earlier batches: the graph ``catalog_upload`` uploads
         (stored with the batch, so the upload does not normalize again)."""
-        store = ol_store.get()
+        store = store_of(context, files).get()
         batch = _batch(context, store, definition)
         # handed over to the upload when it runs in this process (``ol-dagster sync``)
-        yield lineage_graph_result(batch_graph(store, definition, batch, hand_over=True))
+        built = batch_graph(store, definition, batch, hand_over=True)
+        yield judged(lineage_graph_result(built), batch.partition_key)
 
     per_catalog = [
         a
         for key in definition.catalog_keys
         for a in _catalog_assets(
-            definition, key, partitions, translator, upstream=keys[names.LINEAGE_GRAPH]
+            definition, key, partitions, translator, files, upstream=keys[names.LINEAGE_GRAPH]
         )
     ]
     return [received_batch, lineage_graph, *per_catalog]
@@ -208,6 +216,7 @@ def _catalog_assets(
     catalog_key: str,
     partitions: dg.DynamicPartitionsDefinition,
     translator: OpenLineageTranslator,
+    files: names.FileNames,
     *,
     upstream: dg.AssetKey,
 ) -> list[dg.AssetsDefinition]:
@@ -215,13 +224,32 @@ def _catalog_assets(
     catalog its own cutoff, upload, cleanup, guards, checks and report (``sync.fanout``), so a
     catalog that fails blocks only its own cleanup. The primary catalog (the first) also keeps
     the jobs' runs and the lineage state the asset graph is built from."""
+    keys = {
+        a: names.catalog_asset_key(definition.name, definition.catalog_keys, catalog_key, a)
+        for a in (names.CATALOG_UPLOAD, names.CATALOG_CLEANUP)
+    }
+    return [
+        _upload_asset(
+            definition, catalog_key, partitions, translator, keys, files, upstream=upstream
+        ),
+        _cleanup_asset(definition, catalog_key, partitions, keys, files),
+    ]
+
+
+def _upload_asset(
+    definition: SyncDefinition,
+    catalog_key: str,
+    partitions: dg.DynamicPartitionsDefinition,
+    translator: OpenLineageTranslator,
+    keys: dict[str, dg.AssetKey],
+    files: names.FileNames,
+    *,
+    upstream: dg.AssetKey,
+) -> dg.AssetsDefinition:
+    """``catalog_upload`` of one catalog; the primary one also keeps the jobs' runs."""
     name = definition.name
     where = fanout.target(definition, catalog_key)
     several = len(definition.catalog_keys) > 1
-    keys = {
-        a: names.catalog_asset_key(name, definition.catalog_keys, catalog_key, a)
-        for a in (names.CATALOG_UPLOAD, names.CATALOG_CLEANUP)
-    }
     which = f" (catalog {catalog_key!r})" if several else ""
 
     @dg.asset(
@@ -231,16 +259,18 @@ def _catalog_assets(
         check_specs=[check_spec(C.UPLOAD_SUCCEEDED, keys[names.CATALOG_UPLOAD])],
         group_name=names.group(name),
         partitions_def=partitions,
-        description=None if not several else f"The batch uploaded to catalog {catalog_key!r}.",
+        description=names.catalog_asset_description(
+            definition.catalog_keys, catalog_key, "the batch uploaded to it."
+        ),
+        tags=names.catalog_tags(catalog_key),
+        required_resource_keys={files.store, files.catalog},
     )
-    def catalog_upload(
-        context: dg.AssetExecutionContext, ol_store: StoreResource, ol_catalog: CatalogResource
-    ) -> Iterator[dg.MaterializeResult]:
+    def catalog_upload(context: dg.AssetExecutionContext) -> Iterator[dg.MaterializeResult]:
         """Everything the batch describes, written to the catalog. The cutoff is read from the
         catalog's clock before the first write; every object sent is touched, changed or not."""
-        store = ol_store.get()
+        store = store_of(context, files).get()
         batch = _batch(context, store, definition)
-        with ol_catalog.open(name, catalog_key) as catalog:
+        with catalog_of(context, files).open(name, catalog_key) as catalog:
             try:
                 done = upload_batch(
                     store,
@@ -251,16 +281,18 @@ def _catalog_assets(
                     is_alive=run_alive(context.instance),
                     wait_seconds=LOCK_WAIT_SECONDS,
                     catalog_key=catalog_key,
+                    pending_only=requested_pending(context),
                 )
             except SyncBusy as exc:
                 raise dg.Failure(str(exc)) from None
         if done.kept_from is not None:
-            # this catalog finished the batch in an earlier run: a retry is for the others
-            yield kept_result(done.kept_from)
+            # this catalog finished the batch in an earlier run (a retry is for the others), or
+            # another run synced it since this one was requested
+            yield judged(kept_result(done.kept_from), batch.partition_key)
             return
         if done.graph is None or done.result is None:
             # an older snapshot must not bring back what a newer one removed
-            yield superseded_result(done.superseded_by)
+            yield judged(superseded_result(done.superseded_by), batch.partition_key)
             return
         if not done.result.succeeded:
             context.log.error(
@@ -272,7 +304,22 @@ def _catalog_assets(
         runs = batch_job_runs(done.graph, translator) if done.result.succeeded else []
         if runs and where.primary:
             remember_job_runs(store, definition, runs, batch.id)
-        yield upload_result(done, job_runs_metadata(runs))
+        yield judged(upload_result(done, job_runs_metadata(runs)), batch.partition_key)
+
+    return catalog_upload
+
+
+def _cleanup_asset(
+    definition: SyncDefinition,
+    catalog_key: str,
+    partitions: dg.DynamicPartitionsDefinition,
+    keys: dict[str, dg.AssetKey],
+    files: names.FileNames,
+) -> dg.AssetsDefinition:
+    """``catalog_cleanup`` of one catalog; the primary one also refreshes the lineage state the
+    asset graph is built from."""
+    name = definition.name
+    where = fanout.target(definition, catalog_key)
 
     @dg.asset(
         key=keys[names.CATALOG_CLEANUP],
@@ -281,23 +328,24 @@ def _catalog_assets(
         check_specs=[check_spec(c, keys[names.CATALOG_CLEANUP]) for c in BATCH_CLEANUP_CHECKS],
         group_name=names.group(name),
         partitions_def=partitions,
-        description=None
-        if not several
-        else f"What producers no longer describe, removed from catalog {catalog_key!r}.",
+        description=names.catalog_asset_description(
+            definition.catalog_keys,
+            catalog_key,
+            "what the batch's producers no longer describe, removed from it.",
+        ),
+        tags=names.catalog_tags(catalog_key),
+        required_resource_keys={files.store, files.catalog},
     )
     def catalog_cleanup(
-        context: dg.AssetExecutionContext,
-        config: CleanupConfig,
-        ol_store: StoreResource,
-        ol_catalog: CatalogResource,
+        context: dg.AssetExecutionContext, config: CleanupConfig
     ) -> Iterator[dg.MaterializeResult]:
         """What producers no longer describe, removed from the catalog, with the guards of the
         seed (empty batch, failed upload, removal cap, permission, dry run). The ``report``
         metadata is the seed's cleanup report."""
-        store = ol_store.get()
+        store = store_of(context, files).get()
         batch = _batch(context, store, definition)
         selection = context.run.asset_selection
-        with ol_catalog.open(name, catalog_key) as catalog:
+        with catalog_of(context, files).open(name, catalog_key) as catalog:
             try:
                 report = cleanup_batch(
                     store,
@@ -313,11 +361,12 @@ def _catalog_assets(
                     is_alive=run_alive(context.instance),
                     wait_seconds=LOCK_WAIT_SECONDS,
                     catalog_key=catalog_key,
+                    pending_only=requested_pending(context),
                 )
             except SyncBusy as exc:
                 raise dg.Failure(str(exc)) from None
             if report["mode"] is not None and where.primary:
                 refresh_lineage_state(context, catalog, definition, store)
-        yield cleanup_result(report, BATCH_CLEANUP_CHECKS)
+        yield judged(cleanup_result(report, BATCH_CLEANUP_CHECKS), batch.partition_key)
 
-    return [catalog_upload, catalog_cleanup]
+    return catalog_cleanup

@@ -3,7 +3,11 @@ sensor's pace and the stale cleanup's cron. The names a sync definition gets in 
 keys, job, partitions, sensors, schedule) are built in ``defs.names``."""
 
 DEFINITION_TAG = "ol_dagster/definition"
+CATALOG_TAG = "ol_dagster/catalog"  # on the assets a definition has once per catalog
 BATCH_TAG = "ol_dagster/batch"
+# "true" on the runs the sensor and ``ol-dagster sync`` request for a batch still to sync: one
+# that finds it synced by another run since skips it (ALREADY_SYNCED). A person's run has none.
+PENDING_TAG = "ol_dagster/pending"
 
 # checks, by the asset they belong to
 NOT_EMPTY = "not_empty"

@@ -12,10 +12,12 @@ field flows also gets ``openlineage/columnLineage``: a table on the asset's page
 for wide tables, the last row saying how many are left out.
 
 The asset graph labels a node with the last component of its key, cut in the middle past about
-30 characters (Dagster's UI), and by default that is the whole dataset or job name.
-``OpenLineageTranslator(split_names=True)`` splits names into key components (on ``/`` when the
-name has one, else on ``.``), so the label is the table, file or task. It changes the keys, so it
-is an option, off by default.
+30 characters (Dagster's UI). So names are split into key components (on ``/`` when the name has
+one, else on ``.``): the label is the table, file or task (``orders`` for
+``[postgres_db_5432, shop, public, orders]``), the path in the asset catalog's folders.
+``OpenLineageTranslator(split_names=False)`` keeps a whole name in one component
+(``[postgres_db_5432, shop.public.orders]``, the keys before this became the default; no Dagster
+event is recorded under these keys, so changing them loses no history).
 
 The specs are built from the lineage state in the store (refreshed after each sync), never from the
 catalog at load. ``OpenLineageTranslator`` maps a node to a spec, in the dagster-sling style:
@@ -131,10 +133,10 @@ def _owners(names: Sequence[str]) -> list[str]:
 class OpenLineageTranslator:
     """Maps a synced job or dataset (``JobNode``, ``DatasetNode``) to an ``AssetSpec``.
 
-    ``split_names=True`` makes the key ``[namespace, *parts of the name]`` instead of
-    ``[namespace, name]`` (see the module docstring): readable labels, other keys."""
+    The key is ``[namespace, *parts of the name]`` (readable labels); ``split_names=False``
+    makes it ``[namespace, name]`` (see the module docstring)."""
 
-    def __init__(self, *, split_names: bool = False) -> None:
+    def __init__(self, *, split_names: bool = True) -> None:
         self.split_names = split_names
 
     def get_group_name(self, definition: str) -> str:

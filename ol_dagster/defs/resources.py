@@ -3,6 +3,9 @@
 Resources own all I/O (the dagster-sling pattern): assets ask them for a store or a catalog and
 never build connections themselves, so tests swap the settings file and nothing else.
 
+Each settings file has its pair, under its keys (``names.FileNames``): the definitions of several
+files (several ``dg`` components) load side by side, and components of one file share one pair.
+
 The settings are read once per run and once per sensor tick: Dagster sets up a copy of each
 resource for each (``setup_for_execution``); its first call reads the file and every later call of
 that run or tick answers from that snapshot, so a file edited mid-run is seen by the next run,
@@ -17,12 +20,13 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import Any
 
 import dagster as dg
 from pydantic import PrivateAttr
 
-from ol_dagster.catalog.factory import open_catalog
 from ol_dagster.catalog.protocol import Catalog
+from ol_dagster.defs.names import FileNames
 from ol_dagster.settings import Settings, load_settings
 from ol_dagster.store import EventStore
 
@@ -87,8 +91,28 @@ class CatalogResource(SettingsBacked):
         """The catalog ``catalog_key`` of the definition; its primary catalog by default."""
         settings = self.settings()
         key = catalog_key or settings.definition(definition_name).catalog_keys[0]
-        catalog = open_catalog(settings, key, definition=definition_name)
+        catalog = settings.open_catalog(key, definition=definition_name)
         try:
             yield catalog
         finally:
             catalog.close()
+
+
+@lru_cache(maxsize=64)
+def file_resources(settings_file: str, names: FileNames) -> dict[str, SettingsBacked]:
+    """The resources of a settings file under its keys: the same objects for every component of
+    the file (Dagster merges the components' definitions, and takes one key's resource only when
+    it is the same object)."""
+    return {
+        names.store: StoreResource(settings_path=settings_file),
+        names.catalog: CatalogResource(settings_path=settings_file),
+    }
+
+
+def store_of(context: Any, names: FileNames) -> StoreResource:
+    """The file's store resource in a run, tick or hook (``required_resource_keys``)."""
+    return getattr(context.resources, names.store)
+
+
+def catalog_of(context: Any, names: FileNames) -> CatalogResource:
+    return getattr(context.resources, names.catalog)

@@ -19,6 +19,7 @@ from ol_dagster.logstore_backlog import LogOutcome
 from ol_dagster.store import BatchRecord
 from ol_dagster.sync.batch import KafkaRejections, UploadDone
 from ol_dagster.sync.cleanup import (
+    ALREADY_SYNCED,
     CLEANUP_PERMISSION_DENIED,
     REMOVAL_CAP_EXCEEDED,
     REMOVAL_SHARE_EXCEEDED,
@@ -240,10 +241,11 @@ def superseded_result(newer: int | None) -> dg.MaterializeResult:
 
 
 def kept_result(synced_in: str) -> dg.MaterializeResult:
-    """``catalog_upload`` of a catalog a retry left alone: it finished the batch in run
-    ``synced_in`` (the retry is for the definition's other catalogs); nothing uploaded again."""
+    """``catalog_upload`` of a catalog synced by run ``synced_in``: an earlier run a retry leaves
+    alone (the retry is for the definition's other catalogs), or another run that synced it
+    since this one was requested; nothing uploaded again."""
     return dg.MaterializeResult(
-        metadata={"skippedReason": "ALREADY_SYNCED", "syncedInRun": synced_in},
+        metadata={"skippedReason": ALREADY_SYNCED, "syncedInRun": synced_in},
         check_results=[
             dg.AssetCheckResult(
                 check_name=C.UPLOAD_SUCCEEDED,
@@ -295,6 +297,20 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
             )
         ],
     )
+
+
+def judged(result: dg.MaterializeResult, batch: str) -> dg.MaterializeResult:
+    """``result`` with each of its checks saying which batch (partition) it judged: ``batch`` in
+    its metadata and at the start of its description (a check's history lists every batch's
+    result one under another)."""
+    checks = [
+        c._replace(
+            metadata={**c.metadata, "batch": dg.MetadataValue.text(batch)},
+            description=f"batch {batch}: {c.description}" if c.description else f"batch {batch}",
+        )
+        for c in result.check_results
+    ]
+    return result._replace(check_results=checks)
 
 
 def cleanup_result(report: CleanupReport, checks: Sequence[str]) -> dg.MaterializeResult:

@@ -38,22 +38,24 @@ FAILED_TAG = "ol_dagster/openlineage_failed"
 _TERMINAL = ("COMPLETE", "FAIL")
 
 
-def run_lineage_hooks(definition: SyncDefinition) -> set[dg.HookDefinition] | None:
+def run_lineage_hooks(
+    definition: SyncDefinition, files: names.FileNames
+) -> set[dg.HookDefinition] | None:
     """The hooks of ``definition``'s sync job, or None when it does not report its runs."""
     if definition.openLineage is None:
         return None
 
     @dg.success_hook(
-        name=f"{definition.name}__openlineage_on_success", required_resource_keys={"ol_store"}
+        name=f"{definition.name}__openlineage_on_success", required_resource_keys={files.store}
     )
     def on_success(context: dg.HookContext) -> None:
-        report_step(context, definition, failed=False)
+        report_step(context, definition, files, failed=False)
 
     @dg.failure_hook(
-        name=f"{definition.name}__openlineage_on_failure", required_resource_keys={"ol_store"}
+        name=f"{definition.name}__openlineage_on_failure", required_resource_keys={files.store}
     )
     def on_failure(context: dg.HookContext) -> None:
-        report_step(context, definition, failed=True)
+        report_step(context, definition, files, failed=True)
 
     return {on_success, on_failure}
 
@@ -62,14 +64,16 @@ def _listed(tags: dict[str, str], key: str) -> list[str]:
     return [s for s in tags.get(key, "").split(",") if s]
 
 
-def report_step(context: dg.HookContext, definition: SyncDefinition, *, failed: bool) -> None:
+def report_step(
+    context: dg.HookContext, definition: SyncDefinition, files: names.FileNames, *, failed: bool
+) -> None:
     """After one step: send what the run's state now calls for (START, then COMPLETE or FAIL)."""
     instance = context.instance
     run = instance.get_run_by_id(context.run_id)
     if run is None or _ended(run):
         return
     ending = "FAIL" if failed else "COMPLETE" if _plan_succeeded(instance, run) else None
-    ol_store = context.resources.ol_store
+    ol_store = getattr(context.resources, files.store)
     warning = _report(
         instance, lambda: (ol_store.settings(), ol_store.get()), definition, run, ending
     )

@@ -19,27 +19,18 @@ applies from the next tick on.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeAlias
 
 import dagster as dg
 
 from ol_dagster.defs import constants as C
 from ol_dagster.defs import names
+from ol_dagster.defs.dagster_private import SyncJob
 from ol_dagster.defs.dead_runs import fail_dead_runs
-from ol_dagster.defs.resources import StoreResource
+from ol_dagster.defs.resources import StoreResource, store_of
 from ol_dagster.defs.run_lineage import report_failed_run
 from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import BatchStatus
 from ol_dagster.sync.batch import fail_run, purge_expired
-
-if TYPE_CHECKING:
-    # what ``dg.define_asset_job`` returns (resolved against the assets when the Definitions are
-    # built); Dagster does not export the class, so it is named for the type checker only
-    from dagster._core.definitions.unresolved_asset_job_definition import (
-        UnresolvedAssetJobDefinition,
-    )
-
-SyncJob: TypeAlias = "dg.JobDefinition | UnresolvedAssetJobDefinition"
 
 
 def _fail_reporter(
@@ -68,6 +59,7 @@ def build_sensor(
     definition: SyncDefinition,
     partitions: dg.DynamicPartitionsDefinition,
     job: SyncJob,
+    files: names.FileNames,
 ) -> dg.SensorDefinition:
     @dg.sensor(
         name=names.new_batches_sensor(definition.name),
@@ -75,10 +67,10 @@ def build_sensor(
         minimum_interval_seconds=C.SENSOR_INTERVAL_SECONDS,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description=f"Seals and syncs new OpenLineage batches of {definition.name}, in order.",
+        required_resource_keys={files.store},
     )
-    def new_batches(
-        context: dg.SensorEvaluationContext, ol_store: StoreResource
-    ) -> dg.SensorResult:
+    def new_batches(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        ol_store = store_of(context, files)
         report = _fail_reporter(context, definition, ol_store)
         for run_id in fail_dead_runs(context.instance, definition.name, report=report):
             context.log.warning(f"failed run {run_id}: its ol-dagster sync process is gone")
@@ -125,7 +117,11 @@ def build_sensor(
                 dg.RunRequest(
                     run_key=run_key,
                     partition_key=key,
-                    tags={C.DEFINITION_TAG: definition.name, C.BATCH_TAG: key},
+                    tags={
+                        C.DEFINITION_TAG: definition.name,
+                        C.BATCH_TAG: key,
+                        C.PENDING_TAG: "true",
+                    },
                 )
                 for key, run_key in requests
             ],
@@ -148,20 +144,19 @@ def build_sensor(
     return new_batches
 
 
-def build_failure_sensor(definition: SyncDefinition, job: SyncJob) -> dg.SensorDefinition:
+def build_failure_sensor(
+    definition: SyncDefinition, job: SyncJob, files: names.FileNames
+) -> dg.SensorDefinition:
     """A sync run that failed before its cleanup (a crash, a killed worker) must not leave its
     batch waiting for nothing: the batch becomes FAILED, keeps its events, gets a RUN_FAILED
     report, and the new-batches sensor retries it after its backoff (``sync.batch.fail_run``).
     A run that failed with no hook left to run sends its OpenLineage FAIL here, with Dagster's
     failure message (once: a FAIL its hook or ``defs.dead_runs`` sent is not sent again)."""
 
-    @dg.run_failure_sensor(
-        name=names.failed_syncs_sensor(definition.name),
-        monitored_jobs=[job],
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description=f"Marks batches of {definition.name} whose sync run failed for a retry.",
-    )
-    def failed_syncs(context: dg.RunFailureSensorContext, ol_store: StoreResource) -> None:
+    def failed_syncs(status: dg.RunStatusSensorContext, **_resources: object) -> None:
+        # (a direct call, as in a test, also passes the resources by key: read from the context)
+        context = status.for_run_failure()
+        ol_store = store_of(context, files)
         key = context.dagster_run.tags.get("dagster/partition")
         run_id = context.dagster_run.run_id
         if key and key.isdigit():
@@ -169,4 +164,14 @@ def build_failure_sensor(definition: SyncDefinition, job: SyncJob) -> dg.SensorD
         reason = context.failure_event.message or "the sync run failed"
         _fail_reporter(context, definition, ol_store)(run_id, reason)
 
-    return failed_syncs
+    # ``dg.run_failure_sensor`` with the file's resource key (the decorator takes resources by
+    # parameter name only)
+    return dg.RunStatusSensorDefinition(
+        name=names.failed_syncs_sensor(definition.name),
+        run_status=dg.DagsterRunStatus.FAILURE,
+        run_status_sensor_fn=failed_syncs,
+        monitored_jobs=[job],
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Marks batches of {definition.name} whose sync run failed for a retry.",
+        required_resource_keys={files.store},
+    )

@@ -16,7 +16,7 @@ import dagster as dg
 from ol_dagster.defs import assets, names
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.assets import CleanupConfig, refresh_lineage_state, run_alive
-from ol_dagster.defs.resources import CatalogResource, StoreResource
+from ol_dagster.defs.resources import catalog_of, store_of
 from ol_dagster.defs.results import STALE_CLEANUP_CHECKS, check_spec, cleanup_result
 from ol_dagster.settings import SyncDefinition
 from ol_dagster.sync import batch as sync_batch
@@ -24,10 +24,10 @@ from ol_dagster.sync import fanout
 
 
 def build_stale_cleanup(
-    definition: SyncDefinition,
+    definition: SyncDefinition, files: names.FileNames
 ) -> tuple[list[dg.AssetsDefinition], dg.ScheduleDefinition]:
     """The day-based cleanup of each catalog of ``definition``, and its daily schedule."""
-    assets_ = [_stale_cleanup(definition, k) for k in definition.catalog_keys]
+    assets_ = [_stale_cleanup(definition, k, files) for k in definition.catalog_keys]
     schedule = dg.ScheduleDefinition(
         name=names.stale_cleanup_schedule(definition.name),
         cron_schedule=C.STALE_CLEANUP_CRON,
@@ -39,7 +39,9 @@ def build_stale_cleanup(
     return assets_, schedule
 
 
-def _stale_cleanup(definition: SyncDefinition, catalog_key: str) -> dg.AssetsDefinition:
+def _stale_cleanup(
+    definition: SyncDefinition, catalog_key: str, files: names.FileNames
+) -> dg.AssetsDefinition:
     key = names.catalog_asset_key(
         definition.name, definition.catalog_keys, catalog_key, names.STALE_CLEANUP
     )
@@ -50,18 +52,22 @@ def _stale_cleanup(definition: SyncDefinition, catalog_key: str) -> dg.AssetsDef
         group_name=names.group(definition.name),
         kinds={"catalog"},
         check_specs=[check_spec(c, key) for c in STALE_CLEANUP_CHECKS],
-        tags={C.DEFINITION_TAG: definition.name},
+        tags={C.DEFINITION_TAG: definition.name, **names.catalog_tags(catalog_key)},
+        description=names.catalog_asset_description(
+            definition.catalog_keys,
+            catalog_key,
+            "what the definition's producers have not described for staleJobDays, removed "
+            "from it (daily).",
+        ),
+        required_resource_keys={files.store, files.catalog},
     )
     def stale_cleanup(
-        context: dg.AssetExecutionContext,
-        config: CleanupConfig,
-        ol_catalog: CatalogResource,
-        ol_store: StoreResource,
+        context: dg.AssetExecutionContext, config: CleanupConfig
     ) -> Iterator[dg.MaterializeResult]:
         """What this definition's producers have not described for staleJobDays (and DAYS
         dataset Systems after their cleanupDays), removed from the catalog."""
-        store = ol_store.get()
-        with ol_catalog.open(definition.name, catalog_key) as catalog:
+        store = store_of(context, files).get()
+        with catalog_of(context, files).open(definition.name, catalog_key) as catalog:
             try:
                 report = sync_batch.stale_cleanup(
                     store,

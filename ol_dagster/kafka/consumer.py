@@ -30,11 +30,18 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from ol_dagster.kafka.intake import Assembler, Message
+from ol_dagster.kafka.reachability import (
+    STATS_EVERY_MS,
+    UNREACHABLE,
+    BrokerWatch,
+    DropConnectionFailures,
+)
 from ol_dagster.kafka.settings import KafkaSettings
 from ol_dagster.settings import Settings
 from ol_dagster.store import EventStore, StoreUnavailable
@@ -97,7 +104,37 @@ class KafkaIntake:
         self._cooperative = "cooperative" in str(
             self.kafka.properties.get("partition.assignment.strategy", "")
         )
-        self.consumer = ck.Consumer(self.kafka.consumer_config(), logger=log)
+        self.brokers = BrokerWatch(",".join(self.kafka.bootstrapServers))
+        self._fatal: Any = None  # a fatal error told by the error callback, raised by ``run``
+        client_log = logging.getLogger("ol_dagster.kafka.client")
+        if not any(isinstance(f, DropConnectionFailures) for f in client_log.filters):
+            client_log.addFilter(DropConnectionFailures())
+        config = {
+            **self.kafka.consumer_config(),
+            "error_cb": self._on_error,
+            "stats_cb": self.brokers.stats,
+            "statistics.interval.ms": STATS_EVERY_MS,
+        }
+        self.consumer = ck.Consumer(config, logger=client_log)
+
+    def _on_error(self, error: Any) -> None:
+        if error.fatal():
+            self._fatal = error
+        elif error.name() in UNREACHABLE:
+            self.brokers.unreachable(error.str(), specific=error.name() != "_ALL_BROKERS_DOWN")
+        else:
+            log.warning("consumer: %s", error.str())
+
+    def broker_answers(self, timeout: float = 1.0) -> bool:
+        """Whether a broker answers a metadata request for the first topic now."""
+        if self.brokers.answered:
+            return True
+        try:
+            self.consumer.list_topics(topic=self.kafka.topics[0].topic, timeout=timeout)
+        except self._ck.KafkaException:
+            return False
+        self.brokers.reachable()
+        return True
 
     # -- rebalance -------------------------------------------------------------------------------
 
@@ -125,6 +162,7 @@ class KafkaIntake:
             self.assigned.add(key)
         (consumer.incremental_assign if self._cooperative else consumer.assign)(partitions)
         self.joined = True
+        self.brokers.reachable()
         self.last_activity = time.monotonic()
         log.info("assigned %s", _names(partitions))
 
@@ -168,8 +206,11 @@ class KafkaIntake:
                     num_messages=self.kafka.maxPollMessages,
                     timeout=self.kafka.pollTimeoutSeconds,
                 )
+                if self._fatal is not None:
+                    raise self._ck.KafkaException(self._fatal)
                 messages = [m for m in (self._message(raw) for raw in polled) if m is not None]
                 if messages:
+                    self.brokers.reachable()
                     self.last_activity = time.monotonic()
                     self.totals.messages += len(messages)
                     self._store(self.assembler.add(messages), stop)
@@ -184,7 +225,14 @@ class KafkaIntake:
                 raise self._ck.KafkaException(error)
             log.warning("consumer: %s", error)
             return None
-        return Message(raw.topic(), raw.partition(), raw.offset(), raw.value(), raw.headers() or ())
+        return Message(
+            raw.topic(),
+            raw.partition(),
+            raw.offset(),
+            raw.value(),
+            raw.headers() or (),
+            _timestamp(raw.timestamp(), self._ck.TIMESTAMP_NOT_AVAILABLE),
+        )
 
     def _store(self, write: KafkaWrite, stop: Callable[[], bool]) -> None:
         """Store the write (retrying while the store refuses: nothing is committed meanwhile),
@@ -221,6 +269,14 @@ class KafkaIntake:
         except self._ck.KafkaException as exc:
             # the store holds the offsets: the next reader skips what this commit would cover
             log.warning("commit refused (%s); the event store keeps the offsets", exc)
+
+
+def _timestamp(stamp: tuple[int, int], not_available: int) -> datetime | None:
+    """A message's (type, milliseconds) timestamp as a time, None when the broker gave none."""
+    kind, ms = stamp
+    if kind == not_available or ms < 0:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC)
 
 
 def _names(partitions: list[Any]) -> str:

@@ -10,12 +10,17 @@ topic (``snapshot: true``) carries whole snapshots, framed by headers on its mes
 
 - every message of a snapshot: ``ol-dagster-snapshot: <id>`` (the producer's name for it);
 - its last message also: ``ol-dagster-snapshot-end: <n>``, the number of messages of the
-  snapshot, this one included.
+  snapshot, this one included;
+- optionally, every message of it: ``ol-snapshot-sequence: <n>``, the producer's order of its
+  snapshots (``ol_dagster.snapshot_order``), the same on each message. Without it the snapshot is
+  ordered by the timestamp of its first message, never by when it was read: partitions are read
+  in any interleaving.
 
 A snapshot's messages follow each other in one partition (one producer, one key). At its end
 marker it is stored as one sealed batch, a whole snapshot when every message was accepted and
 ``n`` were received; else (a rejected message, a count that does not match, another snapshot
-beginning before the end marker, more than ``limits.maxEventsPerBatch`` messages) its accepted
+beginning before the end marker, more than ``limits.maxEventsPerBatch`` messages, a message whose
+``ol-snapshot-sequence`` is malformed or differs from its first message's) its accepted
 events are stored all the same, as a batch that is not a snapshot, with the reason. Until its
 end marker nothing of its partition from its first message on is stored, so the partition's
 committed offset stays before it and a consumer that stops re-reads it whole.
@@ -27,13 +32,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from ol_dagster.kafka.settings import KafkaSettings
 from ol_dagster.receiver.decode import NotJson, decode_event
 from ol_dagster.receiver.intake import sort_events
-from ol_dagster.settings import SyncDefinition
+from ol_dagster.snapshot_order import KAFKA_HEADER as SEQUENCE_HEADER
+from ol_dagster.snapshot_order import BadSequence, parse_sequence
 from ol_dagster.store import NewEvent
 from ol_dagster.store.kafka_writes import DeadLetter, KafkaWrite, SnapshotBatch, StreamEvent
+from ol_dagster.sync_definition import SyncDefinition
 
 SNAPSHOT_HEADER = "ol-dagster-snapshot"
 SNAPSHOT_END_HEADER = "ol-dagster-snapshot-end"
@@ -48,6 +56,7 @@ class Message:
     offset: int
     value: bytes | None
     headers: Sequence[tuple[str, bytes | None]] = ()
+    timestamp: datetime | None = None  # its Kafka timestamp, None when the broker gave none
 
     def header(self, name: str) -> str | None:
         """The last value of a header (Kafka allows repeats), as text."""
@@ -94,6 +103,8 @@ class _OpenSnapshot:
     dead: list[DeadLetter] = field(default_factory=list)  # of it, and strays held back with it
     received: int = 0
     part: int = 0  # >0: the earlier parts were stored already (too many messages)
+    sequence: int | None = None  # its first message's ol-snapshot-sequence
+    produced_at: datetime | None = None  # its first message's timestamp
 
 
 class Assembler:
@@ -162,8 +173,8 @@ class Assembler:
             self._close(key, definition, write, whole=False)
             opened = None
         if opened is None:
-            opened = self._open[key] = _OpenSnapshot(snapshot_id, m.offset)
-        outcome = judge(m.value, definition)
+            opened = self._open[key] = _OpenSnapshot(snapshot_id, m.offset, produced_at=m.timestamp)
+        outcome = self._sequence_problem(m, opened) or judge(m.value, definition)
         if isinstance(outcome, str):
             opened.rejections.append(
                 {"index": opened.received, "reason": f"offset {m.offset}: {outcome}"}
@@ -185,7 +196,37 @@ class Assembler:
             )
             part = opened.part + 1
             self._close(key, definition, write, whole=False)
-            self._open[key] = _OpenSnapshot(snapshot_id, m.offset + 1, part=part)
+            self._open[key] = _OpenSnapshot(
+                snapshot_id,
+                m.offset + 1,
+                part=part,
+                sequence=opened.sequence,
+                produced_at=opened.produced_at,
+            )
+
+    @staticmethod
+    def _sequence_problem(m: Message, opened: _OpenSnapshot) -> str | None:
+        """Why the message's ol-snapshot-sequence makes it no message of the snapshot, else None.
+        The first message gives the snapshot its sequence (none when it carries none, or a
+        malformed one); every other message must carry the same."""
+        try:
+            sequence = parse_sequence(m.header(SEQUENCE_HEADER), header=SEQUENCE_HEADER)
+        except BadSequence as exc:
+            return str(exc)
+        if opened.received == 0 and opened.part == 0:
+            opened.sequence = sequence
+            return None
+        if sequence == opened.sequence:
+            return None
+
+        def said(value: int | None) -> str:
+            return "none" if value is None else str(value)
+
+        return (
+            f"{SEQUENCE_HEADER} {said(sequence)} differs from the snapshot's first message "
+            f"(offset {opened.first_offset}: {said(opened.sequence)}): every message of a "
+            "snapshot carries the same"
+        )
 
     def _end(
         self, key: tuple[str, int], definition: SyncDefinition, write: KafkaWrite, end: str
@@ -231,6 +272,8 @@ class Assembler:
                 received=opened.received,
                 rejections=opened.rejections,
                 whole=whole and not opened.rejections,
+                sequence=opened.sequence,
+                produced_at=opened.produced_at,
             )
         )
         write.dead_letters.extend(opened.dead)

@@ -8,8 +8,8 @@ sensitive properties, ``_RK_SENSITIVE`` in its ``rdkafka_conf.c``, and the famil
 share) written literally is refused at load; the SASL password and the TLS key's password have
 keys of their own in ``security``.
 
-This module does not import ``ol_dagster.settings`` (which imports it for the ``kafka`` key):
-its secrets are resolved by that module's ``EnvSecret`` when they are used.
+Its secrets are resolved by ``settings_base.EnvSecret`` (the one rule for a secret's value) when
+they are used.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from ol_dagster.settings_base import EnvSecret, StrictModel
 
 # Kafka's own rule for a topic name
 _TOPIC = r"^[A-Za-z0-9._-]{1,249}$"
@@ -47,28 +49,23 @@ _OWN_PROPERTIES = {
     "sasl.username": "security.username",
     "sasl.password": f"security.password ({_AS_ENV})",
     "ssl.key.password": f"security.keyPassword ({_AS_ENV})",
+    "statistics.interval.ms": "(the consumer reads whether a broker answers from them)",
 }
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class KafkaSecret(_Model):
+class KafkaSecret(StrictModel):
     """``{env: NAME}``: read from the environment when the consumer starts, never stored."""
 
     env: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
     def resolve(self) -> str:
-        from ol_dagster.settings import EnvSecret  # the one rule for a secret's value
-
         return EnvSecret(env=self.env).resolve()
 
     def __repr__(self) -> str:
         return f"KafkaSecret(env={self.env!r})"
 
 
-class KafkaSecurity(_Model):
+class KafkaSecurity(StrictModel):
     protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     saslMechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     username: str | None = None
@@ -116,14 +113,14 @@ class KafkaSecurity(_Model):
         return out
 
 
-class KafkaTopic(_Model):
+class KafkaTopic(StrictModel):
     topic: Annotated[str, Field(pattern=_TOPIC)]
     definition: Annotated[str, Field(min_length=1)]
     # true: the topic carries whole snapshots framed by the ol-dagster-snapshot headers
     snapshot: bool = False
 
 
-class KafkaSettings(_Model):
+class KafkaSettings(StrictModel):
     bootstrapServers: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
     groupId: Annotated[str, Field(min_length=1)] = "ol-dagster"
     clientId: Annotated[str, Field(min_length=1)] = "ol-dagster"

@@ -26,7 +26,7 @@ _SCHEME = "ol:"
 _ORCHESTRATION_SUFFIX = "#orchestration"
 # Inside a name: the escape character itself and the two separators of the string. Blindata's
 # flow filters are taken to compare scopes literally and with case (our contract of its [I]
-# API: ``ol_dagster/catalog/blindata_api.py``); the Blindata cleanup does not rely on it anyway,
+# API: ``ol_dagster/catalog/blindata/api.py``); the Blindata cleanup does not rely on it anyway,
 # it decides by the parts (``ol_dagster/catalog/blindata/cleanup.py``).
 _ESCAPED = {"%": "%25", "|": "%7C", "#": "%23"}
 _ENCODE = str.maketrans(_ESCAPED)

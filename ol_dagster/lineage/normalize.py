@@ -41,9 +41,9 @@ from ol_dagster.openlineage.models import (
     Event,
     JobEvent,
     RunEvent,
-    _kind_of,
     parse_event,
 )
+from ol_dagster.openlineage.structs import kind_of
 
 # dangling-flow reasons
 DATASET_NOT_DESCRIBED = "DATASET_NOT_DESCRIBED"
@@ -578,7 +578,7 @@ def _peek(raw: bytes | str) -> tuple[EventKind, tuple[str, str, str] | None, dat
         return None
     if type(obj) is not dict:
         return None
-    kind = _kind_of(obj)
+    kind = kind_of(obj)
     if kind is None:
         return None
     try:

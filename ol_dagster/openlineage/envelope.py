@@ -62,3 +62,14 @@ def namespace_allowed(namespace: str, patterns: Sequence[str]) -> bool:
     case-sensitively. A definition admits ``SyncDefinition.namespace_patterns``: its
     ``allowedJobNamespaces`` and its ``sharedJobNamespaces``."""
     return any(fnmatchcase(namespace, p) for p in patterns)
+
+
+def check_job_namespace(namespace: str | None, job_namespaces: Sequence[str]) -> None:
+    """``EventRejected`` for a job namespace the definition does not admit (``job_namespaces``:
+    its ``namespace_patterns``); an event without a job (a dataset event) passes."""
+    if namespace is not None and not namespace_allowed(namespace, job_namespaces):
+        raise EventRejected(
+            "job.namespace",
+            f"{namespace!r} is not in this definition's allowedJobNamespaces or "
+            f"sharedJobNamespaces ({', '.join(job_namespaces)})",
+        )

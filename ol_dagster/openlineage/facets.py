@@ -10,11 +10,11 @@ modelled ones are accepted and not kept (nothing reads them; the store keeps the
 
 msgspec rather than pydantic: an event validates while it is decoded, in C, into these classes
 (``benchmarks/parse.py``: about the cost of ``orjson.loads`` instead of 6 to 9 times it). Two rules
-msgspec cannot say are checked in Python by ``models``: a ``Name`` must not be blank (a regex per
+msgspec cannot say are checked in Python by ``names``: a ``Name`` must not be blank (a regex per
 string costs more than the whole decode), and a facet carrying ``_deleted: true`` removes that facet
 (spec: job and dataset facets) instead of being validated; it is recorded in ``deleted`` of its
 facet map. ``_deleted`` on a facet is declared so the decoder refuses a marker it cannot handle,
-which sends the event to the exact path in ``models``.
+which sends the event to the exact path in ``exact``.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Annotated, Any, ClassVar, Literal
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
 NAME = object()
-"""Marks a ``Name`` in a field's annotation (``models`` finds them to bound or check them)."""
+"""Marks a ``Name`` in a field's annotation (``names`` finds them to bound or check them)."""
 
 # An identity part (namespace, name, run id): a string with something in it besides blanks. The
-# "besides blanks" is ``models``' post-check; msgspec checks the type and the length.
+# "besides blanks" is ``names``' post-check; msgspec checks the type and the length.
 Name = Annotated[str, Meta(min_length=1), NAME]
 
 
@@ -240,10 +240,10 @@ class _FacetMap(Struct, frozen=True, kw_only=True, dict=True):
     """A facet map: the known facets typed (``None`` when absent or deleted).
 
     ``custom`` (the facets it does not type, as they came) and ``deleted`` (the names of the
-    facets it removes) are not fields, so no input key can fill them: ``models`` sets them on the
-    instances it builds, once, before anyone sees them. A map decoded without its custom facets
-    (``parse_event(..., custom_facets=False)``, for normalization, which reads typed facets only)
-    has an empty ``custom``."""
+    facets it removes) are not fields, so no input key can fill them: ``facet_maps`` sets them on
+    the instances the decoder builds, once, before anyone sees them. A map decoded without its
+    custom facets (``parse_event(..., custom_facets=False)``, for normalization, which reads typed
+    facets only) has an empty ``custom``."""
 
     custom: ClassVar[Mapping[str, Any]] = _NO_CUSTOM
     deleted: ClassVar[frozenset[str]] = frozenset()

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse
 from ol_dagster.ownership import exclusive
 from ol_dagster.receiver.intake import Intake
 from ol_dagster.settings import SnapshotMode, SyncDefinition
+from ol_dagster.snapshot_order import HTTP_HEADER
 
 
 def _answer(status_code: int, status: str, message: str, **extra: object) -> JSONResponse:
@@ -68,10 +69,13 @@ def summary_answer(
     )
 
 
-def snapshot_note(definition: SyncDefinition, intake: Intake) -> tuple[bool, str]:
+def snapshot_note(
+    definition: SyncDefinition, intake: Intake, sequence: int | None = None
+) -> tuple[bool, str]:
     """Whether a stored ``/batch`` post is a whole snapshot (as the store decides: a
     BATCH_SNAPSHOT definition, every event accepted, at least one), and the sentence that tells
-    the producer what that means at the next sync."""
+    the producer what that means at the next sync (and the sequence it is ordered by, when it
+    gave one)."""
     if definition.snapshotMode is not SnapshotMode.BATCH_SNAPSHOT:
         return False, ""
     if intake.rejected:
@@ -85,7 +89,8 @@ def snapshot_note(definition: SyncDefinition, intake: Intake) -> tuple[bool, str
     named = {e.job_namespace for e in intake.accepted if e.job_namespace is not None}
     # a shared namespace gets the day-based cleanup only (ol_dagster.ownership)
     namespaces = sorted(ns for ns in named if exclusive(definition, ns))
-    sentence = f"; stored as a whole snapshot of definition {definition.name}: " + (
+    numbered = f" ({HTTP_HEADER} {sequence})" if sequence is not None else ""
+    sentence = f"; stored as a whole snapshot of definition {definition.name}{numbered}: " + (
         f"jobs of namespaces [{', '.join(namespaces)}] that it does not describe will be removed "
         "at the next sync (within cleanup.maxRemovalsPerRun and cleanup.maxRemovalShare)"
         if namespaces

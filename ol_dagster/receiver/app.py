@@ -12,6 +12,7 @@ sync cleans against; the message says it in words. A store that cannot be reache
 
 This module only wires; each step has its own module:
 
+* ``receiver.refusals``: one log line per refused request (status, path, client, reason);
 * ``receiver.guard``: header-count and concurrency limits, before any route;
 * ``receiver.tenants``: the bearer token selects the definition;
 * ``receiver.posts``: the two posting endpoints (authenticate, read the body, then decode,
@@ -34,9 +35,11 @@ from starlette.routing import Route
 from ol_dagster.receiver.guard import Guard
 from ol_dagster.receiver.health import Health, WriteRefusals
 from ol_dagster.receiver.posts import Posts
+from ol_dagster.receiver.refusals import RefusalLog
 from ol_dagster.receiver.tenants import Tenants
 from ol_dagster.settings import Settings
 from ol_dagster.store import EventStore
+from ol_dagster.sync.run_failure import secret_values
 
 log = logging.getLogger("ol_dagster.receiver")
 
@@ -59,7 +62,10 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
             Route("/api/v1/lineage/batch", posts.lineage_batch, methods=["POST"]),
             Route("/healthz", health.healthz, methods=["GET"]),
         ],
-        middleware=[Middleware(Guard, limits=limits)],
+        middleware=[
+            Middleware(RefusalLog, secrets=secret_values(settings)),
+            Middleware(Guard, limits=limits),
+        ],
     )
     app.state.receiver_limits = limits
     return app

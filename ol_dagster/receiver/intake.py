@@ -25,7 +25,7 @@ import orjson
 import pydantic_core
 
 from ol_dagster.gcpause import gc_paused
-from ol_dagster.openlineage.envelope import EventRejected, namespace_allowed
+from ol_dagster.openlineage.envelope import EventRejected, check_job_namespace
 from ol_dagster.openlineage.models import DEFAULT_MAX_NAME_LENGTH, check_event
 from ol_dagster.store import NewEvent
 
@@ -129,12 +129,7 @@ def _sort_events(
             # identifiers bounded first: nothing below quotes a 5 MB namespace in a reason
             header = check_event(event, max_name_length=max_name_length)
             namespace = header.job_namespace
-            if namespace is not None and not namespace_allowed(namespace, job_namespaces):
-                raise EventRejected(
-                    "job.namespace",
-                    f"{namespace!r} is not in this definition's allowedJobNamespaces or "
-                    f"sharedJobNamespaces ({', '.join(job_namespaces)})",
-                )
+            check_job_namespace(namespace, job_namespaces)
             if header.run_id is not None and len(header.run_id) > MAX_RUN_ID:
                 raise EventRejected(
                     "run.runId",

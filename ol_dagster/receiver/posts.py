@@ -12,6 +12,8 @@ reached is a 503 (retriable), never a silent drop.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from functools import partial
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
@@ -25,6 +27,8 @@ from ol_dagster.receiver.intake import sort_events
 from ol_dagster.receiver.large_posts import HeldBody, LargePosts, LargeSlot, Process, process_held
 from ol_dagster.receiver.tenants import Tenants
 from ol_dagster.settings import ReceiverLimits, SnapshotMode, SyncDefinition
+from ol_dagster.snapshot_order import HTTP_HEADER as SEQUENCE_HEADER
+from ol_dagster.snapshot_order import BadSequence, parse_sequence
 from ol_dagster.store import EventStore, StoreUnavailable
 
 log = logging.getLogger("ol_dagster.receiver")
@@ -49,20 +53,35 @@ class Posts:
         self.large = LargePosts(limits)
 
     async def lineage(self, request: Request) -> JSONResponse:
-        return await self._receive(request, self._process_event)
+        return await self._receive(request, lambda _sequence: self._process_event)
 
     async def lineage_batch(self, request: Request) -> JSONResponse:
-        return await self._receive(request, self._process_batch)
+        return await self._receive(
+            request, lambda sequence: partial(self._process_batch, sequence=sequence), batch=True
+        )
 
-    async def _receive(self, request: Request, process: Process) -> JSONResponse:
+    async def _receive(
+        self, request: Request, process: Callable[[int | None], Process], *, batch: bool = False
+    ) -> JSONResponse:
         """Authenticate, read the body within the limits, then ``process`` it in a worker
-        thread: the event loop only reads bytes."""
+        thread: the event loop only reads bytes. ``process`` is given the post's snapshot
+        sequence (``OL-Snapshot-Sequence``, a batch post's only)."""
         definition = self.tenants.authenticate(request)
         if definition is None:
             return error(401, "missing or unknown bearer token")
         ctype = request.headers.get("content-type", "application/json").split(";")[0].strip()
         if ctype and ctype.lower() not in _JSON_TYPES:
             return error(415, f"Content-Type {ctype!r} is not supported: send application/json")
+        try:
+            sequence = parse_sequence(request.headers.get(SEQUENCE_HEADER), header=SEQUENCE_HEADER)
+        except BadSequence as exc:
+            return error(400, f"{exc}; nothing of the post was stored")
+        if sequence is not None and not batch:
+            return error(
+                400,
+                f"{SEQUENCE_HEADER} orders whole snapshots: send it with a post of "
+                "{'events': [...]} to /api/v1/lineage/batch; nothing of the post was stored",
+            )
         limits = self.limits
         slot = LargeSlot(self.large)
         try:
@@ -85,7 +104,7 @@ class Posts:
             held = HeldBody(body)
             del body  # the worker takes it: see ``HeldBody``
             return await run_in_threadpool(
-                process_held, process, definition, held, limits.largePostBytes
+                process_held, process(sequence), definition, held, limits.largePostBytes
             )
         finally:
             slot.release()
@@ -115,7 +134,9 @@ class Posts:
         self.writes.succeeded()
         return summary_answer(intake, batch_id)
 
-    def _process_batch(self, definition: SyncDefinition, held: HeldBody) -> JSONResponse:
+    def _process_batch(
+        self, definition: SyncDefinition, held: HeldBody, *, sequence: int | None = None
+    ) -> JSONResponse:
         body = held.take()
         try:
             raw_events = split_batch(body, precise_below=self.limits.largePostBytes)
@@ -149,12 +170,13 @@ class Posts:
                 received=intake.received,
                 rejections=[r.as_dict() for r in intake.rejected],
                 snapshot=snapshot,
+                sequence=sequence,
             )
         except StoreUnavailable:
             log.exception("store unavailable; batch refused with 503")
             return self._unavailable()
         self.writes.succeeded()
-        whole, note = snapshot_note(definition, intake)
+        whole, note = snapshot_note(definition, intake, sequence)
         log.info(
             "batch %s for %s: %d received, %d accepted",
             batch_id,

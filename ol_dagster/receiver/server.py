@@ -29,8 +29,10 @@ Requests in progress and header counts are bounded in the app (``receiver.guard`
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import resource
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -221,13 +223,47 @@ def _limits_of(app: ASGIApp) -> ReceiverLimits | None:
     return getattr(state, "receiver_limits", None)
 
 
-def serve(app: Starlette, host: str, port: int) -> None:
+def listen(host: str, port: int) -> socket.socket:
+    """The receiver's socket, bound before anything starts: a port another process holds (or a
+    host this machine does not have) is one line (``SettingsError``), not a banner followed by
+    the server's own error. Port 0: a free port, which ``url_of`` names."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise SettingsError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn's own bind does
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        hint = (
+            ": another process listens there; stop it or choose another --port"
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
+        raise SettingsError(
+            f"cannot listen on port {port} of {host} ({exc.strerror}){hint}"
+        ) from None
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def serve(app: Starlette, sock: socket.socket) -> None:
+    """Serve ``app`` on ``sock`` (``listen``) until SIGTERM or SIGINT."""
     gcpause.collect_aged_objects()  # a receiver lives for months: its pauses must not starve GC
     limits = _limits_of(app)
     if limits is not None:
         fit_file_limit(limits)
+    host, port = sock.getsockname()[:2]
     config, _ = _config(app, host, port, limits, log_level="info")
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 class Background:

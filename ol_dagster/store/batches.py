@@ -1,9 +1,10 @@
-"""Batches as records: read one or a definition's in order, their status, retries, retention.
+"""Batches as records: read one or a definition's in order, their status, retries.
 
 A batch is the unit everything downstream works on (one Dagster partition, one run, one
 cleanup); how one is written is ``store.posted``, ``store.stream`` and ``store.kafka_intake``.
 A FAILED batch keeps its events for a retry after a growing backoff; a SYNCED one is purged
-(with its events, graph and catalog facts) once older than the definition's retention.
+(with its events, graph and catalog facts) once older than the definition's retention and no
+run still needs it (``store.retention``).
 """
 
 from __future__ import annotations
@@ -15,15 +16,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from ol_dagster.snapshot_order import SnapshotOrder
 from ol_dagster.store.base import StoreBase, aware, naive, utcnow
-from ol_dagster.store.schema import (
-    BatchKind,
-    BatchStatus,
-    batch_catalogs,
-    batch_graphs,
-    batches,
-    events,
-)
+from ol_dagster.store.schema import BatchKind, BatchStatus, batches
 
 RETRY_BASE = timedelta(minutes=1)
 RETRY_MAX = timedelta(hours=1)
@@ -53,10 +48,18 @@ class BatchRecord:
     synced_at: datetime | None = None
     attempts: int = 0
     next_attempt_at: datetime | None = None
+    snapshot_sequence: int | None = None  # the producer's OL-Snapshot-Sequence
+    ordered_at: datetime | None = None  # the time a snapshot without a sequence is ordered by
 
     @property
     def partition_key(self) -> str:
         return str(self.id)
+
+    @property
+    def order(self) -> SnapshotOrder:
+        """Its place in its producer's order of snapshots (``ol_dagster.snapshot_order``)."""
+        at = self.ordered_at or self.received_at
+        return SnapshotOrder(self.snapshot_sequence, at, self.id)
 
 
 def _record(row: Any) -> BatchRecord:
@@ -79,6 +82,8 @@ def _record(row: Any) -> BatchRecord:
         synced_at=aware(m["synced_at"]),
         attempts=m["attempts"] or 0,
         next_attempt_at=aware(m["next_attempt_at"]),
+        snapshot_sequence=m["snapshot_sequence"],
+        ordered_at=aware(m["ordered_at"]),
     )
 
 
@@ -158,27 +163,3 @@ class BatchRecords(StoreBase):
                 )
             ).scalar_one()
         return aware(sealed) if sealed is not None else None
-
-    def purge_synced(self, definition: str, *, before: datetime, limit: int = 500) -> list[int]:
-        """Delete synced batches (with their events) synced before ``before``: retention. Failed
-        and pending batches are never purged, whatever their age."""
-        with self.engine.begin() as conn:
-            ids = [
-                int(r[0])
-                for r in conn.execute(
-                    select(batches.c.id)
-                    .where(
-                        batches.c.definition == definition,
-                        batches.c.status == BatchStatus.SYNCED,
-                        batches.c.synced_at < naive(before),
-                    )
-                    .order_by(batches.c.id)
-                    .limit(limit)
-                )
-            ]
-            if ids:
-                conn.execute(events.delete().where(events.c.batch_id.in_(ids)))
-                conn.execute(batch_graphs.delete().where(batch_graphs.c.batch_id.in_(ids)))
-                conn.execute(batch_catalogs.delete().where(batch_catalogs.c.batch_id.in_(ids)))
-                conn.execute(batches.delete().where(batches.c.id.in_(ids)))
-        return ids

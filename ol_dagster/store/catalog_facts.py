@@ -14,8 +14,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, select, update
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Connection,
+    DateTime,
+    Integer,
+    and_,
+    case,
+    func,
+    literal,
+    select,
+    tuple_,
+    update,
+)
 
+from ol_dagster.snapshot_order import SnapshotOrder
 from ol_dagster.store.base import StoreBase, aware, naive
 from ol_dagster.store.schema import BatchKind, BatchStatus, batch_catalogs, batches
 
@@ -167,25 +181,33 @@ class CatalogFacts(StoreBase):
                 )
 
     def newer_synced_snapshot(
-        self, definition: str, batch_id: int, *, catalog: str | None = None, primary: bool = True
+        self,
+        order: SnapshotOrder,
+        definition: str,
+        *,
+        catalog: str | None = None,
+        primary: bool = True,
     ) -> int | None:
-        """A whole snapshot of the definition, later than this batch, already synced (to
-        ``catalog``: its part finished there; for the ``primary`` catalog a batch synced before
-        version 11, which has no catalog rows, counts by its own status)."""
+        """The newest whole snapshot of the definition, newer than ``order`` by the producer's
+        order (``ol_dagster.snapshot_order``), already synced (to ``catalog``: its part finished
+        there; for the ``primary`` catalog a batch synced before version 11, which has no catalog
+        rows, counts by its own status); None when there is none."""
+        b = batches.c
+        key = _order_key()
         newer = and_(
-            batches.c.definition == definition,
-            batches.c.id > batch_id,
-            batches.c.kind == BatchKind.POSTED,
-            batches.c.whole_snapshot.is_(True),
+            b.definition == definition,
+            b.kind == BatchKind.POSTED,
+            b.whole_snapshot.is_(True),
+            tuple_(*key) > tuple_(*_literal_key(order)),
         )
         if catalog is None:
-            synced = batches.c.status == BatchStatus.SYNCED
+            synced = b.status == BatchStatus.SYNCED
         else:
             bc = batch_catalogs.c
             in_catalog = (
                 select(bc.batch_id)
                 .where(
-                    bc.batch_id == batches.c.id,
+                    bc.batch_id == b.id,
                     bc.catalog == catalog,
                     bc.status == BatchStatus.SYNCED.value,
                 )
@@ -194,9 +216,32 @@ class CatalogFacts(StoreBase):
             synced = in_catalog
             if primary:
                 legacy = and_(
-                    batches.c.status == BatchStatus.SYNCED,
-                    ~select(bc.batch_id).where(bc.batch_id == batches.c.id).exists(),
+                    b.status == BatchStatus.SYNCED,
+                    ~select(bc.batch_id).where(bc.batch_id == b.id).exists(),
                 )
                 synced = in_catalog | legacy
+        query = select(b.id).where(newer, synced).order_by(*(k.desc() for k in key)).limit(1)
         with self.engine.connect() as conn:
-            return conn.execute(select(func.min(batches.c.id)).where(newer, synced)).scalar()
+            return conn.execute(query).scalar()
+
+
+def _order_key() -> tuple[ColumnElement[Any], ...]:
+    """``SnapshotOrder.key`` of a stored batch, in SQL: (carries a sequence, sequence, time, id)."""
+    b = batches.c
+    has = case((b.snapshot_sequence.is_(None), 0), else_=1)
+    return (
+        has,
+        func.coalesce(b.snapshot_sequence, 0),
+        func.coalesce(b.ordered_at, b.received_at),
+        b.id,
+    )
+
+
+def _literal_key(order: SnapshotOrder) -> tuple[ColumnElement[Any], ...]:
+    has, sequence, at, batch_id = order.key()
+    return (
+        literal(has, Integer),
+        literal(sequence, BigInteger),
+        literal(naive(at), DateTime),
+        literal(batch_id, BigInteger),
+    )

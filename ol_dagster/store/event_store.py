@@ -7,7 +7,7 @@ one class of it, and ``EventStore`` is all of them over one engine (``store.base
 * ``stream``: single events appended to a definition's open stream batch, sealed when due;
 * ``kafka_intake``: one Kafka poll in one transaction with its offsets, dead letters;
 * ``event_rows``: an event's row, digest and bulk insert (the receiver's hot path);
-* ``batches``: batch records, their statuses and retries, retention;
+* ``batches``: batch records, their statuses and retries; ``retention``: which synced ones go;
 * ``events`` and ``digests``: stored events read back, and their digests without them;
 * ``catalog_facts``: each catalog's part of a batch's sync;
 * ``graphs``: packed graphs; ``lineage_state``: each definition's lineage state document;
@@ -39,6 +39,7 @@ from ol_dagster.store.kafka_intake import KafkaIntake
 from ol_dagster.store.lineage_state import LineageStates
 from ol_dagster.store.lock import SyncLocks
 from ol_dagster.store.posted import PostedBatches
+from ol_dagster.store.retention import Retention
 from ol_dagster.store.stream import StreamBatches
 from ol_dagster.store.turns import WriteTurns
 
@@ -51,6 +52,7 @@ class EventStore(
     StreamBatches,
     KafkaIntake,
     BatchRecords,
+    Retention,
     EventReads,
     EventDigests,
     CatalogFacts,
@@ -74,7 +76,7 @@ class EventStore(
         self.engine = engine or open_engine(url)
         self._turns = WriteTurns(self.engine.dialect.name == "sqlite")
         try:
-            self.schema_version = schema.migrate(self.engine.begin)
+            self.schema_version = schema.migrate(self.engine)
         except OperationalError as exc:
             raise StoreUnavailable(f"event store unreachable: {exc.orig}") from None
 

@@ -104,6 +104,8 @@ def _insert_snapshot(
             # as a post: a snapshot with a rejected message, or none accepted, is not whole
             whole_snapshot=snap.whole and not snap.rejections and bool(values),
             rejections=list(snap.rejections),
+            snapshot_sequence=snap.sequence,
+            ordered_at=naive(snap.produced_at) if snap.produced_at is not None else now,
         )
     ).inserted_primary_key[0]  # type: ignore[index]
     if values:

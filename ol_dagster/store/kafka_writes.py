@@ -10,6 +10,7 @@ never stored twice, whichever consumer reads it again. Plain data: no Kafka clie
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,7 +32,9 @@ class StreamEvent:
 class SnapshotBatch:
     """The messages of one snapshot (from ``first_offset`` in one partition), stored as one
     sealed posted batch; ``whole``: every message accepted and as many as the
-    end marker announced."""
+    end marker announced. ``sequence`` and ``produced_at`` order it among the definition's
+    snapshots (``ol_dagster.snapshot_order``): its ol-snapshot-sequence, and the timestamp of
+    its first message (None: the broker gave none, it is ordered by when it is stored)."""
 
     definition: str
     topic: str
@@ -41,6 +44,8 @@ class SnapshotBatch:
     received: int
     rejections: list[dict]
     whole: bool
+    sequence: int | None = None
+    produced_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,9 +47,12 @@ class PostedBatches(StoreBase):
         received: int,
         rejections: Sequence[dict[str, Any]] = (),
         snapshot: bool = False,
+        sequence: int | None = None,
         now: datetime | None = None,
     ) -> int:
         """Store one ``/lineage/batch`` post whole, sealed: all of it is visible, or none of it.
+        ``sequence``: the producer's OL-Snapshot-Sequence (``ol_dagster.snapshot_order``);
+        without one the post is ordered by its arrival.
 
         Up to ``POSTED_CHUNK`` events in one transaction; more in one transaction per chunk,
         the batch RECEIVING until the last one seals it. A failure on the way removes the part
@@ -69,6 +72,8 @@ class PostedBatches(StoreBase):
             # an empty post describes nothing: never a snapshot to clean against
             "whole_snapshot": snapshot and not rejections and bool(new_events),
             "rejections": list(rejections),
+            "snapshot_sequence": sequence,
+            "ordered_at": now,
         }
         batch_id: int | None = None
         committed = False  # a rolled-back first insert's id may be another post's by now

@@ -8,7 +8,8 @@ ol-dagster is refused rather than damaged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 
 from sqlalchemy import (
@@ -18,6 +19,7 @@ from sqlalchemy import (
     Column,
     Connection,
     DateTime,
+    Engine,
     ForeignKey,
     Index,
     Integer,
@@ -26,16 +28,18 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    func,
     inspect,
     select,
     text,
 )
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.schema import CreateTable
 
 from ol_dagster.db import AUTO_ID as _Id
 from ol_dagster.db import lock_schema
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 class BatchKind(StrEnum):
@@ -87,6 +91,11 @@ batches = Table(
     # version 9: the process writing a RECEIVING batch (``store.holder``), so that the batch of a
     # receiver killed mid-post is removed as soon as that process is seen gone. NULL otherwise.
     Column("writer", String(200)),
+    # version 12: a snapshot's place in its producer's order (``ol_dagster.snapshot_order``):
+    # the sequence its producer gave it (OL-Snapshot-Sequence), NULL when none; and the time it
+    # is ordered by without one (the Kafka timestamp of its first message, else its arrival).
+    Column("snapshot_sequence", BigInteger),
+    Column("ordered_at", DateTime),
     Index("ix_ol_batches_definition_status", "definition", "status", "id"),
     # At most one open stream batch per definition, even with several receivers racing.
     Index(
@@ -96,6 +105,11 @@ batches = Table(
         sqlite_where=text("status = 'open'"),
         postgresql_where=text("status = 'open'"),
     ),
+    # version 12: an id is never given twice, even once retention purged the batch that had it
+    # (SQLite reuses the highest rowid of a table without AUTOINCREMENT): a sensor's cursor, the
+    # cleanup journal and the log store's backlog name batches by id. PostgreSQL's sequence never
+    # goes back.
+    sqlite_autoincrement=True,
 )
 
 events = Table(
@@ -336,6 +350,61 @@ def _v10_to_v11(conn: Connection) -> None:
     _add_column(conn, cleanup_journal, "catalog", "VARCHAR(200)")
 
 
+def _v11_to_v12(conn: Connection) -> None:
+    """Each batch's snapshot order (its producer's sequence, the time it is ordered by: its
+    arrival for the batches stored before), and batch ids that are never given twice. On
+    SQLite the latter takes rebuilding ``ol_batches`` with AUTOINCREMENT (SQLite cannot add it
+    to a table), so this step runs with foreign keys off (``WITHOUT_FOREIGN_KEYS``): dropping
+    the old table must not cascade to the events. The id sequence starts above every batch id
+    the store still names, purged batches' included (the cleanup journal keeps them)."""
+    dt = "TIMESTAMP" if conn.dialect.name == "postgresql" else "DATETIME"
+    _add_column(conn, batches, "snapshot_sequence", "BIGINT")
+    _add_column(conn, batches, "ordered_at", dt)
+    conn.execute(
+        batches.update()
+        .where(batches.c.ordered_at.is_(None))
+        .values(ordered_at=batches.c.received_at)
+    )
+    if conn.dialect.name == "sqlite":
+        _autoincrement_batch_ids(conn)
+
+
+def _autoincrement_batch_ids(conn: Connection) -> None:
+    """SQLite's documented way to change a table: a new one, the rows copied, the old one
+    dropped, the new one renamed, its indexes made again. Nothing to do when a test turned a
+    version-12 store back to an older version."""
+    created = conn.exec_driver_sql(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'ol_batches'"
+    ).scalar_one()
+    if "AUTOINCREMENT" in str(created).upper():
+        return
+    floor = conn.execute(
+        select(
+            func.max(batches.c.id),
+            select(func.max(cleanup_journal.c.batch_id)).scalar_subquery(),
+            select(func.max(cleanup_journal.c.reported_in)).scalar_subquery(),
+        )
+    ).one()
+    high = max((int(v) for v in floor if v is not None), default=0)
+    rebuilt = batches.to_metadata(MetaData(), name="ol_batches_v12")
+    conn.execute(CreateTable(rebuilt))
+    columns = ", ".join(c.name for c in batches.columns)
+    conn.exec_driver_sql(
+        f"INSERT INTO ol_batches_v12 ({columns}) SELECT {columns} FROM ol_batches ORDER BY id"
+    )
+    conn.exec_driver_sql("DROP TABLE ol_batches")
+    conn.exec_driver_sql("ALTER TABLE ol_batches_v12 RENAME TO ol_batches")
+    for index in batches.indexes:
+        index.create(conn)
+    conn.exec_driver_sql("DELETE FROM sqlite_sequence WHERE name = 'ol_batches'")
+    conn.exec_driver_sql(
+        f"INSERT INTO sqlite_sequence (name, seq) VALUES ('ol_batches', {int(high)})"
+    )
+
+
+# steps that change a table other tables refer to: on SQLite they run with foreign keys off
+WITHOUT_FOREIGN_KEYS = {11}
+
 # version -> function bringing a store at that version to version + 1
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _v1_to_v2,
@@ -348,6 +417,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     8: _v8_to_v9,
     9: _v9_to_v10,
     10: _v10_to_v11,
+    11: _v11_to_v12,
 }
 
 
@@ -370,9 +440,32 @@ def _write_version(conn: Connection, version: int) -> None:
 _MIGRATION_LOCK = 0x6F6C5F73746F7265  # "ol_store"
 
 
-def migrate(conn_factory: Callable[[], object]) -> int:
+@contextmanager
+def _step(engine: Engine, version: int) -> Iterator[Connection]:
+    """The transaction of one migration step. A step of ``WITHOUT_FOREIGN_KEYS`` on SQLite runs
+    with foreign keys off (a pragma SQLite ignores inside a transaction: set on the connection
+    before it begins, and set back after), and must leave none broken."""
+    if version not in WITHOUT_FOREIGN_KEYS or engine.dialect.name != "sqlite":
+        with engine.begin() as conn:
+            yield conn
+        return
+    with engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        raw.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with conn.begin():
+                yield conn
+                broken = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
+                if broken:
+                    raise RuntimeError(f"migration step {version} broke foreign keys: {broken[:5]}")
+        finally:
+            raw.execute("PRAGMA foreign_keys=ON")
+
+
+def migrate(engine: Engine) -> int:
     """Create or upgrade the schema; returns the version the store is at afterwards."""
-    with conn_factory() as conn:  # type: ignore[attr-defined]
+    with engine.begin() as conn:
         lock_schema(conn, _MIGRATION_LOCK)
         version = _read_version(conn)
         if version is None:
@@ -380,7 +473,6 @@ def migrate(conn_factory: Callable[[], object]) -> int:
             prefer_lz4(conn)
             _write_version(conn, SCHEMA_VERSION)
             return SCHEMA_VERSION
-    assert version is not None
     while True:
         if version > SCHEMA_VERSION:
             raise StoreVersionError(
@@ -389,7 +481,7 @@ def migrate(conn_factory: Callable[[], object]) -> int:
             )
         if version == SCHEMA_VERSION:
             return version
-        with conn_factory() as conn:  # type: ignore[attr-defined]
+        with _step(engine, version) as conn:
             lock_schema(conn, _MIGRATION_LOCK)
             # another process may have taken this step while we waited for the lock
             current = _read_version(conn)
@@ -398,4 +490,4 @@ def migrate(conn_factory: Callable[[], object]) -> int:
                 MIGRATIONS[version](conn)
                 current = version + 1
                 _write_version(conn, current)
-        version = current  # type: ignore[assignment]
+        version = current

@@ -42,6 +42,7 @@ def append_stream(
                 kind=BatchKind.STREAM,
                 status=BatchStatus.OPEN,
                 received_at=now,
+                ordered_at=now,
                 received_count=0,
                 accepted_count=0,
                 rejected_count=0,

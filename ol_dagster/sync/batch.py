@@ -11,8 +11,11 @@ cleanup is told about a batch (``batch_facts``) and one place where the order of
 1. the definition's sync lock is taken (held from reading the cutoff to recording the report, so
    two syncs of one definition never interleave, whatever started them); a holder that died or
    whose lease ran out no longer blocks;
-2. under it, a snapshot older than one already synced is SUPERSEDED (neither uploaded nor
-   cleaned: it must not bring back what a newer snapshot removed);
+2. under it, a run requested for a batch still to sync (the sensor's, ``ol-dagster sync``'s:
+   ``pending_only``) that finds it synced to the catalog by another run since is ALREADY_SYNCED
+   (nothing uploaded, cleaned or recorded: it is not synced twice); a snapshot older than one
+   already synced is SUPERSEDED (neither uploaded nor cleaned: it must not bring back what a
+   newer snapshot removed, by its producer's order, ``ol_dagster.snapshot_order``);
 3. the graph of the batch's events and the events of its runs that arrived in earlier batches
    (every run of a whole snapshot, every run that ends in the batch: a run split over batches is
    judged whole, not by its last part) is the one the ``lineage_graph`` step built from exactly
@@ -47,6 +50,7 @@ from ol_dagster.store.holder import this_process
 from ol_dagster.store.kafka_writes import DeadLetter
 from ol_dagster.sync import fanout
 from ol_dagster.sync.cleanup import (
+    ALREADY_SYNCED,
     RUN_FAILED,
     SUPERSEDED,
     UPLOAD_FAILED,
@@ -109,7 +113,8 @@ class UploadDone:
     graph: LineageGraph | None  # None when nothing was uploaded (superseded, kept)
     cutoff: datetime | None
     result: UploadResult | None = None
-    # the earlier run that finished this catalog's part of the batch: a retry left it alone
+    # the run that finished this catalog's part of the batch: an earlier one a retry leaves
+    # alone, or another one that synced it since this run was requested (ALREADY_SYNCED)
     kept_from: str | None = None
 
     @property
@@ -166,13 +171,14 @@ def upload_batch(
     is_alive: Callable[[str], bool] | None = None,
     wait_seconds: float = 0.0,
     catalog_key: str | None = None,
+    pending_only: bool = False,
 ) -> UploadDone:
     """Steps 1-4 for the definition's catalog ``catalog_key`` (its primary by default): lock,
+    ALREADY_SYNCED (``pending_only``: the run was requested for a batch still to sync),
     SUPERSEDED, graph, cutoff and upload, recorded in the store. A cleanup an earlier run left
     unfinished in that catalog is reconciled first (``sync.journal``). A catalog this run keeps
     (``begin_run``: it finished the batch in an earlier run) is left alone."""
     where = fanout.target(definition, catalog_key)
-    batch = store.get_batch(batch_id)
     kept = _kept(store, batch_id, where, run_id)
     if kept is not None:
         record = stored_upload(dict(kept.upload_result or {}))
@@ -181,7 +187,18 @@ def upload_batch(
     try:
         with Heartbeat(store, where.lock, run_id):
             reconcile(store, catalog, definition, where)
-            done = _upload_locked(store, catalog, definition, batch, run_id, where)
+            # read under the lock: another sync may have finished it while this one waited
+            batch = store.get_batch(batch_id)
+            other = _synced_by_another(store, batch, where, run_id) if pending_only else None
+            if other is not None:
+                skipped: UploadRecord = {
+                    "skippedReason": ALREADY_SYNCED,
+                    "syncedInRun": other,
+                    "runId": run_id,
+                }
+                done = UploadDone(skipped, None, None, kept_from=other)
+            else:
+                done = _upload_locked(store, catalog, definition, batch, run_id, where)
     except BaseException:
         # nothing was recorded: the run fails, and the next sync need not wait for its lease
         store.release_sync_lock(where.lock, run_id)
@@ -219,6 +236,18 @@ def _kept(
     if found is not None and run_id in fanout.kept_by(found):
         return found
     return None
+
+
+def _synced_by_another(
+    store: EventStore, batch: BatchRecord, where: fanout.CatalogTarget, run_id: str
+) -> str | None:
+    """The run that synced the batch to the catalog ``where``, when it is not ``run_id`` ("" when
+    a store from before version 11 does not say which); None while the batch is to be synced
+    there."""
+    mine = fanout.record(batch, store.catalog_records(batch.id), where)
+    if mine is None or mine.status is not BatchStatus.SYNCED or mine.run_id == run_id:
+        return None
+    return mine.run_id or ""
 
 
 def _upload_locked(
@@ -297,12 +326,15 @@ def cleanup_batch(
     is_alive: Callable[[str], bool] | None = None,
     wait_seconds: float = 0.0,
     catalog_key: str | None = None,
+    pending_only: bool = False,
 ) -> CleanupReport:
     """Step 5 for the definition's catalog ``catalog_key`` (its primary by default): the cleanup
     of a batch on its recorded upload to that catalog; records the report, the catalog's outcome
     and the batch status, then releases the lock. ``uploaded_in_this_run`` is False when a
     person re-materializes only the cleanup (for example with a raised cap). A catalog this run
-    keeps (``begin_run``) is not cleaned again: its recorded report is returned."""
+    keeps (``begin_run``) is not cleaned again: its recorded report is returned. With
+    ``pending_only``, a batch another run synced to the catalog since this run was requested is
+    not cleaned again either: an ALREADY_SYNCED report, recorded nowhere, is returned."""
     where = fanout.target(definition, catalog_key)
     over = overrides or CleanupOverrides()
     cap = removal_cap(definition, over.maxRemovalsPerRun)
@@ -324,6 +356,7 @@ def cleanup_batch(
                 requested_by,
                 uploaded_in_this_run,
                 where,
+                pending_only,
             )
     finally:
         store.release_sync_lock(where.lock, run_id)
@@ -340,10 +373,17 @@ def _cleanup_locked(
     requested_by: dict[str, Any] | None,
     uploaded_in_this_run: bool,
     where: fanout.CatalogTarget,
+    pending_only: bool,
 ) -> CleanupReport:
     reconcile(store, catalog, definition, where)
-    earlier = earlier_removals(store, definition.name, run_id, where)
     batch = store.get_batch(batch_id)
+    other = _synced_by_another(store, batch, where, run_id) if pending_only else None
+    if other is not None:
+        # another run synced it since this one was requested: its report stands
+        report = skipped_report(ALREADY_SYNCED, None, cap)
+        report["syncedInRun"] = other
+        return report
+    earlier = earlier_removals(store, definition.name, run_id, where)
     mine = _record(store, batch, where)
     upload = stored_upload(mine.upload_result) if mine is not None else None
     cutoff = mine.cutoff if mine is not None else None
@@ -508,12 +548,12 @@ def purge_expired(
 def _superseded_since(
     store: EventStore, batch: BatchRecord, where: fanout.CatalogTarget
 ) -> int | None:
-    """A newer whole snapshot already synced to this catalog (before the upload, and again
-    before the cleanup), else None."""
+    """A whole snapshot newer by its producer's order (``ol_dagster.snapshot_order``) already
+    synced to this catalog (asked before the upload, and again before the cleanup), else None."""
     if not batch.whole_snapshot:
         return None
     return store.newer_synced_snapshot(
-        batch.definition, batch.id, catalog=where.key, primary=where.primary
+        batch.order, batch.definition, catalog=where.key, primary=where.primary
     )
 
 
@@ -527,6 +567,7 @@ def sync_batch(
     overrides: CleanupOverrides | None = None,
     is_alive: Callable[[str], bool] | None = None,
     catalog_key: str | None = None,
+    pending_only: bool = False,
 ) -> tuple[UploadDone, CleanupReport]:
     """Upload then cleanup of one catalog (the primary by default), as one run of the assets
     does."""
@@ -538,6 +579,7 @@ def sync_batch(
         run_id=run_id,
         is_alive=is_alive,
         catalog_key=catalog_key,
+        pending_only=pending_only,
     )
     report = cleanup_batch(
         store,
@@ -548,6 +590,7 @@ def sync_batch(
         overrides=overrides,
         is_alive=is_alive,
         catalog_key=catalog_key,
+        pending_only=pending_only,
     )
     return done, report
 

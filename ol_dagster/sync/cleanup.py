@@ -88,6 +88,8 @@ REMOVAL_SHARE_EXCEEDED = "REMOVAL_SHARE_EXCEEDED"
 CLEANUP_PERMISSION_DENIED = CleanupPermissionDenied.code
 DRY_RUN = "DRY_RUN"
 SUPERSEDED = "SUPERSEDED"
+# a run requested for a pending batch found it synced by another run since: not run again
+ALREADY_SYNCED = "ALREADY_SYNCED"
 
 # warnings (SHARED_SYSTEM_DOWNGRADED and SYSTEM_CLAIMED: ``ol_dagster.ownership``)
 DANGLING_FLOW = "DANGLING_FLOW"
@@ -445,13 +447,15 @@ def _removing(calls: list[_Call], described: frozenset[str]) -> dict[str, int]:
     """What the rehearsed plan removes directly, per kind the share guard compares: jobs (a job
     the batch still describes that leaves a former job System is moved, not removed), dataset
     entities and their fields (dataset System calls and DROPs), and flows (the flows calls: the
-    flows the batch no longer describes). What goes only because its end went (the flows of a
-    removed job or dataset) follows from those and is not judged again."""
+    flows the batch no longer describes), field flows apart where the catalog counts them apart.
+    What goes only because its end went (the flows of a removed job or dataset) follows from
+    those and is not judged again."""
     out = {
         "jobs": len({j for c in calls if c.dry for j in c.dry.removed_jobs} - described),
         "datasets": 0,
         "fields": 0,
         "dataFlows": 0,
+        "fieldFlows": 0,
     }
     for c in calls:
         if c.dry is None:
@@ -461,6 +465,7 @@ def _removing(calls: list[_Call], described: frozenset[str]) -> dict[str, int]:
             out["fields"] += c.dry.counts.get(ObjectType.PHYSICAL_FIELDS, 0)
         elif c.target == "flows":
             out["dataFlows"] += c.dry.counts.get(ObjectType.DATA_FLOWS, 0)
+            out["fieldFlows"] += c.dry.counts.get(ObjectType.FIELD_FLOWS, 0)
     return out
 
 

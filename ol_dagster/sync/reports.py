@@ -46,7 +46,16 @@ class SupersededRecord(TypedDict):
     runId: str
 
 
-UploadRecord = UploadedRecord | SupersededRecord
+class AlreadySyncedRecord(TypedDict):
+    """The upload of a run that found its batch synced to the catalog by another run since it
+    was requested (ALREADY_SYNCED): nothing uploaded, nothing recorded."""
+
+    skippedReason: str  # ALREADY_SYNCED
+    syncedInRun: str  # the run that synced it ("" when a store from before version 11 says not)
+    runId: str
+
+
+UploadRecord = UploadedRecord | SupersededRecord | AlreadySyncedRecord
 
 
 class CleanupWarning(TypedDict, total=False):
@@ -148,8 +157,8 @@ class CleanupReport(TypedDict):
     # the share guard's numbers (when a share is set)
     plannedJobRemovals: NotRequired[int]
     heldJobs: NotRequired[int]
-    # per kind (jobs, datasets, fields, dataFlows): what the plan removes, what the definition
-    # holds, and the kinds over the share
+    # per kind (jobs, datasets, fields, dataFlows, fieldFlows): what the plan removes, what the
+    # definition holds, and the kinds over the share
     plannedByKind: NotRequired[dict[str, int]]
     heldByKind: NotRequired[dict[str, int]]
     shareExceeded: NotRequired[list[str]]
@@ -164,6 +173,7 @@ class CleanupReport(TypedDict):
     disabledQualityChecks: NotRequired[int]
     # a skipped run
     supersededBy: NotRequired[int | None]
+    syncedInRun: NotRequired[str]  # ALREADY_SYNCED: the run that synced the batch
     runId: NotRequired[str]  # RUN_FAILED recorded by ``fail_run``
     override: NotRequired[dict[str, Any]]  # limits a person raised, and who asked
     reconciled: NotRequired[list[ReconciledCall]]

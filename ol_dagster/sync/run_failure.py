@@ -38,12 +38,11 @@ def secret_values(settings: Settings) -> list[str]:
 
 
 def _url_passwords(settings: Settings) -> list[str]:
-    """The passwords of the database URLs (event store, embedded catalogs): a driver's message
-    may quote one without its URL, where the ``scheme://user:***@`` rule cannot see it."""
+    """The passwords of the URLs (the event store's, every catalog's): a driver's message may
+    quote one without its URL, where the ``scheme://user:***@`` rule cannot see it."""
     from sqlalchemy.engine import make_url
 
-    urls = [settings.store.url]
-    urls += [c.url for c in settings.catalogs.values() if c.kind == "embedded"]
+    urls = [settings.store.url, *(c.url for c in settings.catalogs.values())]
     passwords = []
     for url in urls:
         try:

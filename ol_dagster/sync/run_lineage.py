@@ -52,7 +52,7 @@ def _version() -> str:
 
 
 # An absolute URI, as the schema wants; ol-dagster has no public URL to claim
-# (as in catalog/check/openmetadata.py).
+# (as in catalog/openmetadata/check.py).
 PRODUCER = f"urn:ol-dagster:{_version()}"
 # The schema of our two custom facets, shipped in ol_dagster/openlineage/schemas/.
 FACETS_SCHEMA = "urn:ol-dagster:spec:facets:1-0-0:OlDagsterFacets.json"

@@ -23,21 +23,15 @@ import dagster as dg
 import pytest
 from starlette.testclient import TestClient
 
-from ol_dagster.catalog.blindata import BlindataCatalog
-from ol_dagster.catalog.factory import open_catalog
+from ol_dagster.catalog.blindata.catalog import BlindataCatalog
+from ol_dagster.catalog.blindata.settings import BlindataCatalogSettings
 from ol_dagster.catalog.http import CatalogRefused
 from ol_dagster.catalog.protocol import CleanupPermissionDenied, DatasetRef, ObjectType
 from ol_dagster.commands.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.receiver.server import serve_in_background
-from ol_dagster.settings import (
-    BlindataCatalogSettings,
-    SettingsError,
-    SyncDefinition,
-    load_settings,
-    parse_catalog,
-)
+from ol_dagster.settings import SettingsError, SyncDefinition, load_settings, parse_catalog
 from ol_dagster.store import EventStore
 from ol_dagster.sync.batch import cleanup_batch, upload_batch
 from ol_dagster.sync.upload import UploadOutcome, build_graph
@@ -842,7 +836,7 @@ def test_the_seed_example_end_to_end(
         assert ds_call["system"] == BUCKET_SYSTEM and ds_call["real"]["physicalEntities"] == 1
         assert report["disabledQualityChecks"] == 2
         # the catalog the assets used is the one the factory opens for this settings file
-        catalog = open_catalog(settings, "main", definition="snap")
+        catalog = settings.open_catalog("main", definition="snap")
         try:
             assert isinstance(catalog, BlindataCatalog)
             assert {s["name"] for s in catalog.systems()} >= {"snap_jobs", BUCKET_SYSTEM}

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from ol_dagster.catalog.http import CatalogUnavailable
-from ol_dagster.catalog.ledger import DATASET, EDGE, JOB
-from ol_dagster.catalog.marquez import MarquezCatalog
+from ol_dagster.catalog.ledger.entries import DATASET, EDGE, JOB
+from ol_dagster.catalog.marquez.catalog import MarquezCatalog
+from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
 from ol_dagster.catalog.protocol import DatasetRef
-from ol_dagster.settings import MarquezCatalogSettings
 from ol_dagster.store import EventStore
 from ol_dagster_tests.fakes.faults import Clock, Fault, serve
 from ol_dagster_tests.fakes.harness import (

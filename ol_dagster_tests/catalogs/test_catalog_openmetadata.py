@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from ol_dagster.catalog.http import CatalogRefused
-from ol_dagster.catalog.ledger import DATASET, EDGE, JOB
-from ol_dagster.catalog.openmetadata import OpenMetadataCatalog, service_for
-from ol_dagster.settings import OpenMetadataCatalogSettings
+from ol_dagster.catalog.ledger.entries import DATASET, EDGE, JOB
+from ol_dagster.catalog.openmetadata.catalog import OpenMetadataCatalog, service_for
+from ol_dagster.catalog.openmetadata.settings import OpenMetadataCatalogSettings
 from ol_dagster.store import EventStore
 from ol_dagster_tests.fakes.faults import Clock, Fault, serve
 from ol_dagster_tests.fakes.harness import (

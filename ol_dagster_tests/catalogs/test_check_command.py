@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ol_dagster.catalog import blindata_api
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.blindata import api as blindata_api
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.commands import cli
 from ol_dagster_tests.check_against_fakes import (
     RECEIVER_TOKEN,
@@ -283,7 +283,7 @@ def test_a_blindata_server_answering_options_without_allow_leaves_the_call_unver
 
 
 def test_every_blindata_path_marked_inferred_is_probed():
-    """A path added to ``blindata_api`` as ``[I]`` and forgotten in INFERRED_CALLS would go
+    """A path added to ``blindata/api.py`` as ``[I]`` and forgotten in INFERRED_CALLS would go
     unchecked: every path constant whose assignment, or the comment line right above it, says
     [I] is listed (the clock's path is [C]: only its Date header is inferred)."""
     source = Path(blindata_api.__file__).read_text(encoding="utf-8")

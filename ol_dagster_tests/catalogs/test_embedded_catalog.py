@@ -19,8 +19,8 @@ import pytest
 from sqlalchemy import event, func, select, text
 from sqlalchemy import inspect as sa_inspect
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.embedded.schema import RETIRED_INDEXES
 from ol_dagster.catalog.lineage_reads import NodeNotFound
 from ol_dagster.catalog.protocol import (
@@ -43,7 +43,8 @@ ENTITIES = ObjectType.PHYSICAL_ENTITIES
 FIELDS = ObjectType.PHYSICAL_FIELDS
 ROUTINES = ObjectType.ROUTINES
 STATEMENTS = ObjectType.STATEMENTS
-FLOWS = ObjectType.DATA_FLOWS
+FLOWS = ObjectType.DATA_FLOWS  # data and orchestration flows
+FIELD_FLOWS = ObjectType.FIELD_FLOWS  # counted apart
 QUALITY = "qualityChecks"
 
 TOUCHED_TABLES = [
@@ -811,16 +812,18 @@ def test_drop_datasets_counts_exactly_what_it_removes(catalog: EmbeddedCatalog, 
         == {
             ENTITIES: 2,
             FIELDS: 3,  # kpi.total, orders.id, orders.amount
-            # orders_raw->orders, orders->kpi, kpi->anomalies; orders_raw.id->orders.id,
-            # orders_raw.amount->orders.amount, orders.amount->kpi.total (both ends go: once)
-            FLOWS: 6,
+            FLOWS: 3,  # orders_raw->orders, orders->kpi, kpi->anomalies
+            # orders_raw.id->orders.id, orders_raw.amount->orders.amount, orders.amount->kpi.total
+            # (both ends go: once)
+            FIELD_FLOWS: 3,
         }
     )
     assert real.removed_jobs == []
     gone = {name: before[name] - after[name] for name in before}
     assert gone[t.entities.name] == real.counts[ENTITIES]
     assert gone[t.fields.name] == real.counts[FIELDS]
-    assert gone[t.data_flows.name] + gone[t.field_flows.name] == real.counts[FLOWS]
+    assert gone[t.data_flows.name] == real.counts[FLOWS]
+    assert gone[t.field_flows.name] == real.counts[FIELD_FLOWS]
     assert gone[t.routines.name] == gone[t.statements.name] == 0
     assert entity(catalog, "kpi/daily.parquet") is None
     assert entity(catalog, "shop.public.orders") is None
@@ -934,13 +937,20 @@ def test_cleanup_flows_by_namespace_and_by_job_only_before_the_cutoff(
     before = _scopes(catalog)
 
     def flows(**kw: Any) -> int:
-        return catalog.cleanup_flows(**kw).counts[FLOWS]
+        """Data and field flows: each call counts them apart (``test_cleanup_flows_counts_...``)."""
+        counts = catalog.cleanup_flows(**kw).counts
+        return counts[FLOWS] + counts[FIELD_FLOWS]
 
     # nothing was updated before the first cutoff
     assert flows(namespaces=["etl", "features"], before=first_cutoff, dry_run=False) == 0
     # dry runs count and delete nothing
     assert flows(namespaces=["etl"], before=second_cutoff, dry_run=True) == 3
     assert flows(jobs=[("etl", "build_kpi")], before=second_cutoff, dry_run=True) == 3
+    # the data and orchestration flows, and the field flow apart
+    kpi_flows = catalog.cleanup_flows(
+        jobs=[("etl", "build_kpi")], before=second_cutoff, dry_run=True
+    )
+    assert kpi_flows.counts == {FLOWS: 2, FIELD_FLOWS: 1}
     assert flows(namespaces=["features"], before=second_cutoff, dry_run=True) == 1
     # a job and its namespace in one call: each flow counted once
     assert (
@@ -972,7 +982,7 @@ def test_cleanup_flows_matches_the_namespace_exactly(catalog: EmbeddedCatalog, d
     dry = catalog.cleanup_flows(namespaces=["e_l"], before=cutoff, dry_run=True)
     real = catalog.cleanup_flows(namespaces=["e_l"], before=cutoff, dry_run=False)
 
-    assert dry.counts == real.counts == {FLOWS: 1}
+    assert dry.counts == real.counts == {FLOWS: 1, FIELD_FLOWS: 0}
     assert _scopes(catalog) == {"ol:exl|j": 1, "ol:e%25l|j": 1, "ol:E_L|j": 1}
 
 
@@ -1006,7 +1016,8 @@ def test_cleanup_job_system_removes_stale_jobs_of_the_schemas(
         ENTITIES: 2,  # etl.build_kpi and its parent etl.daily
         ROUTINES: 1,
         STATEMENTS: 1,
-        FLOWS: 3,  # build_kpi's data flow and field flow (its statement's), the orchestration
+        FLOWS: 2,  # build_kpi's data flow (its statement's), the orchestration flow
+        FIELD_FLOWS: 1,  # build_kpi's field flow (its statement's)
     }
     assert dry.counts == real.counts == expected
     assert dry.removed_jobs == real.removed_jobs == ["etl.build_kpi", "etl.daily"]
@@ -1077,14 +1088,14 @@ def test_cleanup_dataset_system(catalog: EmbeddedCatalog, definition) -> None:
     assert real.counts == {
         ENTITIES: 1,  # c
         FIELDS: 2,  # c.z with its entity, and a.legacy
-        FLOWS: 4,  # a->c, b->c, a.legacy->c.z, b.x->c.z
+        FLOWS: 2,  # a->c, b->c
+        FIELD_FLOWS: 2,  # a.legacy->c.z, b.x->c.z
     }
     # the counts are what really went (the removal cap relies on them)
     assert before[t.entities.name] - after[t.entities.name] == real.counts[ENTITIES]
     assert before[t.fields.name] - after[t.fields.name] == real.counts[FIELDS]
-    assert (before[t.data_flows.name] - after[t.data_flows.name]) + (
-        before[t.field_flows.name] - after[t.field_flows.name]
-    ) == real.counts[FLOWS]
+    assert before[t.data_flows.name] - after[t.data_flows.name] == real.counts[FLOWS]
+    assert before[t.field_flows.name] - after[t.field_flows.name] == real.counts[FIELD_FLOWS]
     assert entity(catalog, c) is None
     a_row, b_row = entity(catalog, a), entity(catalog, b)
     assert a_row is not None and b_row is not None
@@ -1233,10 +1244,12 @@ def test_a_rehearsal_counts_a_plan_exactly_and_removes_nothing(retired) -> None:
     assert table_counts(catalog) == before  # nothing is gone
     assert count(catalog, t.quality_checks, t.quality_checks.c.enabled.is_(False)) == 0
     assert [c.counts for c in rehearsed] == [
-        {FLOWS: 4},  # build_kpi's data + field flow, daily -> build_kpi, export_anomalies' flow
-        {ENTITIES: 3, ROUTINES: 1, STATEMENTS: 1, FLOWS: 0},  # build_kpi, daily, export_anomalies
-        {ENTITIES: 2, FIELDS: 1, FLOWS: 0},  # kpi (with kpi.total), anomalies
-        {ENTITIES: 1, FIELDS: 2, FLOWS: 3},  # orders_raw: its data flow and 2 field flows
+        # build_kpi's data flow, daily -> build_kpi, export_anomalies' flow; build_kpi's field flow
+        {FLOWS: 3, FIELD_FLOWS: 1},
+        # build_kpi, daily, export_anomalies
+        {ENTITIES: 3, ROUTINES: 1, STATEMENTS: 1, FLOWS: 0, FIELD_FLOWS: 0},
+        {ENTITIES: 2, FIELDS: 1, FLOWS: 0, FIELD_FLOWS: 0},  # kpi (with kpi.total), anomalies
+        {ENTITIES: 1, FIELDS: 2, FLOWS: 1, FIELD_FLOWS: 2},  # orders_raw: its data flow, 2 field
     ]
     assert rehearsed[1].removed_jobs == ["etl.build_kpi", "etl.daily", "features.export_anomalies"]
     assert sum(c.total for c in separate) > sum(c.total for c in rehearsed)

@@ -20,8 +20,7 @@ import dagster as dg
 import pytest
 from starlette.testclient import TestClient
 
-from ol_dagster.catalog.factory import open_catalog
-from ol_dagster.catalog.ledger_catalog import LedgerCatalog
+from ol_dagster.catalog.ledger.catalog import LedgerCatalog
 from ol_dagster.commands.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import load_settings
@@ -317,7 +316,7 @@ def test_the_seed_example_through_dagster(backend: Backend, dagster_env: dict[st
     """A definition whose catalog is this backend: the ``<definition>__sync`` job uploads to it
     and removes the dropped job's objects in the same run."""
     d = dagster_env
-    catalog = open_catalog(d["settings"], "main", definition="snap")
+    catalog = d["settings"].open_catalog("main", definition="snap")
     assert isinstance(catalog, LedgerCatalog) and catalog.cfg.kind == backend.kind
     catalog.close()
 

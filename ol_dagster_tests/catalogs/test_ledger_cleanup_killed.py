@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from ol_dagster.catalog.ledger import LedgerItem
-from ol_dagster.catalog.marquez import MarquezCatalog
+from ol_dagster.catalog.ledger.entries import LedgerItem
+from ol_dagster.catalog.marquez.catalog import MarquezCatalog
+from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
 from ol_dagster.catalog.protocol import Removal
 from ol_dagster.receiver.intake import sort_events
-from ol_dagster.settings import MarquezCatalogSettings
 from ol_dagster.store import EventStore, JournalStatus
 from ol_dagster.sync.batch import sync_batch
 from ol_dagster.sync.graph import batch_graph

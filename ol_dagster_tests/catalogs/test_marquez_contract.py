@@ -21,9 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
-from ol_dagster.catalog.marquez import MarquezCatalog
-from ol_dagster.settings import MarquezCatalogSettings
+from ol_dagster.catalog.marquez.catalog import MarquezCatalog
+from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
 from ol_dagster.store import EventStore
+from ol_dagster_tests.conftest import CORPUS
 from ol_dagster_tests.contracts.marquez import (
     FORMATS,
     java_uuid,
@@ -51,9 +52,7 @@ from ol_dagster_tests.fakes.harness import (
 from ol_dagster_tests.fakes.marquez_fake import MarquezFake
 
 START = datetime(2026, 11, 1, 3, 0, tzinfo=UTC)
-MARQUEZ_FIXTURES = (
-    Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "openlineage" / "events"
-)
+MARQUEZ_FIXTURES = CORPUS / "events"
 
 
 @pytest.fixture
@@ -449,7 +448,7 @@ def test_the_childs_stored_name(fake, name: str, parent: str, held: str):
 
 def test_the_client_computes_the_name_the_fake_stores():
     """The client's rule (``held_name``) and the fake's state agree on every shape above."""
-    from ol_dagster.catalog.marquez import held_name
+    from ol_dagster.catalog.marquez.catalog import held_name
 
     cases = {
         ("child", "nightly"): "nightly.child",

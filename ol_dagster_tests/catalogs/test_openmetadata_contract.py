@@ -25,25 +25,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ol_dagster.catalog.http import CatalogRefused
-from ol_dagster.catalog.openmetadata import (
+from ol_dagster.catalog.openmetadata.catalog import (
     BATCH,
     CLOCK,
     OPENMETADATA_SCHEMA,
     VERSION,
     OpenMetadataCatalog,
 )
-from ol_dagster.catalog.openmetadata_events import (
+from ol_dagster.catalog.openmetadata.events import (
     RUN_EVENT_SCHEMA_URL,
     UNKNOWN_TYPE,
     conform,
     run_uuid,
 )
-from ol_dagster.catalog.openmetadata_events import is_date_time as conform_date_time
-from ol_dagster.catalog.openmetadata_events import is_uri as conform_uri
-from ol_dagster.catalog.openmetadata_events import is_uuid as conform_uuid
+from ol_dagster.catalog.openmetadata.events import is_date_time as conform_date_time
+from ol_dagster.catalog.openmetadata.events import is_uri as conform_uri
+from ol_dagster.catalog.openmetadata.events import is_uuid as conform_uuid
+from ol_dagster.catalog.openmetadata.settings import OpenMetadataCatalogSettings
 from ol_dagster.openlineage.envelope import EventRejected
 from ol_dagster.openlineage.models import RunEvent, parse_event
-from ol_dagster.settings import OpenMetadataCatalogSettings
 from ol_dagster_tests.contracts import openmetadata as contract
 from ol_dagster_tests.fakes.faults import Clock, serve
 from ol_dagster_tests.fakes.harness import WH, facet, pg, run

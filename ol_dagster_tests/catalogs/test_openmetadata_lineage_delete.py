@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 import pytest
 
-from ol_dagster.catalog.ledger import EDGE, LedgerItem
-from ol_dagster.catalog.openmetadata import OpenMetadataCatalog
-from ol_dagster.settings import OpenMetadataCatalogSettings
+from ol_dagster.catalog.ledger.entries import EDGE, LedgerItem
+from ol_dagster.catalog.openmetadata.catalog import OpenMetadataCatalog
+from ol_dagster.catalog.openmetadata.settings import OpenMetadataCatalogSettings
 from ol_dagster.store import EventStore
 from ol_dagster_tests.fakes.faults import Clock, serve
 from ol_dagster_tests.fakes.harness import NS, WH, Syncer, calls, definition, ds, pg, run
@@ -602,7 +602,7 @@ def test_candidate_names_are_read_as_openmetadata_reads_them(
     namespace: str, name: str, symlinks: list[tuple[str, str]], expected: list[tuple[str, Any]]
 ):
     """OpenLineageDatasetNameNormalizer: the client's read-back and the fake agree with it."""
-    from ol_dagster.catalog.openmetadata_tables import candidates
+    from ol_dagster.catalog.openmetadata.tables import candidates
     from ol_dagster_tests.fakes.openmetadata_fake import dataset_candidates
 
     facets = {"symlinks": {"identifiers": [{"namespace": n, "name": v} for n, v in symlinks]}}
@@ -622,7 +622,7 @@ def test_candidate_names_are_read_as_openmetadata_reads_them(
 )
 def test_fqns_quote_dotted_parts_as_openmetadata_does(parts: tuple[str, ...], fqn: str):
     """FullyQualifiedName.build/quoteName, in the client and in the fake."""
-    from ol_dagster.catalog.openmetadata_tables import build_fqn, quote_name
+    from ol_dagster.catalog.openmetadata.tables import build_fqn, quote_name
     from ol_dagster_tests.fakes.openmetadata_fake import build_fqn as fake_build
     from ol_dagster_tests.fakes.openmetadata_fake import split_fqn
 
@@ -635,7 +635,7 @@ def test_fqns_quote_dotted_parts_as_openmetadata_does(parts: tuple[str, ...], fq
 def test_like_matches_as_sql_like_does():
     """``_`` is one character, ``%`` any run, ``!`` escapes (LikeEscape); the server's patterns
     are not escaped, so ``kpi_daily`` also matches ``kpiXdaily``."""
-    from ol_dagster.catalog.openmetadata_tables import like, like_escape
+    from ol_dagster.catalog.openmetadata.tables import like, like_escape
     from ol_dagster_tests.fakes.openmetadata_fake import sql_like
 
     cases = [

@@ -32,8 +32,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, select
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.embedded.schema import PG_FILLFACTOR, STAMPED_TABLES
 from ol_dagster.catalog.protocol import UploadResult
 from ol_dagster.lineage import LineageGraph

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.settings import load_settings
 from ol_dagster.sync.upload import build_graph
 from ol_dagster_tests.conftest import PROJECT_ROOT, run_event, settings_data

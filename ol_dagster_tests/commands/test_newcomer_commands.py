@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
-from ol_dagster.commands.demo import lineage_command
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
+from ol_dagster.commands.demo import lineage_command, ui_hint
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.receiver.server import serve_in_background
@@ -265,13 +265,39 @@ def test_the_lineage_command_the_demo_prints_works_as_printed(
         os.chdir(old_cwd)
     assert ("--settings" in printed) is not settings_here
     program, *args = shlex.split(printed)
-    assert program == "ol-dagster"
+    # this install's ol-dagster, as the shell finds it or by its path (no activated venv)
+    assert program in ("ol-dagster", str(Path(sys.executable).parent / "ol-dagster"))
 
     proc = cli(*args, cwd=workdir)
 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"dataset:{WH}:shop.public.orders_raw  ->  job:etl:load_orders" in proc.stdout
     assert f"job:etl:load_orders  ->  {ORDERS}" in proc.stdout
+
+
+def test_the_ui_command_the_demo_prints_runs_without_an_activated_venv(
+    tmp_path: Path, write_settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = write_settings()  # no Makefile beside it: not the checkout, as after a plain install
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    bare = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    monkeypatch.setenv("PATH", bare["PATH"])  # the venv's bin is not on it
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+
+    printed = ui_hint(str(settings))
+
+    command, _, after = printed.partition("  (then open ")
+    assert after == "http://127.0.0.1:3000)"
+    assert " dagster dev " not in command  # was: "dagster: command not found"
+    # the same command with the code location checked instead of served, in a plain shell
+    validate = command.replace(" dev -m ", " definitions validate -m ")
+    assert validate != command
+    proc = subprocess.run(
+        ["/bin/sh", "-c", validate], capture_output=True, text=True, env=bare, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Validation successful" in proc.stdout + proc.stderr
 
 
 def test_lineage_without_definition_names_the_choices_or_takes_the_only_one(

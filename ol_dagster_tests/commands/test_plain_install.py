@@ -255,7 +255,8 @@ def test_the_wheel_installed_without_extras_runs_the_demo(tmp_path: Path, corpus
         for k, v in os.environ.items()
         if not k.startswith(("OL_", "PYTHON", "VIRTUAL_ENV", "DAGSTER"))
     }
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    # and the venv is not activated: its commands are run by their paths, as a person who
+    # installed it without activating it does
     env["DAGSTER_HOME"] = str(workdir / "dagster_home")
     (workdir / "dagster_home").mkdir(parents=True)
 
@@ -279,6 +280,15 @@ def test_the_wheel_installed_without_extras_runs_the_demo(tmp_path: Path, corpus
     lineage = demo.split("\nupstream of ", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     assert lineage and all("  ->  " in edge for edge in lineage), demo
     assert "make dev" not in demo, "a wheel has no Makefile: the hint must work without one"
+    # the UI command it prints works as printed in a plain shell (checking the code location
+    # instead of serving it), and so does the lineage command (was: dagster: command not found)
+    ui = demo.split("in the UI: ", 1)[1].split("  (then open ", 1)[0]
+    assert str(venv / "bin" / "dagster") in ui, ui
+    validate = ui.replace(" dev -m ", " definitions validate -m ")
+    _run(["/bin/sh", "-c", validate], cwd=workdir, env=env, timeout=300)
+    printed = re.search(r"^upstream of \S+ \((.*)\):$", demo, re.MULTILINE)
+    assert printed and printed.group(1).startswith(str(ol_dagster)), demo
+    _run(["/bin/sh", "-c", printed.group(1)], cwd=workdir, env=env, timeout=120)
 
     # The code location loads from the wheel, as a deployment image's gRPC server loads it.
     validate = [venv / "bin" / "dagster", "definitions", "validate", "-m", "ol_dagster.definitions"]

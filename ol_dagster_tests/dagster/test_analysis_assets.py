@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 from sqlalchemy import select
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.embedded.tables import entities
 from ol_dagster.commands.headless import sync_batches
 from ol_dagster.defs.analysis import JOBS_ON_SCHEDULE, RUN_PROFILES, analyses

@@ -35,7 +35,7 @@ from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
     QueuedRunCoordinatorDaemon,
 )
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.definitions import build_defs
 from ol_dagster.defs import constants as C
 from ol_dagster.defs import names

@@ -1,5 +1,5 @@
 """What a Dagster user sees of the code location besides the assets: the schedules (names, crons
-and targets, as README "What it does today" documents them) and the asset checks' descriptions.
+and targets, as docs/how-it-works.md documents them) and the asset checks' descriptions.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 from starlette.testclient import TestClient
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.commands.headless import sync_batches
 from ol_dagster.definitions import build_defs
 from ol_dagster.receiver.app import create_app

@@ -98,8 +98,9 @@ def test_synced_jobs_and_datasets_appear_with_deps_and_column_lineage(synced):
     post_and_sync(_snapshot())
     graph = _graph(path)
     job = dg.AssetKey(["etl", "build_daily_kpi"])
-    daily = dg.AssetKey(["postgres_db_5432", "shop.kpi.daily"])
-    orders = dg.AssetKey(["postgres_db_5432", "shop.public.orders"])
+    # names split into key parts: the graph labels the node with the table's name, whole
+    daily = dg.AssetKey(["postgres_db_5432", "shop", "kpi", "daily"])
+    orders = dg.AssetKey(["postgres_db_5432", "shop", "public", "orders"])
     export = dg.AssetKey(["etl", "export_anomalies"])
     assert graph.get(job).parent_keys == {orders}
     assert graph.get(daily).parent_keys == {job}
@@ -420,13 +421,13 @@ def test_run_workers_reconstruct_the_sync_job_without_the_synced_lineage(synced,
     from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
     from dagster._grpc.server import LoadedRepositories
 
-    from ol_dagster import definitions
+    from ol_dagster.defs import dagster_private
 
     path, post_and_sync, _ = synced
     post_and_sync(_snapshot())
     monkeypatch.setenv("OL_DAGSTER_SETTINGS", str(path))
     monkeypatch.setattr(DefinitionsLoadContext, "_instance", None)  # a fresh process
-    monkeypatch.setattr(definitions, "_serves_asset_graph", False)
+    monkeypatch.setattr(dagster_private, "_serves_asset_graph", False)
     served = LoadedRepositories(
         LoadableTargetOrigin(module_name="ol_dagster.definitions"),
         container_image=None,
@@ -439,7 +440,7 @@ def test_run_workers_reconstruct_the_sync_job_without_the_synced_lineage(synced,
     assert job_key in server_repo.asset_graph.get_all_asset_keys()
 
     monkeypatch.setattr(DefinitionsLoadContext, "_instance", None)  # the run worker's process
-    monkeypatch.setattr(definitions, "_serves_asset_graph", False)
+    monkeypatch.setattr(dagster_private, "_serves_asset_graph", False)
     worker_repo = reconstruct_repository_def_from_pointer(
         served.code_pointers_by_repo_name[name], server_repo.repository_load_data
     )
@@ -499,8 +500,8 @@ def test_a_capped_definition_exports_only_its_newest_jobs_after_each_sync(
     assert marker.metadata["openlineage/jobsNotShown"] == 1
     from sqlalchemy import select
 
-    from ol_dagster.catalog.embedded import EmbeddedCatalog
     from ol_dagster.catalog.embedded import tables as t
+    from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 
     catalog = EmbeddedCatalog(settings.catalogs["main"].url)
     try:
@@ -538,7 +539,7 @@ def test_column_lineage_is_a_table_open_source_dagster_shows(synced):
         {"name": "ordered_at", "type": "TIMESTAMP"}
     )
     post_and_sync(batch)
-    daily = _graph(path).get(dg.AssetKey(["postgres_db_5432", "shop.kpi.daily"])).metadata
+    daily = _graph(path).get(dg.AssetKey(["postgres_db_5432", "shop", "kpi", "daily"])).metadata
     table = daily["openlineage/columnLineage"]
     assert isinstance(table, dg.TableMetadataValue)
     assert sorted(_table_rows(table), key=lambda r: r["column"]) == [
@@ -546,16 +547,16 @@ def test_column_lineage_is_a_table_open_source_dagster_shows(synced):
             "column": "day",
             "upstream": "shop.public.orders.ordered_at",
             "transformation": "DIRECT/TRANSFORMATION",
-            "upstream_asset": "postgres_db_5432/shop.public.orders",
+            "upstream_asset": "postgres_db_5432/shop/public/orders",
         },
         {
             "column": "revenue",
             "upstream": "shop.public.orders.amount",
             "transformation": "",  # none reported
-            "upstream_asset": "postgres_db_5432/shop.public.orders",
+            "upstream_asset": "postgres_db_5432/shop/public/orders",
         },
     ]
-    orders = dg.AssetKey(["postgres_db_5432", "shop.public.orders"])
+    orders = dg.AssetKey(["postgres_db_5432", "shop", "public", "orders"])
     assert daily["dagster/column_lineage"].deps_by_column["day"] == [
         dg.TableColumnDep(asset_key=orders, column_name="ordered_at")
     ]
@@ -617,21 +618,33 @@ def test_a_state_without_transformations_still_shows_its_column_lineage():
     ]
 
 
-def test_split_names_gives_readable_labels_and_keeps_the_default_keys(synced):
-    """The graph labels a node with the last key component: ``split_names`` makes it the table
-    or task name. The default keys stay as they were (``test_synced_jobs_and_datasets_...``)."""
+def test_labels_are_the_table_or_file_and_split_names_false_keeps_whole_names(synced):
+    """The graph labels a node with the last key component, cut in the middle past about 30
+    characters: by default names are split, so the label is the table, file or task, never a
+    long name cut in two; ``split_names=False`` keeps ``[namespace, name]``."""
     path, post_and_sync, _ = synced
     batch = _snapshot()
-    batch["events"][1]["outputs"] = [{"namespace": "s3://b", "name": "exports/anomalies.csv"}]
+    long_name = "warehouse.analytics_marts.customer_lifetime_value_by_region_daily"
+    batch["events"][1]["outputs"] = [
+        {"namespace": "s3://b", "name": "exports/anomalies.csv"},
+        {"namespace": "postgres://db:5432", "name": long_name},
+    ]
     post_and_sync(batch)
-    graph = _graph(path, OpenLineageTranslator(split_names=True))
-    daily = dg.AssetKey(["postgres_db_5432", "shop", "kpi", "daily"])
-    orders = dg.AssetKey(["postgres_db_5432", "shop", "public", "orders"])
+
+    keys = _graph(path).get_all_asset_keys()
+    labels = {k.path[-1] for k in keys}
+    assert {"daily", "orders", "anomalies.csv", "customer_lifetime_value_by_region_daily"} <= labels
+    assert dg.AssetKey(["s3_b", "exports", "anomalies.csv"]) in keys
+    assert not any("." in k.path[-1] and k.path[0] == "postgres_db_5432" for k in keys)
+
+    whole = _graph(path, OpenLineageTranslator(split_names=False))
+    daily = dg.AssetKey(["postgres_db_5432", "shop.kpi.daily"])
+    orders = dg.AssetKey(["postgres_db_5432", "shop.public.orders"])
     job = dg.AssetKey(["etl", "build_daily_kpi"])
-    assert graph.get(daily).parent_keys == {job}
-    assert graph.get(job).parent_keys == {orders}
-    assert dg.AssetKey(["s3_b", "exports", "anomalies.csv"]) in graph.get_all_asset_keys()
-    lineage = graph.get(daily).metadata["dagster/column_lineage"]
+    assert whole.get(daily).parent_keys == {job}
+    assert whole.get(job).parent_keys == {orders}
+    assert dg.AssetKey(["postgres_db_5432", long_name]) in whole.get_all_asset_keys()
+    lineage = whole.get(daily).metadata["dagster/column_lineage"]
     assert lineage.deps_by_column["revenue"][0].asset_key == orders
-    rows = _table_rows(graph.get(daily).metadata["openlineage/columnLineage"])
-    assert rows[0]["upstream_asset"] == "postgres_db_5432/shop/public/orders"
+    rows = _table_rows(whole.get(daily).metadata["openlineage/columnLineage"])
+    assert rows[0]["upstream_asset"] == "postgres_db_5432/shop.public.orders"

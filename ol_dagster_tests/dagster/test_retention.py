@@ -21,8 +21,13 @@ def test_old_synced_batches_and_their_partitions_are_removed(write_settings):
     data["retention"] = {"keepDays": 7}
     path.write_text(yaml.safe_dump(data))
     store = EventStore(load_settings(path).store.url)
-    accepted = sort_events([run_event("etl", "daily")], ["*"]).accepted
-    old, recent, failed = (store.add_posted_batch("add", accepted, received=1) for _ in range(3))
+    # a run each: batches sharing a run go together (``store.retention``)
+    old, recent, failed = (
+        store.add_posted_batch(
+            "add", sort_events([run_event("etl", "daily")], ["*"]).accepted, received=1
+        )
+        for _ in range(3)
+    )
     long_ago = datetime.now(UTC) - timedelta(days=30)
     store.set_status(old, BatchStatus.SYNCED, now=long_ago)
     store.set_status(recent, BatchStatus.SYNCED)
@@ -81,7 +86,7 @@ def test_one_database_url_moves_the_store_and_embedded_catalogs(pg_url):
     assert settings.catalogs["main"].url == pg_url
     assert settings.catalogs["mine"].url == "sqlite:///x.db"  # an explicit URL wins
     # both live in the one database without clashing
-    from ol_dagster.catalog.embedded import EmbeddedCatalog
+    from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 
     store = EventStore(settings.store.url)
     catalog = EmbeddedCatalog(settings.catalogs["main"].url)

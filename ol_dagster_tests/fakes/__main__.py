@@ -4,7 +4,7 @@
     .venv/bin/python -m ol_dagster_tests.fakes openmetadata --port 8585 --token demo-jwt
     .venv/bin/python -m ol_dagster_tests.fakes blindata --port 8686 --token demo-token
 
-The fakes follow the documented contracts (see README "Catalogs"); they keep everything in memory.
+The fakes follow the documented contracts (see docs/catalogs.md); they keep everything in memory.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A Blindata server for tests, written from ``shared/design/catalog-apis-blindata.md`` (§1 what
+"""A Blindata server for tests, written from the project's notes on Blindata's REST API (§1 what
 public sources confirm, §3 the recommended minimal contract), never from ol-dagster's client.
 
 What it models:

@@ -776,7 +776,7 @@ class MarquezFake:
     #   node itself with its current edges (what a probe needs).
 
     def check_routes(self) -> list[Route]:
-        from ol_dagster.catalog.marquez import LINEAGE
+        from ol_dagster.catalog.marquez.catalog import LINEAGE
 
         return [Route(LINEAGE, self.get_lineage, methods=["GET"])]
 

@@ -1,5 +1,5 @@
-"""An OpenMetadata server in memory, from ``shared/seeds/openmetadata-openlineage-events-api.txt``
-and ``shared/design/catalog-apis-openmetadata-marquez.md`` §1.
+"""An OpenMetadata server in memory, from OpenMetadata's "OpenLineage Events" API page and the
+project's notes on the OpenMetadata and Marquez lineage API contracts (§1).
 
 What it keeps:
 
@@ -953,7 +953,7 @@ class OpenMetadataFake:
     CHECK_OPERATIONS = ("ViewAll", "ViewBasic", CREATE, EDIT_LINEAGE)
 
     def check_routes(self) -> list[Route]:
-        from ol_dagster.catalog.check.openmetadata import OM_DATABASE_SERVICE, OM_PERMISSIONS
+        from ol_dagster.catalog.openmetadata.check import OM_DATABASE_SERVICE, OM_PERMISSIONS
 
         return [
             Route(OM_PERMISSIONS, self.permissions, methods=["GET"]),

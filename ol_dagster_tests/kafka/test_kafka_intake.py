@@ -7,21 +7,23 @@ snapshot topics store a snapshot whole at its end marker."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import confluent_kafka
 import dagster as dg
 import pytest
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.kafka.intake import SNAPSHOT_END_HEADER, SNAPSHOT_HEADER, Assembler, Message
+from ol_dagster.kafka.reachability import REPORT_EVERY, BrokerWatch
 from ol_dagster.settings import load_settings, parse_settings
 from ol_dagster.store import BatchKind, BatchStatus, EventStore
 from ol_dagster_tests.conftest import (
@@ -32,32 +34,10 @@ from ol_dagster_tests.conftest import (
     wait_until,
 )
 from ol_dagster_tests.kafka_broker import TansuBroker
+from ol_dagster_tests.postgres import free_port
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PG = "postgres://db:5432"
-
-
-@pytest.fixture
-def kafka_env(
-    broker: TansuBroker, write_settings: Callable[..., Path], tmp_path: Path
-) -> Callable[..., Path]:
-    """Settings with a ``kafka`` block on the broker: a fresh group and fresh topic names."""
-
-    def make(topics: list[dict[str, Any]], **kafka: Any) -> Path:
-        data = settings_data(tmp_path)
-        data["kafka"] = {
-            "bootstrapServers": broker.bootstrap,
-            "groupId": f"g-{uuid.uuid4().hex[:8]}",
-            "pollTimeoutSeconds": 0.2,
-            # Tansu lets a new group's first member in after half the session: 1 s here
-            "sessionTimeoutSeconds": 2,
-            "topics": topics,
-            **kafka,
-        }
-        path = write_settings(data)
-        return path
-
-    return make
 
 
 def _topic(broker: TansuBroker, partitions: int = 1) -> str:
@@ -330,6 +310,59 @@ def test_consume_without_a_kafka_block_says_so_in_one_line(write_settings):
     assert proc.stderr.strip() == (
         "ol-dagster: the settings have no 'kafka' block: nothing to consume"
     )
+
+
+def test_consume_with_no_broker_exits_within_idle_exit_in_one_line_per_interval(
+    write_settings, tmp_path: Path
+):
+    # nothing listens on the port: every connection is refused at once, ~20 tries a second
+    server = f"127.0.0.1:{free_port()}"
+    data = settings_data(tmp_path)
+    data["kafka"] = {"bootstrapServers": [server], "topics": [{"topic": "t", "definition": "snap"}]}
+    idle = 3.0
+    assert idle < REPORT_EVERY
+    began = time.monotonic()
+    proc = subprocess.run(
+        _consume_cmd(write_settings(data), idle),
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        timeout=60,
+    )
+    elapsed = time.monotonic() - began
+
+    assert proc.returncode == 2, proc.stderr
+    # the seconds counted from start, not from a join that never comes (was: a minute); the rest
+    # is the interpreter's start and the consumer's close on a loaded machine
+    assert elapsed < idle + 4, elapsed
+    started, retrying, failed = proc.stderr.splitlines()  # was ~20 lines a second
+    assert started.startswith(f"ol-dagster consume: group ol-dagster on {server}: t -> snap")
+    assert retrying.startswith(f"WARNING ol_dagster.kafka: no Kafka broker answers at {server} (")
+    assert "Connection refused" in retrying and "retrying, next report in 10 s" in retrying
+    assert failed.startswith(f"ol-dagster: no Kafka broker answered at {server} in 3 s (")
+    assert "Connection refused" in failed and failed.endswith("): nothing consumed")
+    assert proc.stdout == ""
+
+
+def test_a_broker_down_for_25_seconds_is_told_in_one_line_per_interval_then_back(caplog):
+    now = [0.0]
+    watch = BrokerWatch("k1:9092", clock=lambda: now[0])
+    refused = "k1:9092/bootstrap: Connect to ipv4#10.0.0.1:9092 failed: Connection refused"
+    with caplog.at_level(logging.INFO, logger="ol_dagster.kafka"):
+        watch.unreachable("1/1 brokers are down", specific=False)
+        while now[0] < 25:  # librdkafka's pace against a port that refuses
+            watch.unreachable(refused)
+            now[0] += 0.05
+        watch.stats(json.dumps({"brokers": {"k1:9092/1": {"state": "UP"}}}))
+
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "no Kafka broker answers at k1:9092 (1/1 brokers are down); retrying, next report in 10 s",
+        f"no Kafka broker answers at k1:9092 for 10 s ({refused}); retrying, next report in 10 s",
+        f"no Kafka broker answers at k1:9092 for 20 s ({refused}); retrying, next report in 10 s",
+        "a Kafka broker answers at k1:9092 again after 25 s",
+    ]
+    assert watch.answered and watch.down_since is None
 
 
 # --- snapshot framing, message by message (the intake's own rules, with a real store) ----------

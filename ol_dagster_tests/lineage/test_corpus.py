@@ -1,6 +1,6 @@
 """Every concrete event of the public corpus, read in place, and the expected-output templates.
 
-``../shared/corpus/openlineage/MANIFEST.md`` records for each event file the outcome of a JSON
+``ol_dagster_tests/corpus/MANIFEST.md`` records for each event file the outcome of a JSON
 Schema check (core schema and standard facets). Events it marks "core OK, std facets OK" must be
 accepted. For every other file this module says explicitly what ol-dagster does with it: rejected,
 with the field path of the reason, or accepted on purpose (the lenient quirks: missing
@@ -23,7 +23,8 @@ from ol_dagster.commands.inspection import inspect_files
 from ol_dagster.lineage import normalize
 from ol_dagster.lineage.naming import normalize_namespace
 from ol_dagster.openlineage.envelope import EventRejected
-from ol_dagster.openlineage.models import RunEvent, parse_event, parse_event_lenient
+from ol_dagster.openlineage.lenient import parse_event_lenient
+from ol_dagster.openlineage.models import RunEvent, parse_event
 from ol_dagster_tests.conftest import CORPUS
 
 EVENTS = CORPUS / "events"

@@ -16,9 +16,9 @@ import pytest
 import yaml
 from sqlalchemy import create_engine, select
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.embedded.tables import clock
-from ol_dagster.catalog.ledger import Ledger, LedgerItem
+from ol_dagster.catalog.ledger.entries import Ledger, LedgerItem
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import load_settings
 from ol_dagster.store import BatchStatus, EventStore
@@ -40,7 +40,8 @@ def _documented_default(key: str) -> str:
 
 def test_retention_and_the_batch_window_have_their_documented_defaults(tmp_path: Path) -> None:
     """Settings that leave them out keep every synced batch (no ``retention.keepDays``) and seal
-    a stream batch after 60 seconds (``limits.batchWindowSeconds``), as README says."""
+    a stream batch after 60 seconds (``limits.batchWindowSeconds``), as docs/configuration.md
+    says."""
     path = tmp_path / "ol_dagster.yaml"
     data = settings_data(tmp_path)
     assert "retention" not in data and all("limits" not in d for d in data["definitions"])

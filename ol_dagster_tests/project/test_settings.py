@@ -686,18 +686,16 @@ def test_a_key_of_another_catalog_kind_is_named_with_the_kind(
 ) -> None:
     message = _catalog_error(tmp_path, base, catalog)
 
-    article = "an" if kind == "embedded" else "a"
+    article = "an" if kind[0] in "aeiou" else "a"
     assert f"catalogs.main.{key}: unknown key for {article} {kind} catalog" in message
     assert message.count(": unknown key") == 1  # the kind's own keys are accepted
 
 
 def test_each_catalog_kind_reads_its_own_keys(tmp_path: Path, no_tokens: None) -> None:
-    from ol_dagster.settings import (
-        BlindataCatalogSettings,
-        EmbeddedCatalogSettings,
-        MarquezCatalogSettings,
-        OpenMetadataCatalogSettings,
-    )
+    from ol_dagster.catalog.blindata.settings import BlindataCatalogSettings
+    from ol_dagster.catalog.embedded.settings import EmbeddedCatalogSettings
+    from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
+    from ol_dagster.catalog.openmetadata.settings import OpenMetadataCatalogSettings
 
     data = {
         "catalogs": {

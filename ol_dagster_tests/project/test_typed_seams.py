@@ -17,17 +17,23 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
-from ol_dagster.catalog.marquez import MarquezCatalog
-from ol_dagster.catalog.protocol import Annotating, ExportsState, Rehearsing, TakesEvents
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
+from ol_dagster.catalog.marquez.catalog import MarquezCatalog
+from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
+from ol_dagster.catalog.protocol import (
+    Annotating,
+    ExportsState,
+    Rehearsing,
+    TakesEvents,
+    export_state,
+)
 from ol_dagster.defs.lineage_assets import (
     DatasetNode,
     JobNode,
     OpenLineageTranslator,
     build_lineage_specs,
 )
-from ol_dagster.lineage_state import DatasetState, JobState, LineageState, export_state
-from ol_dagster.settings import MarquezCatalogSettings
+from ol_dagster.lineage_state import DatasetState, JobState, LineageState
 from ol_dagster.store import EventStore
 from ol_dagster.sync.reports import (
     CallReport,

@@ -14,13 +14,13 @@ import pytest
 
 from ol_dagster.lineage.runs import facet_items
 from ol_dagster.openlineage.envelope import EventKind, EventRejected
+from ol_dagster.openlineage.lenient import parse_event_lenient
 from ol_dagster.openlineage.models import (
     DatasetEvent,
     JobEvent,
     RunEvent,
     check_event,
     parse_event,
-    parse_event_lenient,
 )
 from ol_dagster_tests.conftest import run_event
 
@@ -591,11 +591,11 @@ def _name_paths(value: Any, path: str = "") -> list[str]:
     """The path of every ``Name`` in a typed event, found from the Structs' annotations."""
     import msgspec
 
-    from ol_dagster.openlineage.models import _name_fields
+    from ol_dagster.openlineage.names import name_fields
 
     out: list[str] = []
     if isinstance(value, msgspec.Struct):
-        for attr, key, is_name in _name_fields(type(value)):
+        for attr, key, is_name in name_fields(type(value)):
             where = f"{path}.{key}" if path else key
             out += [where] if is_name else _name_paths(getattr(value, attr), where)
     elif isinstance(value, list):
@@ -622,22 +622,23 @@ def test_every_name_is_somewhere_in_the_blank_names_fixture() -> None:
     every place a blank name can hide), found from the annotations, not from a list here."""
     import msgspec
 
-    from ol_dagster.openlineage import facets, models
-    from ol_dagster.openlineage.models import _name_fields
+    from ol_dagster.openlineage import facets, structs
+    from ol_dagster.openlineage.names import name_fields
 
     declared = {
         (cls.__name__, key)
-        for module in (facets, models)
+        for module in (facets, structs)
         for cls in vars(module).values()
         if isinstance(cls, type)
         and issubclass(cls, msgspec.Struct)
         and cls.__module__
         in (
             facets.__name__,
-            models.__name__,
+            structs.__name__,
         )
         and not cls.__name__.startswith("_")
-        for _, key, is_name in _name_fields(cls)
+        and not issubclass(cls, structs.Envelope)  # what is decoded, not the typed event
+        for _, key, is_name in name_fields(cls)
         if is_name
     }
     # the fixture is a RunEvent: a DatasetEvent's dataset is the Dataset class its datasets share
@@ -646,7 +647,7 @@ def test_every_name_is_somewhere_in_the_blank_names_fixture() -> None:
 
     def walk(value: Any) -> None:
         if isinstance(value, msgspec.Struct):
-            for attr, key, is_name in _name_fields(type(value)):
+            for attr, key, is_name in name_fields(type(value)):
                 if is_name:
                     for cls in type(value).__mro__:
                         seen.add((cls.__name__, key))

@@ -35,9 +35,9 @@ from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import make_url
 
 from ol_dagster import db
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.embedded.tables import users
-from ol_dagster.catalog.ledger import Ledger as SyncLedger
+from ol_dagster.catalog.ledger.entries import Ledger as SyncLedger
 from ol_dagster.db import open_engine
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.server import serve_in_background
@@ -78,7 +78,7 @@ class Served:
     def bound_url(self) -> str:
         """The URL uvicorn says it runs on (the port it bound, asked for as port 0), or ""."""
         text = self.log.read_bytes()[self.log_start :].decode(errors="replace")
-        found = re.findall(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", text)
+        found = re.findall(r"ol-dagster receiver on (http://127\.0\.0\.1:\d+) for: ", text)
         return found[-1] if found else ""
 
     def ready(self) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.defs.report import cleanup_markdown
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import SyncDefinition, load_settings

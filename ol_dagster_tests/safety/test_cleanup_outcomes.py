@@ -15,8 +15,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from ol_dagster.catalog.marquez import MarquezCatalog
-from ol_dagster.settings import MarquezCatalogSettings
+from ol_dagster.catalog.marquez.catalog import MarquezCatalog
+from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
 from ol_dagster.store import EventStore
 from ol_dagster_tests.fakes.faults import Clock, Fault, serve
 from ol_dagster_tests.fakes.harness import ANOMALIES, KPI, NS, Syncer, definition, pg, run

@@ -1,13 +1,12 @@
-"""Removal of deprecated metadata (issue 5), one test per rule of the seed.
+"""Removal of deprecated metadata, one test per rule of Blindata's page of that name.
 
-The seed is ``shared/seeds/blindata-openlineage-removal-of-deprecated-metadata.txt``; each test's
-docstring quotes the sentence it holds the code to. Every test runs the pure core the Dagster assets
-run: events sorted by the receiver's intake, stored as a batch in a real event store, normalized,
-uploaded to a real ``EmbeddedCatalog`` (SQLite, and PostgreSQL when the binaries are there) with
-the cutoff read from the catalog clock, then ``sync.cleanup.run_cleanup`` (or
-``run_stale_cleanup``, the daily schedule). Objects are aged by writing ``last_update`` in the
-catalog tables, never by waiting. Assertions are on what a user sees: what the catalog holds
-afterwards, and the report's fields.
+Each test's docstring quotes the sentence it holds the code to. Every test runs the pure core the
+Dagster assets run: events sorted by the receiver's intake, stored as a batch in a real event
+store, normalized, uploaded to a real ``EmbeddedCatalog`` (SQLite, and PostgreSQL when the
+binaries are there) with the cutoff read from the catalog clock, then
+``sync.cleanup.run_cleanup`` (or ``run_stale_cleanup``, the daily schedule). Objects are aged by
+writing ``last_update`` in the catalog tables, never by waiting. Assertions are on what a user
+sees: what the catalog holds afterwards, and the report's fields.
 """
 
 from __future__ import annotations
@@ -23,9 +22,9 @@ from typing import Any
 import pytest
 from sqlalchemy import and_, select, update
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.bulk import Bulk, naive
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.protocol import CleanupCounts
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope
 from ol_dagster.receiver.intake import sort_events
@@ -476,7 +475,7 @@ def test_dry_run_definition_only_plans_the_calls(h: Harness):
     assert report["mode"] == "CUTOFF"
     (flows_call,) = calls(report, "flows")
     (jobs_call,) = calls(report, "jobSystem")
-    assert flows_call["dryRun"] == {"dataFlows": 1} and flows_call["real"] is None
+    assert flows_call["dryRun"] == {"dataFlows": 1, "fieldFlows": 0} and flows_call["real"] is None
     assert jobs_call["dryRun"]["physicalEntities"] == 1
     assert jobs_call["dryRun"]["routines"] == 1 and jobs_call["real"] is None
     assert report["plannedRemovals"] == sum(total(c["dryRun"]) for c in report["calls"])
@@ -608,7 +607,7 @@ def test_snapshot_cutoff_removes_every_job_of_every_namespace_in_the_batch_in_th
     (flows_call,) = calls(report, "flows")
     assert flows_call["scopePrefixes"] == ["ol:etl|", "ol:features|"]
     assert flows_call["deleteBefore"] == h.cutoff.isoformat()
-    assert flows_call["dryRun"] == flows_call["real"] == {"dataFlows": 2}
+    assert flows_call["dryRun"] == flows_call["real"] == {"dataFlows": 2, "fieldFlows": 0}
     (jobs_call,) = calls(report, "jobSystem")
     assert jobs_call["system"] == "snap_jobs" and jobs_call["level"] == "schema"
     assert jobs_call["schemas"] == ["etl", "features"]
@@ -665,7 +664,7 @@ def test_additive_definition_removes_only_what_was_not_updated_for_stale_job_day
     (flows_call,) = calls(report, "flows")
     assert flows_call["scopePrefixes"] == ["ol:etl|"]
     assert flows_call["deleteBefore"] == (h.cutoff - timedelta(days=10)).isoformat()
-    assert flows_call["real"] == {"dataFlows": 1}
+    assert flows_call["real"] == {"dataFlows": 1, "fieldFlows": 0}
 
 
 REPLACEMENTS = {
@@ -723,8 +722,8 @@ def test_a_job_replaced_by_an_authoritative_description_loses_its_two_scopes_flo
             "target": "flows",
             "deleteBefore": cutoff,
             "scopes": ["ol:etl|x", "ol:etl|x#orchestration"],
-            "dryRun": {"dataFlows": 2},
-            "real": {"dataFlows": 2},
+            "dryRun": {"dataFlows": 2, "fieldFlows": 0},
+            "real": {"dataFlows": 2, "fieldFlows": 0},
         }
     ]
     assert report["removedJobs"] == []
@@ -800,7 +799,8 @@ def test_orchestration_flows_go_in_the_same_flows_call_by_the_namespace_prefix(h
     assert jobs(h.catalog) == {"etl.dag", "etl.task1"}
     (flows_call,) = calls(report, "flows")  # one call for data and orchestration flows
     assert flows_call["scopePrefixes"] == ["ol:etl|"]
-    assert flows_call["real"] == {"dataFlows": 2}  # task2's data flow and its orchestration flow
+    # task2's data flow and its orchestration flow
+    assert flows_call["real"] == {"dataFlows": 2, "fieldFlows": 0}
 
 
 def test_a_removed_routine_goes_with_its_statements_and_their_flows(h: Harness):
@@ -1249,7 +1249,7 @@ def test_stale_cleanup_removes_what_an_additive_definition_stopped_describing(h:
     (flows_call,) = calls(report, "flows")
     assert flows_call["scopePrefixes"] == ["ol:etl|"]
     assert flows_call["deleteBefore"] == (cutoff - timedelta(days=30)).isoformat()
-    assert flows_call["real"] == {"dataFlows": 1}
+    assert flows_call["real"] == {"dataFlows": 1, "fieldFlows": 0}
 
 
 # == Guards =======================================================================================
@@ -1315,7 +1315,7 @@ def test_over_the_removal_cap_no_real_call_is_made_and_the_counts_are_reported(h
     assert report["calls"] and all(c["real"] is None for c in report["calls"])
     (flows_call,) = calls(report, "flows")
     (jobs_call,) = calls(report, "jobSystem")
-    assert flows_call["dryRun"] == {"dataFlows": 1}
+    assert flows_call["dryRun"] == {"dataFlows": 1, "fieldFlows": 0}
     assert jobs_call["dryRun"]["physicalEntities"] == 1 and jobs_call["dryRun"]["routines"] == 1
     assert report["plannedRemovals"] == sum(total(c["dryRun"]) for c in report["calls"])
     assert report["removedJobs"] == []
@@ -1362,23 +1362,26 @@ def test_dangling_flows_are_not_touched_so_their_old_copies_go_and_are_counted(h
     d = definition()
 
     def batch(input_fields: list[str]) -> list[dict[str, Any]]:
+        lineage = {c: [(WH, "shop.public.src", c)] for c in ("id", "name")}
         return [
             job(
                 "etl",
                 "x",
                 [pg("src", input_fields)],
-                [pg("dst", ["id"], lineage={"id": [(WH, "shop.public.src", "id")]})],
+                [pg("dst", ["id", "name"], lineage=lineage)],
             )
         ]
 
-    h.sync(d, batch(["id"]))
-    assert field_flows(h.catalog) == {("ol:etl|x", "id", "id")}
+    h.sync(d, batch(["id", "name"]))
+    assert field_flows(h.catalog) == {("ol:etl|x", "id", "id"), ("ol:etl|x", "name", "name")}
 
-    report = h.sync(d, batch(["key"]))  # src no longer has id: the field flow has no source
+    # src no longer has id: that field flow has no source (half the column lineage: within the
+    # removal share, which judges field flows on their own)
+    report = h.sync(d, batch(["key", "name"]))
 
     assert report["skippedReason"] is None
     assert {"code": "DANGLING_FLOW", "count": 1} in report["warnings"]
-    assert field_flows(h.catalog) == set()
+    assert field_flows(h.catalog) == {("ol:etl|x", "name", "name")}
     (flows_call,) = calls(report, "flows")
-    assert flows_call["real"] == {"dataFlows": 1}
+    assert flows_call["real"] == {"dataFlows": 0, "fieldFlows": 1}  # a column flow, apart
     assert scopes(h.catalog) == {"ol:etl|x"}  # the data flow src -> dst was re-sent: kept

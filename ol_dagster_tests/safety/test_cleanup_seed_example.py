@@ -19,7 +19,7 @@ import dagster as dg
 import pytest
 from starlette.testclient import TestClient
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.commands.headless import QUIET, sync_batches
 from ol_dagster.definitions import build_defs
 from ol_dagster.receiver.app import create_app
@@ -194,7 +194,7 @@ def test_example_the_dropped_jobs_flows_and_entity_go_in_that_run_and_its_checks
     }
     (flows_call,) = calls(report, "flows")
     assert flows_call["scopePrefixes"] == [f"ol:{NS}|"]
-    assert flows_call["dryRun"] == flows_call["real"] == {"dataFlows": 1}
+    assert flows_call["dryRun"] == flows_call["real"] == {"dataFlows": 1, "fieldFlows": 0}
     assert second["checks"] == CHECKS_ALL_PASSED
     # the report is also the catalog_cleanup materialization's metadata, with a Markdown table
     assert env.latest_report("catalog_cleanup") == report

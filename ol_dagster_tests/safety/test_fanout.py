@@ -25,7 +25,7 @@ import yaml
 from sqlalchemy import create_engine, text
 from starlette.testclient import TestClient
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.commands.headless import sync_batches
 from ol_dagster.definitions import build_defs
 from ol_dagster.receiver.app import create_app
@@ -456,6 +456,34 @@ def _failure_sensor(e: Env, defs: dg.Definitions, result: dg.ExecuteInProcessRes
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         defs.get_sensor_def("snap__failed_syncs")(context.for_run_failure())
+
+
+def test_per_catalog_nodes_name_their_catalog_and_each_check_its_batch(two_embedded: Env):
+    e = two_embedded
+    batch = e.post(kpi_snapshot())
+    e.store.seal_due("snap", window_seconds=0, max_events=1, force=True)
+    defs = build_defs(str(e.path))
+    graph = defs.resolve_asset_graph()
+
+    # the nodes of the two catalogs have one name each (catalog_upload...): what the graph shows
+    # under it, and a tag, say which catalog
+    for catalog in ("main", "lineage"):
+        for asset in ("catalog_upload", "catalog_cleanup", "stale_cleanup"):
+            node = graph.get(dg.AssetKey(["snap", catalog, asset]))
+            assert (node.description or "").startswith(f"Catalog '{catalog}': "), node.description
+            assert node.tags["ol_dagster/catalog"] == catalog
+
+    e.instance.add_dynamic_partitions("snap__batches", [str(batch)])
+    result = defs.resolve_job_def("snap__sync").execute_in_process(
+        instance=e.instance, partition_key=str(batch)
+    )
+    assert result.success
+    evaluations = result.get_asset_check_evaluations()
+    assert len(evaluations) == 11  # 2 on received_batch, 1 on lineage_graph, 4 per catalog
+    for evaluation in evaluations:
+        # the check's history lists every batch's result: each says which it judged
+        assert (evaluation.description or "").startswith(f"batch {batch}"), evaluation
+        assert evaluation.metadata["batch"] == dg.MetadataValue.text(str(batch))
 
 
 def test_the_sensor_retries_a_run_that_failed_in_one_catalog_for_that_catalog_only(

@@ -78,9 +78,9 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule, run_state_machine_as_test
 
-from ol_dagster.catalog.blindata import BlindataCatalog
-from ol_dagster.catalog.marquez import MarquezCatalog
-from ol_dagster.catalog.openmetadata import OpenMetadataCatalog
+from ol_dagster.catalog.blindata.catalog import BlindataCatalog
+from ol_dagster.catalog.marquez.catalog import MarquezCatalog
+from ol_dagster.catalog.openmetadata.catalog import OpenMetadataCatalog
 from ol_dagster.receiver.server import serve_in_background
 from ol_dagster.settings import CatalogSettings, parse_catalog
 from ol_dagster.store import BatchStatus, EventStore

@@ -134,3 +134,8 @@ def test_the_removal_share_is_judged_per_kind():
     held_fields = {**held, "fields": 10}
     assert share_exceeded({"datasets": 1, "fields": 9}, held_fields, 0.5) == []
     assert share_exceeded({"fields": 9}, held_fields, 0.5) == ["fields"]
+    # column-level flows on their own: a batch that keeps its data flows but loses most of its
+    # column lineage is stopped; a removed job's column flows go with it
+    held_columns = {**held, "fieldFlows": 10}
+    assert share_exceeded({"dataFlows": 1, "fieldFlows": 6}, held_columns, 0.5) == ["fieldFlows"]
+    assert share_exceeded({"jobs": 1, "fieldFlows": 10}, held_columns, 0.5) == []

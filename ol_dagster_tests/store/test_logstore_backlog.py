@@ -17,7 +17,7 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from ol_dagster.catalog.embedded import EmbeddedCatalog
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.embedded.tables import JOB, entities
 from ol_dagster.commands.headless import sync_batches
 from ol_dagster.defs import constants as C

@@ -7,7 +7,7 @@ describes (changed or not, so the server stamps it), and a cleanup asks the serv
 scope prefix or by System and schema, what was last updated before the cutoff, with a dry run on the
 server first. The cutoff is the server's time, read from the ``Date`` header of a cheap call.
 
-Every path is in ``blindata_api`` with its source: confirmed ``[C]`` or inferred ``[I]``.
+Every path is in ``api`` with its source: confirmed ``[C]`` or inferred ``[I]``.
 
 Writes are upserts on each object's natural key (an entity's System, schema and name; a field's
 entity and name; a routine's System, schema and name; a flow's scope and ends): existing objects are
@@ -27,8 +27,11 @@ it is, or else to one created in a neutral System named after its namespace, whi
 Secrets are read from the environment when the catalog opens, sent as headers, and never written
 into an error, a failed row or a log line (answers from the server are scrubbed of them too).
 
-The package, one concern a module (as ``catalog/embedded/``):
+This module is the kind's declaration; the package holds one concern a module (as
+``catalog/embedded/``):
 
+* ``settings``: the keys of a Blindata catalog;
+* ``api``: every path the client calls, with its source;
 * ``catalog``: ``BlindataCatalog``, the protocol facade that hands each call to a module below;
 * ``client``: the transport (credentials, retries, paging, upserts, concurrent row writes);
 * ``shapes``: Blindata's JSON shapes (references, ``additionalProperties``, dates);
@@ -36,23 +39,38 @@ The package, one concern a module (as ``catalog/embedded/``):
 * ``upload``, ``flows``, ``placement``: the upload, its flows, renames and other owners' parents;
 * ``quality``: quality suites, imported by the upload and disabled by the cleanup;
 * ``cleanup``: the server-side cleanup calls, DROPs and job counts;
-* ``reads``: Systems, job schemas and lineage for the read commands.
+* ``reads``: Systems, job schemas and lineage for the read commands;
+* ``check``: what ``ol-dagster check`` asks it.
 """
 
-from ol_dagster.catalog.blindata.catalog import BlindataCatalog
-from ol_dagster.catalog.blindata.client import UploadStopped
-from ol_dagster.catalog.blindata.placement import PARENT_NOT_PLACED
-from ol_dagster.catalog.blindata.quality import QUALITY
-from ol_dagster.catalog.blindata.shapes import EntityKey, FlowKey
-from ol_dagster.catalog.blindata.upload import SYSTEMS, upload_systems
+from __future__ import annotations
 
-__all__ = [
-    "PARENT_NOT_PLACED",
-    "QUALITY",
-    "SYSTEMS",
-    "BlindataCatalog",
-    "EntityKey",
-    "FlowKey",
-    "UploadStopped",
-    "upload_systems",
-]
+from typing import TYPE_CHECKING
+
+from ol_dagster.catalog.blindata.settings import BlindataCatalogSettings
+from ol_dagster.catalog.kind import CatalogKind, CheckContext, Opening
+
+if TYPE_CHECKING:
+    from ol_dagster.catalog.blindata.catalog import BlindataCatalog
+    from ol_dagster.catalog.check.findings import Finding
+
+
+def _open(cfg: BlindataCatalogSettings, at: Opening) -> BlindataCatalog:
+    from ol_dagster.catalog.blindata.catalog import BlindataCatalog
+
+    return BlindataCatalog(at.name, cfg, store_url=at.store_url, definition=at.definition)
+
+
+def _check(cfg: BlindataCatalogSettings, context: CheckContext) -> list[Finding]:
+    from ol_dagster.catalog.blindata.check import check_blindata
+
+    return check_blindata(cfg, context)
+
+
+# everything beyond the protocol is the server's: it rehearses nothing, exports no state
+KIND = CatalogKind(
+    name="blindata",
+    settings=BlindataCatalogSettings,
+    factory=_open,
+    checker=_check,
+)

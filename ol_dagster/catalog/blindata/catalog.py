@@ -16,15 +16,16 @@ import httpx
 from ol_dagster.catalog.blindata import cleanup, quality, reads
 from ol_dagster.catalog.blindata import upload as upload_ops
 from ol_dagster.catalog.blindata.client import BlindataClient
+from ol_dagster.catalog.blindata.settings import BlindataCatalogSettings
 from ol_dagster.catalog.protocol import CleanupCounts, DatasetRef, UploadResult
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.settings import BlindataCatalogSettings, SyncDefinition
+from ol_dagster.sync_definition import SyncDefinition
 
 
 class BlindataCatalog:
-    """A Blindata tenant, reached over HTTP; ``store_url`` and ``definition`` are accepted for the
-    factory's common signature (this catalog keeps no ledger)."""
+    """A Blindata tenant, reached over HTTP; ``store_url`` and ``definition`` are accepted as the
+    ledger catalogs take them (this catalog keeps no ledger)."""
 
     kind = "blindata"
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ol_dagster.catalog import blindata_api as api
+from ol_dagster.catalog.blindata import api
 from ol_dagster.catalog.blindata.client import BlindataClient
 from ol_dagster.catalog.blindata.finders import find_entity, find_system
 from ol_dagster.catalog.blindata.shapes import (

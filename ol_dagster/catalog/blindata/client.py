@@ -3,7 +3,7 @@
 Everything that speaks HTTP to Blindata goes through one ``BlindataClient``, so the secrets it
 sends are the ones it scrubs from every error, failed row and log line, and the rules for a
 paged search, a create answered ``409`` and a refused row are written once. The paths themselves
-are in ``blindata_api``; the finders, the upload, the cleanup and the reads only compose them.
+are in ``api``; the finders, the upload, the cleanup and the reads only compose them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any
 
 import httpx
 
-from ol_dagster.catalog import blindata_api as api
+from ol_dagster.catalog.blindata import api
+from ol_dagster.catalog.blindata.settings import BlindataCatalogSettings
 from ol_dagster.catalog.blindata.shapes import json_body, uuid_of
 from ol_dagster.catalog.http import (
     CatalogRefused,
@@ -27,7 +28,7 @@ from ol_dagster.catalog.http import (
     server_time,
 )
 from ol_dagster.catalog.protocol import FailedRow, UploadResult
-from ol_dagster.settings import BlindataCatalogSettings, SettingsError
+from ol_dagster.settings_base import SettingsError
 
 Write = Callable[[], tuple[str, bool]]  # one row's write: its uuid, and whether it was created
 

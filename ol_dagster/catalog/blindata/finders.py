@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ol_dagster.catalog import blindata_api as api
+from ol_dagster.catalog.blindata import api
 from ol_dagster.catalog.blindata.client import BlindataClient
 from ol_dagster.catalog.blindata.shapes import (
     EntityKey,

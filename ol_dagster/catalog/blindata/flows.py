@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ol_dagster.catalog import blindata_api as api
+from ol_dagster.catalog.blindata import api
 from ol_dagster.catalog.blindata.client import BlindataClient, Write
 from ol_dagster.catalog.blindata.finders import find_flow, flows_with_prefix
 from ol_dagster.catalog.blindata.shapes import EntityRefs, FlowKey, node_id, prop_list

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ol_dagster.catalog import blindata_api as api
+from ol_dagster.catalog.blindata import api
 from ol_dagster.catalog.blindata.client import BlindataClient, UploadStopped
 from ol_dagster.catalog.blindata.finders import (
     ensure_systems,
@@ -26,7 +26,7 @@ from ol_dagster.catalog.protocol import FailedRow, ObjectType, UploadResult
 from ol_dagster.catalog.renames import may_move, renames
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.settings import CleanupMode, SyncDefinition
+from ol_dagster.sync_definition import CleanupMode, SyncDefinition
 
 # a dropped row: a foreign parent job whose neutral System (named after its namespace) is in fact
 # another definition's, so neither it nor the orchestration flow to it can be written safely

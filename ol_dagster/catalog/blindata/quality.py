@@ -12,7 +12,7 @@ import logging
 import threading
 from typing import Any
 
-from ol_dagster.catalog import blindata_api as api
+from ol_dagster.catalog.blindata import api
 from ol_dagster.catalog.blindata.client import BlindataClient, Write
 from ol_dagster.catalog.blindata.shapes import (
     EntityRefs,

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from ol_dagster.catalog import blindata_api as api
+from ol_dagster.catalog.blindata import api
 from ol_dagster.lineage.graph import (
     DATA_SCOPE,
     ORCHESTRATION_SCOPE,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ol_dagster.catalog import blindata_api as api
+from ol_dagster.catalog.blindata import api
 from ol_dagster.catalog.blindata.client import BlindataClient, UploadStopped, Write
 from ol_dagster.catalog.blindata.finders import (
     ensure_systems,
@@ -38,7 +38,7 @@ from ol_dagster.catalog.protocol import FailedRow, ObjectType, UploadResult
 from ol_dagster.catalog.systems import foreign_job, job_system_for, wanted_systems
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.settings import SyncDefinition
+from ol_dagster.sync_definition import SyncDefinition
 
 SYSTEMS = "systems"
 

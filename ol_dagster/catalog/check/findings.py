@@ -2,8 +2,8 @@
 
 A finding carries whether the sync needs it (``needed_by_sync``): only those decide the exit
 code; the others (clock skew, an unmapped namespace, ``Create``) are warnings. Nothing here asks
-anything: the checks of each catalog kind (``embedded``, ``openmetadata``, ``marquez``,
-``blindata``) make findings, ``runner`` gathers them into reports.
+anything: each kind's checker (``catalog/<kind>/check.py``) makes findings, and
+``ol_dagster/commands/check.py`` gathers them into reports.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ findings of every HTTP kind.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,13 +20,8 @@ import httpx
 
 from ol_dagster.catalog.check.findings import Finding, one_line, skew_words
 from ol_dagster.catalog.http import server_time
-from ol_dagster.settings import (
-    BlindataCatalogSettings,
-    HttpCatalogSettings,
-    Settings,
-    SettingsError,
-    SyncDefinition,
-)
+from ol_dagster.catalog.settings import HttpCatalogSettings
+from ol_dagster.settings_base import SettingsError
 
 PROBE_NAMESPACE = "ol-dagster-check"  # a namespace no producer writes: the probes' names
 MAX_SKEW_SECONDS = 300.0
@@ -144,26 +139,17 @@ class CatalogClient:
 
 @contextmanager
 def catalog_client(
-    backend: Any,
-    name: str,
-    cfg: HttpCatalogSettings,
-    settings: Settings,
-    definition: SyncDefinition | None,
+    backend: Callable[[], Any], cfg: HttpCatalogSettings, *, ledger: bool
 ) -> Iterator[CatalogClient | Finding]:
-    """The catalog's own client (its URL, headers and timeout), or the finding why it cannot be
-    opened (a secret not in the environment...)."""
+    """The catalog's own client (its URL, headers and timeout), as ``backend()`` opens it, or the
+    finding why it cannot be opened (a secret not in the environment...); ``ledger``: the
+    backend opens its sync ledger in the event store too."""
     try:
-        catalog = backend(
-            name,
-            cfg,
-            store_url=settings.store.url,
-            definition=definition.name if definition else "",
-        )
+        catalog = backend()
     except SettingsError as exc:
         yield Finding("credentials", False, str(exc))
         return
     except Exception as exc:  # noqa: BLE001 - e.g. the ledger's tables in an unreachable store
-        ledger = not isinstance(cfg, BlindataCatalogSettings)  # Blindata cleans by scope itself
         where = "its sync ledger is in the event store: " if ledger else ""
         yield Finding("catalog client", False, f"cannot open ({where}{one_line(str(exc))})")
         return

@@ -28,7 +28,7 @@ from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.lineage_state import LineageState
 from ol_dagster.openlineage.envelope import namespace_allowed
-from ol_dagster.settings import SyncDefinition
+from ol_dagster.sync_definition import SyncDefinition
 
 DEFAULT_USER = "ol-dagster"
 

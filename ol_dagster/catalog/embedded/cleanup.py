@@ -102,9 +102,9 @@ def flows(
     dry_run: bool,
 ) -> CleanupCounts:
     """Data, orchestration and field flows owned by every job of ``namespaces`` and by ``jobs``,
-    last updated before ``before``."""
-    total = 0
-    for table in (data_flows, field_flows):
+    last updated before ``before``: the field flows counted apart."""
+    counts: dict[str, int] = {ObjectType.DATA_FLOWS: 0, ObjectType.FIELD_FLOWS: 0}
+    for table, kind in ((data_flows, ObjectType.DATA_FLOWS), (field_flows, ObjectType.FIELD_FLOWS)):
         owned = _owned_by(table, namespaces, jobs)
         if not owned:
             continue
@@ -112,19 +112,19 @@ def flows(
         n = _count(conn, table, condition)
         if n and not dry_run:
             conn.execute(delete(table).where(condition))
-        total += n
-    return CleanupCounts({ObjectType.DATA_FLOWS: total})
+        counts[kind] = n
+    return CleanupCounts(counts)
 
 
 def count_held(
     conn: Connection, namespaces: list[str], dataset_systems: list[str]
 ) -> dict[str, int]:
-    """What a definition holds: the flows owned by jobs of ``namespaces`` (data, orchestration
-    and field flows), the dataset entities of ``dataset_systems`` and their fields."""
-    held_flows = sum(
-        _count(conn, table, or_(*owned))
+    """What a definition holds: the flows owned by jobs of ``namespaces`` (data and
+    orchestration flows; field flows apart), the dataset entities of ``dataset_systems`` and
+    their fields."""
+    held_flows, held_field_flows = (
+        _count(conn, table, or_(*owned)) if (owned := _owned_by(table, namespaces, [])) else 0
         for table in (data_flows, field_flows)
-        if (owned := _owned_by(table, namespaces, []))
     )
     datasets = 0
     held_fields = 0
@@ -135,7 +135,12 @@ def count_held(
         held_fields += _count(
             conn, fields, fields.c.entity_id.in_(select(entities.c.id).where(its))
         )
-    return {"dataFlows": held_flows, "datasets": datasets, "fields": held_fields}
+    return {
+        "dataFlows": held_flows,
+        "fieldFlows": held_field_flows,
+        "datasets": datasets,
+        "fields": held_fields,
+    }
 
 
 def _chunked(ids: list[T]) -> list[list[T]]:
@@ -147,8 +152,9 @@ def _flows_touching(
     entity_ids: list[int],
     statement_ids: list[int],
     field_ids: list[int] = (),  # type: ignore[assignment]
-) -> int:
-    """Flows that go with removed entities, statements or fields (counted before the cascade).
+) -> dict[str, int]:
+    """Flows that go with removed entities, statements or fields (counted before the cascade),
+    data and orchestration flows apart from field flows.
 
     Flow ids are collected, so a flow that goes for two reasons (a field flow between a removed
     field and a field of a removed entity, or ends in two chunks) is counted once, as it is
@@ -173,7 +179,7 @@ def _flows_touching(
         field.update(_ids(conn, ff.id, ff.statement_id.in_(s)))
     for f in _chunked(list(field_ids)):
         field.update(_ids(conn, ff.id, or_(ff.from_field.in_(f), ff.to_field.in_(f))))
-    return len(data) + len(field)
+    return {ObjectType.DATA_FLOWS: len(data), ObjectType.FIELD_FLOWS: len(field)}
 
 
 def _system_id(conn: Connection, system: str) -> int | None:
@@ -199,6 +205,7 @@ def job_system(
         ObjectType.ROUTINES: 0,
         ObjectType.STATEMENTS: 0,
         ObjectType.DATA_FLOWS: 0,
+        ObjectType.FIELD_FLOWS: 0,
     }
     if sid is None:
         return CleanupCounts(counts)
@@ -238,7 +245,7 @@ def job_system(
     counts[ObjectType.PHYSICAL_ENTITIES] = len(job_ids)
     counts[ObjectType.ROUTINES] = len(routine_ids)
     counts[ObjectType.STATEMENTS] = len(statement_ids)
-    counts[ObjectType.DATA_FLOWS] = _flows_touching(conn, job_ids, statement_ids)
+    counts.update(_flows_touching(conn, job_ids, statement_ids))
     if not dry_run:
         _delete_ids(conn, routines, routine_ids)  # cascades to statements and their flows
         _delete_ids(conn, entities, job_ids)  # cascades to orchestration flows and metrics
@@ -253,6 +260,7 @@ def dataset_system(conn: Connection, system: str, before: datetime, dry_run: boo
         ObjectType.PHYSICAL_ENTITIES: 0,
         ObjectType.PHYSICAL_FIELDS: 0,
         ObjectType.DATA_FLOWS: 0,
+        ObjectType.FIELD_FLOWS: 0,
     }
     if sid is None:
         return CleanupCounts(counts)
@@ -273,7 +281,7 @@ def dataset_system(conn: Connection, system: str, before: datetime, dry_run: boo
     counts[ObjectType.PHYSICAL_ENTITIES] = len(entity_ids)
     # disjoint: a field is judged stale only on an entity the run carried, hence touched
     counts[ObjectType.PHYSICAL_FIELDS] = len(field_ids) + cascaded_fields
-    counts[ObjectType.DATA_FLOWS] = _flows_touching(conn, entity_ids, [], field_ids)
+    counts.update(_flows_touching(conn, entity_ids, [], field_ids))
     if not dry_run:
         _delete_ids(conn, fields, field_ids)
         _delete_ids(conn, entities, entity_ids)
@@ -289,6 +297,7 @@ def drop_datasets(conn: Connection, datasets: list[DatasetRef], dry_run: bool) -
         ObjectType.PHYSICAL_ENTITIES: 0,
         ObjectType.PHYSICAL_FIELDS: 0,
         ObjectType.DATA_FLOWS: 0,
+        ObjectType.FIELD_FLOWS: 0,
     }
     system_ids: dict[str, int | None] = {}
     entity_ids: set[int] = set()
@@ -313,7 +322,7 @@ def drop_datasets(conn: Connection, datasets: list[DatasetRef], dry_run: bool) -
     counts[ObjectType.PHYSICAL_FIELDS] = sum(
         _count(conn, fields, fields.c.entity_id.in_(chunk)) for chunk in _chunked(ids)
     )
-    counts[ObjectType.DATA_FLOWS] = _flows_touching(conn, ids, [])
+    counts.update(_flows_touching(conn, ids, []))
     if not dry_run:
         _delete_ids(conn, entities, ids)  # cascades to fields, flows, field flows, metrics
     return CleanupCounts(counts)

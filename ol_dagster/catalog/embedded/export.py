@@ -28,6 +28,9 @@ from ol_dagster.lineage_state import (
 _CHUNK = 500
 
 
+JobKey = tuple[str, str]  # (namespace, name)
+
+
 def export_state(
     conn: Connection, uuid: str, allowed: Callable[[str], bool], max_jobs: int | None = None
 ) -> LineageState:
@@ -37,15 +40,36 @@ def export_state(
     last, by last update; ties by namespace and name), with only their flows and datasets: the
     asset graph shows no more (``assetGraph.maxJobs``), and a sync of a 100,000-job definition
     should not read and store them all each time. ``jobsNotShown`` counts the others."""
+    jobs, job_ids, newest = _jobs(conn, uuid, allowed)
+    not_shown = 0
+    if max_jobs is not None and len(jobs) > max_jobs:
+        kept = set(sorted(sorted(jobs), key=newest.__getitem__, reverse=True)[:max_jobs])
+        not_shown = len(jobs) - len(kept)
+        jobs = {k: v for k, v in jobs.items() if k in kept}
+        job_ids = {i: k for i, k in job_ids.items() if k in kept}
+    scopes = sorted(flow_scope(*k) for k in jobs) if not_shown else None
+    dataset_ids = _data_flows(conn, jobs, scopes)
+    datasets = _datasets(conn, sorted(dataset_ids))
+    columns = _column_lineage(conn, jobs, datasets, scopes)
+    return new_state(
+        jobs.values(), datasets.values(), _parents(conn, job_ids), columns, not_shown=not_shown
+    )
+
+
+def _jobs(
+    conn: Connection, uuid: str, allowed: Callable[[str], bool]
+) -> tuple[dict[JobKey, JobState], dict[int, JobKey], dict[JobKey, tuple[bool, Any, Any]]]:
+    """The definition's jobs (in the job Systems it marks, of its namespaces), by their key and
+    by their entity id, and how new each is (whether it ran, its last run or update)."""
     e = t.entities.c
     job_systems = [
         sid
         for sid, props in conn.execute(select(t.systems.c.id, t.systems.c.properties))
         if uuid in ((props or {}).get("openLineageJobSystem") or [])
     ]
-    jobs: dict[tuple[str, str], JobState] = {}
-    job_ids: dict[int, tuple[str, str]] = {}
-    newest: dict[tuple[str, str], tuple[bool, Any, Any]] = {}
+    jobs: dict[JobKey, JobState] = {}
+    job_ids: dict[int, JobKey] = {}
+    newest: dict[JobKey, tuple[bool, Any, Any]] = {}
     for eid, ns, name, desc, props, last_update, last_run in conn.execute(
         select(
             e.id,
@@ -74,29 +98,29 @@ def export_state(
             "outputs": [],
         }
         job_ids[eid] = (ns, name)
-    not_shown = 0
-    if max_jobs is not None and len(jobs) > max_jobs:
-        by_name = sorted(jobs)
-        kept = set(sorted(by_name, key=newest.__getitem__, reverse=True)[:max_jobs])
-        not_shown = len(jobs) - len(kept)
-        jobs = {k: v for k, v in jobs.items() if k in kept}
-        job_ids = {i: k for i, k in job_ids.items() if k in kept}
+    return jobs, job_ids, newest
 
-    def of_jobs(statement: Select, scope_column: Any) -> list[Select]:
-        """``statement`` over every flow, or, when jobs were left out, chunks of the kept jobs'
-        data scopes (their unique indexes start with the scope)."""
-        if not not_shown:
-            return [statement]
-        scopes = sorted(flow_scope(*k) for k in jobs)
-        return [
-            statement.where(scope_column.in_(scopes[i : i + _CHUNK]))
-            for i in range(0, len(scopes), _CHUNK)
-        ]
 
+def _of_jobs(statement: Select, scope_column: Any, scopes: list[str] | None) -> list[Select]:
+    """``statement`` over every flow, or, when jobs were left out (``scopes``: the kept jobs'
+    data scopes), in chunks of them (their unique indexes start with the scope)."""
+    if scopes is None:
+        return [statement]
+    return [
+        statement.where(scope_column.in_(scopes[i : i + _CHUNK]))
+        for i in range(0, len(scopes), _CHUNK)
+    ]
+
+
+def _data_flows(
+    conn: Connection, jobs: dict[JobKey, JobState], scopes: list[str] | None
+) -> set[int]:
+    """Each job's inputs and outputs, from the data flows of its scope; the ids of the datasets
+    at either end."""
     src, dst = aliased(t.entities), aliased(t.entities)
     f = t.data_flows.c
     dataset_ids: set[int] = set()
-    io: dict[tuple[str, str], tuple[set[tuple[str, str]], set[tuple[str, str]]]] = {}
+    io: dict[JobKey, tuple[set[JobKey], set[JobKey]]] = {}
     data_flows = (
         select(
             f.scope_namespace,
@@ -113,7 +137,9 @@ def export_state(
         .where(f.kind == t.DATA)
     )
     for job_ns, job_name, s_id, s_ns, s_name, d_id, d_ns, d_name in (
-        row for statement in of_jobs(data_flows, f.scope) for row in conn.execute(statement)
+        row
+        for statement in _of_jobs(data_flows, f.scope, scopes)
+        for row in conn.execute(statement)
     ):
         job = (job_ns, job_name)
         if job not in jobs:
@@ -125,16 +151,25 @@ def export_state(
     for job, (ins, outs) in io.items():
         jobs[job]["inputs"] = sorted([list(k) for k in ins])
         jobs[job]["outputs"] = sorted([list(k) for k in outs])
+    return dataset_ids
 
-    parents: list[list[list[str]]] = []
-    for p_id, c_id in conn.execute(
-        select(f.from_entity, f.to_entity).where(f.kind == t.ORCHESTRATION)
-    ):
-        if p_id in job_ids and c_id in job_ids:
-            parents.append([list(job_ids[p_id]), list(job_ids[c_id])])
 
+def _parents(conn: Connection, job_ids: dict[int, JobKey]) -> list[list[list[str]]]:
+    """[parent, child] of the orchestration flows between exported jobs."""
+    f = t.data_flows.c
+    return [
+        [list(job_ids[p_id]), list(job_ids[c_id])]
+        for p_id, c_id in conn.execute(
+            select(f.from_entity, f.to_entity).where(f.kind == t.ORCHESTRATION)
+        )
+        if p_id in job_ids and c_id in job_ids
+    ]
+
+
+def _datasets(conn: Connection, ids: list[int]) -> dict[int, DatasetState]:
+    """The datasets of these entity ids, with their System and their fields in order."""
+    e, fc = t.entities.c, t.fields.c
     datasets: dict[int, DatasetState] = {}
-    ids = sorted(dataset_ids)
     for i in range(0, len(ids), 500):
         for eid, ns, name, typ, desc, props, system in conn.execute(
             select(
@@ -158,7 +193,6 @@ def export_state(
                 "owners": (props or {}).get("owners") or [],
                 "fields": [],
             }
-        fc = t.fields.c
         for entity_id, fname, ftype, fdesc in conn.execute(
             select(fc.entity_id, fc.name, fc.type, fc.description)
             .where(fc.entity_id.in_(ids[i : i + 500]))
@@ -167,10 +201,20 @@ def export_state(
             datasets[entity_id]["fields"].append(
                 {"name": fname, "type": ftype, "description": fdesc}
             )
+    return datasets
 
+
+def _column_lineage(
+    conn: Connection,
+    jobs: dict[JobKey, JobState],
+    datasets: dict[int, DatasetState],
+    scopes: list[str] | None,
+) -> list[ColumnLineageState]:
+    """Each exported column's upstream columns, from the field flows of exported jobs between
+    exported datasets: an input is [namespace, name, field], plus its transformation
+    ("DIRECT/IDENTITY") when the catalog has it."""
     ff = t.field_flows.c
     sf, df = aliased(t.fields), aliased(t.fields)
-    # an input is [namespace, name, field], plus its transformation ("DIRECT/IDENTITY") if known
     column_lineage: dict[tuple[int, str], set[tuple[str, ...]]] = {}
     field_flows = (
         select(
@@ -187,7 +231,9 @@ def export_state(
         .join(df, df.c.id == ff.to_field)
     )
     for job_ns, job_name, s_entity, s_field, d_entity, d_field, kind, subtype in (
-        row for statement in of_jobs(field_flows, ff.scope) for row in conn.execute(statement)
+        row
+        for statement in _of_jobs(field_flows, ff.scope, scopes)
+        for row in conn.execute(statement)
     ):
         if (job_ns, job_name) not in jobs or s_entity not in datasets or d_entity not in datasets:
             continue
@@ -196,8 +242,7 @@ def export_state(
         column_lineage.setdefault((d_entity, d_field), set()).add(
             (s["namespace"], s["name"], s_field, *([label] if label else []))
         )
-
-    columns: list[ColumnLineageState] = [
+    return [
         {
             "dataset": [datasets[eid]["namespace"], datasets[eid]["name"]],
             "field": field,
@@ -205,4 +250,3 @@ def export_state(
         }
         for (eid, field), inputs in column_lineage.items()
     ]
-    return new_state(jobs.values(), datasets.values(), parents, columns, not_shown=not_shown)

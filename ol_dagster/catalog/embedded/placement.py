@@ -27,7 +27,7 @@ from ol_dagster.catalog.embedded.tables import (
 from ol_dagster.catalog.renames import may_move, renames
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.settings import SyncDefinition
+from ol_dagster.sync_definition import SyncDefinition
 
 
 def ensure_systems(conn: Connection, wanted: dict[str, dict]) -> dict[str, int]:

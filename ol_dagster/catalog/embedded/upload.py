@@ -45,7 +45,7 @@ from ol_dagster.lineage.graph import (
     flow_scope,
     orchestration_scope,
 )
-from ol_dagster.settings import SyncDefinition
+from ol_dagster.sync_definition import SyncDefinition
 
 SYSTEMS = "systems"  # a step of its own, reported only when it fails
 
