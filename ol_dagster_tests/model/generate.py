@@ -238,9 +238,25 @@ _MODES = st.sampled_from([CUTOFF, CUTOFF, CUTOFF, DAYS, NONE])
 _BUCKET_PATTERNS = st.sampled_from([BUCKET, "s3://b?cket"])
 
 
+# A pattern of another definition that admits a namespace of a family too (a glob over it, or a
+# literal it matches): settings with both on one catalog must not load
+OVERLAPPING: dict[str, str] = {
+    "etl": "e?l",
+    "ETL": "[eE]TL",
+    "nfc": NFC_ETL + "*",
+    "a|b": "a|*",
+    "Etl": "E*",
+    "etl?": "etl_",
+    "x*": "x.y",
+    "[pPq]s": "?s",
+}
+
+
 @st.composite
-def universes(draw: st.DrawFn) -> tuple[DefinitionSpec, ...]:
-    """Two or three definitions on one catalog, with disjoint look-alike namespaces."""
+def universes(draw: st.DrawFn, overlap: bool = False) -> tuple[DefinitionSpec, ...]:
+    """Two or three definitions on one catalog, with disjoint look-alike namespaces; with
+    ``overlap``, now and then the second one admits a namespace of the first too (settings that
+    must be refused at load)."""
     names = ("snap", "multi", "ml")[: draw(st.sampled_from([2, 2, 3]))]
     # the first: a single namespace (it may keep CUTOFF), or one glob pattern (it may not)
     first = draw(st.sampled_from([*SINGLE, *GLOBS, *GLOBS]))
@@ -253,6 +269,8 @@ def universes(draw: st.DrawFn) -> tuple[DefinitionSpec, ...]:
             k = draw(st.sampled_from([1, 1, 2]))
             families, rest = rest[:k], rest[k:]
         allowed = tuple(p for f in families for p in FAMILIES[f][0])
+        if i == 1 and overlap and first in OVERLAPPING and draw(st.integers(0, 7)) == 0:
+            allowed = (*allowed, OVERLAPPING[first])
         shared = SHARED_PATTERNS if draw(st.sampled_from([False, False, True])) else ()
         rules: list[tuple[str, str, str]] = []
         if i == 0 or draw(st.booleans()):
@@ -364,6 +382,24 @@ class EventFactory:
     split: bool = False  # a run of an earlier post went on, not to its end, in the current one
     avoid: frozenset[str] = frozenset()  # event shapes left out (see ``SHAPES``)
     partners: list[Event] = field(default_factory=list)  # look-alike owners' events to add
+    numbers: dict[str, int | None] = field(default_factory=dict)  # definition -> last number
+
+    def sequence(self, data: st.DataObject, spec: DefinitionSpec) -> int | None:
+        """The ``OL-Snapshot-Sequence`` of a post. A definition's producer numbers its snapshots
+        or not (drawn at its first post); one that does mostly counts up, but sends a number
+        again (a retry), an older number later (two connections: the older snapshot arrives
+        last), and now and then nothing (unnumbered: older than every numbered one)."""
+        if spec.name not in self.numbers:
+            numbered = data.draw(st.booleans(), label="numbered snapshots")
+            self.numbers[spec.name] = 10 if numbered else None
+        last = self.numbers[spec.name]
+        if last is None:
+            return None
+        step = data.draw(st.sampled_from([1, 1, 1, 0, -1, -2, None]), label="sequence")
+        if step is None:
+            return None
+        self.numbers[spec.name] = max(last, last + step)
+        return last + step
 
     def _tick(self) -> int:
         self.serial += 1

@@ -1,11 +1,10 @@
 """A reference model of what the catalog must hold after each sync, from the documents alone.
 
-Written from ``docs/deletion-rules.md`` (the "Who owns what" and "what arrives / removes" tables),
-``README.md``, ``docs/configuration.md`` and the seeds (the Blindata removal seed: what is owned
-and what a cutoff removes; the job type facet seed: how the events of a run combine), and from
-nothing in ``ol_dagster``: no import, no copied rule, no scope
-string. Every rule below is a sentence of those texts; where they are silent, the reading chosen is
-said where it is used.
+Written from the two pages a user reads about deleting, ``docs/deletion-rules.md`` (who owns
+what, what removes what, one sync at a time, snapshot order, retention and runs, where the
+documents seem to disagree) and ``docs/configuration.md`` (what each setting means), and from
+nothing in ``ol_dagster``: no import, no copied rule, no scope string. Every rule below is a
+sentence of those pages; where they are silent, the reading chosen is said where it is used.
 
 **Ownership is data.** An owner is an opaque tuple ``(job namespace, job name, kind)``, ``kind``
 being ``data`` (a job's data flows) or ``orchestration`` (the link from its parent, owned by the
@@ -83,6 +82,23 @@ a DatasetEvent's dataset, the parent job, a ``previousIdentifier``) is longer th
 One sync per definition at a time: the lock is held from the upload to the cleanup's report; a sync
 that finds it held by a live holder does not run (its batch stays pending); a holder that died
 does not block.
+
+**Snapshot order.** "A snapshot older than one already synced is ``SUPERSEDED``: neither uploaded
+nor cleaned". Two whole snapshots of a definition compare by (carries an ``OL-Snapshot-Sequence``,
+the sequence, arrival, the order stored): a numbered one is newer than any unnumbered one, two
+numbered ones go by their numbers, otherwise (none, or equal numbers) the later post is newer.
+"Already synced" is read as it is written: a snapshot synced once stays the newest the definition
+has synced, even after retention removed its batch. "Only whole snapshots are ordered so": a post
+that is not a whole snapshot neither supersedes nor is superseded.
+
+**Retention** (``retention.keepDays``, "Retention and runs"): a synced batch past ``keepDays`` is
+removed from the event store, unless it holds an event of a run that has not ended (no
+``COMPLETE``, ``FAIL`` or ``ABORT`` stored for that run id in the definition's batches), or of a run
+another kept batch holds (pending, open, synced within ``keepDays``); events without a run never
+keep a batch; the definition's newest synced whole snapshot is kept whatever its age (so that it
+still supersedes an older one synced later). Syncing a batch again (a person re-running its
+cleanup) makes it synced now. A batch id is never given twice, even after retention removed
+every batch.
 """
 
 from __future__ import annotations
@@ -121,6 +137,7 @@ GUARDS = frozenset(
         SUPERSEDED,
     }
 )
+TERMINAL = ("COMPLETE", "FAIL", "ABORT")  # a run has ended (retention)
 GLOB_CHARACTERS = "*?["  # what makes a pattern more than one namespace (deletion rules)
 MAX_NAME_LENGTH = 2048  # limits.maxNameLength's default
 
@@ -253,6 +270,20 @@ class Event:
         return out
 
 
+def refused_at_load(
+    universe: tuple[DefinitionSpec, ...], namespaces: tuple[str, ...]
+) -> tuple[str, str, str] | None:
+    """ "One definition per namespace per catalog": two definitions on one catalog that both
+    admit a namespace (of ``namespaces``, those a test knows) which not both declare in
+    ``sharedJobNamespaces`` are refused at start-up; the two names and the namespace, or None."""
+    for i, a in enumerate(universe):
+        for b in universe[:i]:
+            for ns in namespaces:
+                if a.admits(ns) and b.admits(ns) and not (a.is_shared(ns) and b.is_shared(ns)):
+                    return b.name, a.name, ns
+    return None
+
+
 # -- what the model keeps -----------------------------------------------------------------------
 
 
@@ -293,6 +324,19 @@ class Batch:
     rejected: int = 0
     status: str = "pending"  # open | pending | done
     upload: Upload | None = None
+    sequence: int | None = None  # the post's OL-Snapshot-Sequence
+    synced: int = 0  # when it was last synced (the model's count of syncs), 0: never
+
+    @property
+    def runs(self) -> set[str]:
+        """The run ids its events carry (retention follows them)."""
+        return {e.run_id for e in self.events if e.kind == "run" and e.run_id is not None}
+
+    @property
+    def order(self) -> tuple[bool, int, int]:
+        """Its place among its definition's snapshots, higher is newer: (numbered, number,
+        arrival); posts arrive in id order, and ``id`` also breaks a tie."""
+        return (self.sequence is not None, self.sequence or 0, self.id)
 
 
 @dataclass
@@ -354,6 +398,9 @@ class ReferenceModel:
         self.clock = 0
         self.refusing = False  # the catalog refuses the cleanup user (403)
         self.failing = False  # the catalog refuses every write of an upload
+        self.syncs = 0  # syncs so far: a batch's ``synced`` is the count at its last one
+        self.newest: dict[str, tuple[bool, int, int]] = {}  # definition -> newest synced snapshot
+        self.given: set[int] = set()  # every batch id given, removed batches' too
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -364,17 +411,26 @@ class ReferenceModel:
             return False
         return e.kind == "dataset" or d.admits(e.namespace)
 
-    def post(self, definition: str, batch_id: int, events: list[Event]) -> None:
-        """A ``/lineage/batch`` post: one batch, stored whole."""
+    def _new_id(self, batch_id: int) -> None:
+        assert batch_id not in self.given, f"batch id {batch_id} given twice"
+        self.given.add(batch_id)
+
+    def post(
+        self, definition: str, batch_id: int, events: list[Event], sequence: int | None = None
+    ) -> None:
+        """A ``/lineage/batch`` post, with its ``OL-Snapshot-Sequence``: one batch, stored whole."""
         d = self.definitions[definition]
         accepted = [e for e in events if self.accepts(d, e)]
+        self._new_id(batch_id)
         self.batches[batch_id] = Batch(
-            batch_id, definition, True, accepted, len(events) - len(accepted)
+            batch_id, definition, True, accepted, len(events) - len(accepted), sequence=sequence
         )
 
     def stream(self, definition: str, batch_id: int, events: list[Event]) -> None:
         """Single events, added to the definition's open stream batch."""
         d = self.definitions[definition]
+        if batch_id not in self.batches:
+            self._new_id(batch_id)
         b = self.batches.setdefault(batch_id, Batch(batch_id, definition, False, status="open"))
         assert b.status == "open" and b.definition == definition
         for e in events:
@@ -500,10 +556,9 @@ class ReferenceModel:
     # -- upload ---------------------------------------------------------------------------------
 
     def _superseded(self, b: Batch) -> bool:
-        return self.snapshot(b) and any(
-            o.definition == b.definition and o.id > b.id and self.snapshot(o) and o.status == "done"
-            for o in self.batches.values()
-        )
+        """A whole snapshot older than one the definition already synced."""
+        newest = self.newest.get(b.definition)
+        return self.snapshot(b) and newest is not None and newest > b.order
 
     def upload(self, definition: str, batch_id: int, run_id: str) -> str:
         """``uploaded``, ``failed`` or ``superseded``; raises ``Busy``."""
@@ -639,6 +694,14 @@ class ReferenceModel:
         finally:
             del self.locks[definition]  # the report is recorded: the run is over
             self.alive.discard(run_id)
+            if b.status == "done":
+                self._synced(b)
+
+    def _synced(self, b: Batch) -> None:
+        self.syncs += 1
+        b.synced = self.syncs
+        if self.snapshot(b):
+            self.newest[b.definition] = max(self.newest.get(b.definition, b.order), b.order)
 
     def _cleanup(
         self, d: DefinitionSpec, b: Batch, max_removals: int | None, max_share: float | None
@@ -686,3 +749,36 @@ class ReferenceModel:
         for key in plan.flows:
             del self.flows[key]
         return Expectation(frozenset(), plan, plan.total, True)
+
+    # -- retention -------------------------------------------------------------------------------
+
+    def purge(self, definition: str, synced_by: int | None = None) -> list[int]:
+        """``retention.keepDays`` passed for the batches synced by the ``synced_by``-th sync (all
+        synced ones: None): the ids of the batches removed, in order. A batch holding an event
+        of a run not ended stays, and so does one holding an event of a run a kept batch holds:
+        a run's batches go together, once it ended; the newest synced whole snapshot stays."""
+        mine = {i: b for i, b in self.batches.items() if b.definition == definition}
+        snapshots = [b for b in mine.values() if b.status == "done" and self.snapshot(b)]
+        newest = max(snapshots, key=lambda b: b.order).id if snapshots else None
+        past = {
+            i
+            for i, b in mine.items()
+            if b.status == "done" and (synced_by is None or b.synced <= synced_by) and i != newest
+        }
+        ended = {
+            e.run_id
+            for b in mine.values()
+            for e in b.events
+            if e.kind == "run" and e.event_type in TERMINAL
+        }
+        kept = {i for i, b in mine.items() if i not in past or b.runs - ended}
+        while True:
+            held = set().union(*(mine[i].runs for i in kept))
+            more = {i for i in past - kept if mine[i].runs & held}
+            if not more:
+                break
+            kept |= more
+        gone = sorted(past - kept)
+        for i in gone:
+            del self.batches[i]
+        return gone

@@ -567,8 +567,8 @@ class HttpDriver(Driver):
             events = [dataclasses.replace(e, parent=None) for e in _without_drops(events)]
         return events
 
-    def post(self, name: str, events: list[Event]) -> int:
-        return super().post(name, self._restrict(events))
+    def post(self, name: str, events: list[Event], sequence: int | None = None) -> int:
+        return super().post(name, self._restrict(events), sequence)
 
     def stream(self, name: str, events: list[Event]) -> None:
         super().stream(name, self._restrict(events))
@@ -666,6 +666,9 @@ class HttpDriver(Driver):
             self.om_held, self.om_sent = got & pairs, set()
         assert not diff.strip(), f"{name} is not the model's:\n" + diff
         status = {b.id: b.status for b in self.env.store.batches()}  # type: ignore[union-attr]
+        assert set(status) == set(self.model.batches), (
+            f"the store holds batches {sorted(status)}, the model {sorted(self.model.batches)}"
+        )
         for b in self.model.batches.values():
             assert STATUS[status[b.id]] == b.status, (
                 f"batch {b.id} of {b.definition}: store {status[b.id]}, the model {b.status}"

@@ -95,3 +95,23 @@ def test_a_job_described_again_after_a_rename_in_an_earlier_upload_is_written_ag
     assert set(d.model.flows) == {data_flow(("etl", "kpi"), PG_A_KEY, RENAMED_KEY)}  # it went
     _sync(d, "snap", [Event("job", "etl", "kpi", inputs=(PG_A,), outputs=(BUCKET_B,), time=3)])
     assert set(d.model.flows) == {data_flow(("etl", "kpi"), PG_A_KEY, B_KEY)}
+
+
+def test_a_snapshot_older_than_one_synced_stays_superseded_after_retention(env: Env):
+    """Snapshot order and retention together: the newer snapshot ``2`` (``OL-Snapshot-Sequence``
+    2) is synced and removes ``etl.old``; retention then purges its batch; the older snapshot
+    ``1``, still pending, is synced afterwards. It is older than one already synced, so it is
+    SUPERSEDED and never brings ``etl.old`` back."""
+    d = Driver(env, (definition_spec("snap"),))
+    d.post("snap", [Event("job", "etl", "old", inputs=(PG_A,), outputs=(BUCKET_B,), time=1)], 1)
+    d.sync("snap")
+    d.check()
+    older = d.post("snap", [Event("job", "etl", "old", outputs=(BUCKET_B,), time=2)], 5)
+    newer = d.post("snap", [Event("job", "etl", "new", outputs=(BUCKET_B,), time=3)], 9)
+    d.sync("snap", [newer])  # a person syncs the newer one first
+    d.check()
+    d.purge("snap", None)  # retention.keepDays passed for every synced batch
+    d.check()
+    d.sync("snap", [older])
+    d.check()
+    assert ("snap_jobs", "etl", "old") not in d.model.jobs
