@@ -28,7 +28,7 @@ from ol_dagster.store import EventStore
 from ol_dagster.sync.upload import build_graph
 from ol_dagster_tests.conftest import PROJECT_ROOT, TOKENS, events_of, run_event, settings_data
 from ol_dagster_tests.fakes.faults import serve
-from ol_dagster_tests.fakes.harness import ds, pg, run
+from ol_dagster_tests.fakes.harness import pg, run
 from ol_dagster_tests.fakes.marquez_fake import MarquezFake
 
 SNAP_TOKEN = TOKENS["OL_TEST_TOKEN_SNAP"]
@@ -191,10 +191,11 @@ def test_sync_with_nothing_pending_says_so_per_definition_and_exits_0(
 
 
 def test_sync_exits_1_when_a_batch_upload_failed_though_its_run_succeeded(tmp_path: Path) -> None:
-    """The catalog refuses one event (Marquez answers 400 to a namespace with a blank): the
-    batch's upload fails, its cleanup is skipped (UPLOAD_FAILED), the run itself succeeds and the
-    batch is FAILED. ``ol-dagster sync`` must say so with exit 1, not 0."""
+    """The catalog cannot take one event (a proxy in front of Marquez refuses its body, 413,
+    even alone): the batch's upload fails, its cleanup is skipped (UPLOAD_FAILED), the run itself
+    succeeds and the batch is FAILED. ``ol-dagster sync`` must say so with exit 1, not 0."""
     marquez = MarquezFake()
+    marquez.server.limit_body(20_000)
     with serve(marquez.server) as url:
         data = settings_data(tmp_path)
         data["catalogs"]["main"] = {"kind": "marquez", "url": url, "maxRetries": 0}
@@ -204,8 +205,15 @@ def test_sync_exits_1_when_a_batch_upload_failed_though_its_run_succeeded(tmp_pa
         store = EventStore(load_settings(path).store.url)
         events = [
             run("etl.good", [pg("a")], [pg("b")]),
-            run("etl.spaced", [ds("bad namespace", "t")], [pg("c")]),
+            run("etl.large", [pg("x")], [pg("c")]),
         ]
+        events[1]["job"]["facets"] = {
+            "documentation": {
+                "_producer": "https://example.com/tests",
+                "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DocumentationJobFacet.json",
+                "description": "x" * 40_000,
+            }
+        }
         intake = sort_events(events, ["*"])
         assert not intake.rejected
         batch_id = store.add_posted_batch("add", intake.accepted, received=intake.received)
