@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from anyio import from_thread
 from starlette.responses import JSONResponse
 
 from ol_dagster.gcpause import gc_paused
@@ -67,6 +68,17 @@ class LargeSlot:
             )
         self.posts.in_progress += 1
         self.taken = True
+
+    def from_worker(self) -> Callable[[int], None]:
+        """This ``on_size`` for a worker thread (a gzip body inflating): the slot is taken on the
+        event loop, which alone counts the slots."""
+        threshold = self.posts.limits.largePostBytes
+
+        def on_size(size: int) -> None:
+            if size >= threshold and not self.taken:
+                from_thread.run_sync(self, size)
+
+        return on_size
 
     def release(self) -> None:
         if self.taken:
