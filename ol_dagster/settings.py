@@ -127,6 +127,7 @@ class ReceiverLimits(StrictModel):
     maxConnections: Annotated[int, Field(ge=1)] = 500  # open at once: 503 and closed beyond
     maxConcurrentRequests: Annotated[int, Field(ge=1)] = 100  # in progress: 503 beyond
     largePostBytes: Annotated[int, Field(ge=1024)] = 1024 * 1024  # a body this big is "large"
+    largePostEvents: Annotated[int, Field(ge=1)] = 10_000  # and a batch of this many events
     maxConcurrentLargePosts: Annotated[int, Field(ge=1)] = 1  # parsed at once: 503 beyond
     retryAfterSeconds: Annotated[int, Field(ge=1)] = 5  # the Retry-After of every 503 above
     backlog: Annotated[int, Field(ge=1)] = 2048  # connections the kernel queues before accept

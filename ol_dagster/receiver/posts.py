@@ -106,7 +106,7 @@ class Posts:
                 return error(400, "the client went away before its body was read")
             if not gzip and not body.strip():
                 return error(400, _EMPTY)
-            held = HeldBody(body)
+            held = HeldBody(body, slot)
             del body  # the worker takes it: see ``HeldBody``
             return await run_in_threadpool(
                 self._in_worker, process(sequence), definition, held, slot if gzip else None
@@ -130,7 +130,7 @@ class Posts:
                 return self._refused(exc)
             if not body.strip():
                 return error(400, _EMPTY)
-            held = HeldBody(body)
+            held = HeldBody(body, gzip_slot)
             del body
         return process_held(process, definition, held, self.limits.largePostBytes)
 
@@ -180,6 +180,10 @@ class Posts:
                 f"{len(raw_events)} events exceed limits.maxEventsPerBatch ({limit}); "
                 "split the batch",
             )
+        try:
+            held.count_events(len(raw_events))
+        except BodyError as exc:
+            return self._refused(exc)
         try:
             intake = sort_events(
                 decoded(raw_events),
