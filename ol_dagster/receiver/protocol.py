@@ -17,8 +17,8 @@ around their own parser, never in place of it:
 - answers that end a connection: 401, 403, 413 and 431, an answer given before the request's body
   was read, and one to a request that sent both Content-Length and Transfer-Encoding (RFC 9112
   §6.3) carry ``Connection: close`` and the connection is closed. A client still sending its body
-  is given ``LINGER_SECONDS`` to finish (what it sends is discarded) so that it reads its answer
-  instead of a reset;
+  is given ``LINGER_SECONDS`` to finish (what it sends is discarded; the staged close of RFC 9112
+  §9.6) so that it reads its answer instead of a reset;
 - answers nobody reads: once an answer waits in the process's buffer because the client does not
   read it, the client has ``sendTimeoutSeconds`` to make progress; then the connection is dropped
   with what it held;
