@@ -31,19 +31,22 @@ class HeldBody:
     the thread call's arguments would otherwise keep a large body alive until the answer, on
     top of its accepted events (the batch endpoint drops it once they are sorted)."""
 
-    __slots__ = ("_data", "size", "slot")
+    __slots__ = ("_data", "large_by_events", "size", "slot")
 
     def __init__(self, data: bytes, slot: LargeSlot | None = None) -> None:
         self._data = data
         self.size = len(data)
         self.slot = slot  # the post's large-post slot, for a batch that counts its events
+        self.large_by_events = False
 
     def count_events(self, events: int) -> None:
         """In the worker thread: a batch of ``largePostEvents`` or more takes a large post's slot
         (``BodyError`` 503 when every slot is taken)."""
         slot = self.slot
-        if slot is not None and not slot.taken and events >= slot.posts.limits.largePostEvents:
-            from_thread.run_sync(slot.take)
+        if slot is not None and events >= slot.posts.limits.largePostEvents:
+            self.large_by_events = True
+            if not slot.taken:
+                from_thread.run_sync(slot.take)
 
     def take(self) -> bytes:
         data, self._data = self._data, b""
@@ -118,6 +121,6 @@ def process_held(
     else:
         with gc_paused():
             response = process(definition, held)
-    if held.size >= large_post_bytes or (held.slot is not None and held.slot.taken):
-        release_free_memory()  # large by its bytes or by its events
+    if held.size >= large_post_bytes or held.large_by_events:
+        release_free_memory()
     return response

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from functools import partial
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
+from ol_dagster.gcpause import gc_paused
 from ol_dagster.receiver.answers import error, snapshot_note, summary_answer
 from ol_dagster.receiver.body import BodyError, check_length, inflate, is_gzip, read_body
 from ol_dagster.receiver.decode import NotABatch, NotJson, decode_event, decoded, split_batch
@@ -185,11 +187,13 @@ class Posts:
         except BodyError as exc:
             return self._refused(exc)
         try:
-            intake = sort_events(
-                decoded(raw_events),
-                definition.namespace_patterns,
-                max_name_length=definition.limits.maxNameLength,
-            )
+            # a batch large by its events is sorted as a large body is (``process_held``)
+            with gc_paused() if held.large_by_events else nullcontext():
+                intake = sort_events(
+                    decoded(raw_events),
+                    definition.namespace_patterns,
+                    max_name_length=definition.limits.maxNameLength,
+                )
         except NotJson as exc:
             return error(400, f"request body is not valid JSON: {exc}")
         del raw_events, body  # the accepted events are copies: the body can go now
