@@ -15,9 +15,10 @@ fresh ``runId``):
    one after the other, while another client alternates ``/healthz`` and single-event posts:
    p50/p99/max latency of those (and how many took over 100 ms), the big posts' time and the
    server's RSS before, at its peak and after;
-3. **slow clients**: ``--slow`` sockets (default 600: more than ``maxConnections``, 500) connect;
-   half send nothing, half trickle header bytes; counts of those answered 503 at once, closed by
-   the header deadline, and ``/healthz`` latency meanwhile.
+3. **slow clients**: ``--slow`` sockets (default 600: more than ``maxConnections``, 500) connect
+   from six addresses (127.0.0.2 to .7, 100 each: ``maxConnectionsPerClient``); half send
+   nothing, half trickle header bytes; counts of those answered 503 at once, closed by the header
+   deadline, and ``/healthz`` latency meanwhile.
 
 Three hostile profiles (each reports ``/healthz`` p99 and the server's RSS;
 the hostile client connects from 127.0.0.2, ``/healthz`` and the producer from 127.0.0.1):
@@ -266,7 +267,9 @@ def slow_clients(url: str, n: int) -> dict:
     socks, refused = [], 0
     t0 = time.monotonic()
     for i in range(n):
-        s = socket.create_connection((host, int(port)), timeout=5)
+        # from 127.0.0.2 to .7, within maxConnectionsPerClient (100) each: maxConnections refuses
+        source = (f"127.0.0.{2 + i * 6 // n}", 0)
+        s = socket.create_connection((host, int(port)), timeout=5, source_address=source)
         if i % 2:
             s.sendall(b"POST /api/v1/lineage HTTP/1.1\r\nHost: x\r\n")
         socks.append(s)
