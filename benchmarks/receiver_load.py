@@ -15,12 +15,25 @@ fresh ``runId``):
    one after the other, while another client alternates ``/healthz`` and single-event posts:
    p50/p99/max latency of those (and how many took over 100 ms), the big posts' time and the
    server's RSS before, at its peak and after;
-3. **slow clients**: ``--slow`` sockets (default 600: more than ``maxConnections``, 500) connect;
-   half send nothing, half trickle header bytes; counts of those answered 503 at once, closed by
-   the header deadline, and ``/healthz`` latency meanwhile.
+3. **slow clients**: ``--slow`` sockets (default 600: more than ``maxConnections``, 500) connect
+   from six addresses (127.0.0.2 to .7, 100 each: ``maxConnectionsPerClient``); half send
+   nothing, half trickle header bytes; counts of those answered 503 at once, closed by the header
+   deadline, and ``/healthz`` latency meanwhile.
 
-Usage: ``.venv/bin/python benchmarks/receiver_load.py [--scale 0.2]`` (``--scale`` multiplies
-the counts of the soak, for a shared machine; ``--big-events`` is the big posts' size).
+Three hostile profiles (each reports ``/healthz`` p99 and the server's RSS;
+the hostile client connects from 127.0.0.2, ``/healthz`` and the producer from 127.0.0.1):
+
+4. **slots**: ``--slot-sockets`` (510) unauthenticated posts announcing a 100 MB body, each
+   sending one byte every 2 s and reconnecting when closed, for ``--slot-seconds``; meanwhile a
+   producer posts one event every 0.2 s; the sockets the server holds are counted every 2 s;
+5. **unread**: ``--unread-posts`` (20) posts of 100,000 empty events (every one rejected) whose
+   answers are never read; the server's RSS until it is idle again;
+6. **locked**: another process holds the store's write lock ``--lock-seconds`` (12) while 45
+   producers post one event each; how long ``/healthz`` takes meanwhile.
+
+Usage: ``.venv/bin/python benchmarks/receiver_load.py [--scale 0.2] [--profiles slots,unread]``
+(``--scale`` multiplies the counts of the soak, for a shared machine; ``--big-events`` is the big
+posts' size; ``--profiles`` picks among soak, load, slow, slots, unread, locked).
 """
 
 from __future__ import annotations
@@ -254,7 +267,9 @@ def slow_clients(url: str, n: int) -> dict:
     socks, refused = [], 0
     t0 = time.monotonic()
     for i in range(n):
-        s = socket.create_connection((host, int(port)), timeout=5)
+        # from 127.0.0.2 to .7, within maxConnectionsPerClient (100) each: maxConnections refuses
+        source = (f"127.0.0.{2 + i * 6 // n}", 0)
+        s = socket.create_connection((host, int(port)), timeout=5, source_address=source)
         if i % 2:
             s.sendall(b"POST /api/v1/lineage HTTP/1.1\r\nHost: x\r\n")
         socks.append(s)
@@ -303,6 +318,262 @@ def slow_clients(url: str, n: int) -> dict:
     }
 
 
+# -- hostile profiles --------------------------------------------------------------------------
+
+HOSTILE = "127.0.0.2"  # the hostile client's address; /healthz and the producer use 127.0.0.1
+
+
+def raise_file_limit() -> None:
+    """Hundreds of sockets on the client's side too."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+class Target:
+    """The server under test: its URL, its process, a token, an event it accepts, its folder."""
+
+    def __init__(self, url: str, pid: int, token: str, event: dict, folder: Path) -> None:
+        self.url, self.pid, self.token, self.event, self.folder = url, pid, token, event, folder
+        host, port = url.removeprefix("http://").split(":")
+        self.address = (host, int(port))
+
+
+def hostile_socket(target: Target) -> socket.socket:
+    s = socket.socket()
+    s.bind((HOSTILE, 0))
+    s.settimeout(5)
+    s.connect(target.address)
+    return s
+
+
+class Sampler(threading.Thread):
+    """``/healthz`` every 0.2 s from 127.0.0.1 (latency, status; 0 for no answer) and the
+    server's RSS, until stopped."""
+
+    def __init__(self, target: Target) -> None:
+        super().__init__(daemon=True)
+        self.target, self.stop = target, threading.Event()
+        self.times: list[float] = []
+        self.statuses: list[int] = []
+        self.rss: list[float] = []
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.target.url, timeout=30) as client:
+            while not self.stop.is_set():
+                t = time.monotonic()
+                try:
+                    status = client.get("/healthz").status_code
+                except httpx.HTTPError:
+                    status = 0
+                self.times.append(time.monotonic() - t)
+                self.statuses.append(status)
+                self.rss.append(rss_mb(self.target.pid))
+                self.stop.wait(0.2)
+
+    def report(self, rss_before: float) -> dict[str, Any]:
+        self.stop.set()
+        self.join()
+        return {
+            "healthz_ms": latency(self.times),
+            "healthz_not_200": sum(s != 200 for s in self.statuses),
+            "rss_mb_before": round(rss_before, 1),
+            "rss_mb_peak": round(max(self.rss, default=0.0), 1),
+            "rss_mb_end": round(rss_mb(self.target.pid), 1),
+        }
+
+
+def server_sockets(pid: int) -> int:
+    """Sockets the server process holds open (its connections, and its listening socket)."""
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            count += os.readlink(fd).startswith("socket:")
+        except OSError:
+            continue
+    return count
+
+
+def _opened(target: Target, head: bytes) -> socket.socket | None:
+    try:
+        s = hostile_socket(target)
+        s.sendall(head)
+        s.setblocking(False)
+        return s
+    except OSError:
+        return None
+
+
+def _still_open(s: socket.socket) -> bool:
+    """Reads what the server sent; False once it closed the connection (or reset it)."""
+    try:
+        while True:
+            data = s.recv(65536)
+            if not data:
+                return False
+    except BlockingIOError:
+        pass
+    except OSError:
+        return False
+    try:
+        s.send(b"x")
+    except BlockingIOError:
+        pass
+    except OSError:
+        return False
+    return True
+
+
+def slot_holders(target: Target, n: int, seconds: float) -> dict[str, Any]:
+    """``n`` unauthenticated posts announcing 100 MB, a byte every 2 s each, reopened when the
+    server closes them; a producer posts one event every 0.2 s meanwhile."""
+    head = (
+        b"POST /api/v1/lineage/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100000000\r\n\r\n{"
+    )
+    rss_before = rss_mb(target.pid)
+    sampler = Sampler(target)
+    sampler.start()
+    posts: list[int] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        headers = {"Authorization": f"Bearer {target.token}"}
+        with httpx.Client(base_url=target.url, headers=headers, timeout=30) as client:
+            while not stop.wait(0.2):
+                try:
+                    resp = client.post("/api/v1/lineage", json=fresh(target.event))
+                    posts.append(resp.status_code)
+                except httpx.HTTPError:
+                    posts.append(0)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    socks: list[socket.socket | None] = [_opened(target, head) for _ in range(n)]
+    opened, held = n, []
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        time.sleep(1)
+        held.append(server_sockets(target.pid))
+        time.sleep(1)
+        for i, s in enumerate(socks):
+            if s is not None and _still_open(s):
+                continue
+            if s is not None:
+                s.close()
+            socks[i] = _opened(target, head)
+            opened += 1
+    stop.set()
+    producer.join()
+    for s in socks:
+        if s is not None:
+            s.close()
+    return {
+        "sockets": n,
+        "seconds": seconds,
+        "connections_opened": opened,
+        "server_sockets_min_max": [min(held, default=0), max(held, default=0)],
+        "producer_posts": len(posts),
+        "producer_posts_not_200": sum(s != 200 for s in posts),
+        **sampler.report(rss_before),
+    }
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def unread_answers(target: Target, posts: int, events: int = 100_000) -> dict[str, Any]:
+    """``posts`` posts of ``events`` empty events (each rejected: the answer lists failures),
+    sent whole on sockets that never read; the server is watched until its CPU is idle for 3 s
+    (every post answered), then 5 s more, before the sockets close."""
+    body = orjson.dumps({"events": [{}] * events})
+    request = (
+        b"POST /api/v1/lineage/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+        % (target.token.encode(), len(body))
+    ) + body
+    rss_before = rss_mb(target.pid)
+    sampler = Sampler(target)
+    sampler.start()
+    socks = []
+    for _ in range(posts):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a client that does not read
+        s.bind((HOSTILE, 0))
+        s.connect(target.address)
+        s.sendall(request)
+        socks.append(s)
+    t0 = time.monotonic()
+    last, idle_since = _cpu_seconds(target.pid), time.monotonic()
+    while time.monotonic() - t0 < 300 and time.monotonic() - idle_since < 3:
+        time.sleep(0.5)
+        cpu = _cpu_seconds(target.pid)
+        if cpu - last > 0.05:
+            idle_since = time.monotonic()
+        last = cpu
+    busy = time.monotonic() - t0
+    time.sleep(5)
+    rss_answered = rss_mb(target.pid)
+    for s in socks:
+        s.close()
+    time.sleep(2)
+    return {
+        "posts": posts,
+        "body_kb": round(len(body) / 1024),
+        "busy_s": round(busy, 1),
+        "rss_mb_while_unread": round(rss_answered, 1),
+        "rss_held_mb": round(rss_answered - rss_before, 1),
+        **sampler.report(rss_before),
+    }
+
+
+def behind_write_lock(target: Target, posts: int, hold: float) -> dict[str, Any]:
+    """Another process's write transaction (here: this one's own SQLite connection) holds the
+    store's lock ``hold`` seconds while ``posts`` producers post one event each."""
+    import sqlite3
+
+    rss_before = rss_mb(target.pid)
+    lock = sqlite3.connect(target.folder / "store.db", isolation_level=None, timeout=30)
+    lock.execute("BEGIN IMMEDIATE")
+    statuses: list[int] = []
+
+    def post() -> None:
+        headers = {"Authorization": f"Bearer {target.token}"}
+        try:
+            resp = httpx.post(
+                f"{target.url}/api/v1/lineage",
+                json=fresh(target.event),
+                headers=headers,
+                timeout=120,
+            )
+            statuses.append(resp.status_code)
+        except httpx.HTTPError:
+            statuses.append(0)
+
+    threads = [threading.Thread(target=post, daemon=True) for _ in range(posts)]
+    for t in threads:
+        t.start()
+    time.sleep(1)  # the posts wait for the lock
+    sampler = Sampler(target)
+    sampler.start()
+    time.sleep(hold)
+    lock.execute("ROLLBACK")  # a /healthz that waited for the lock is answered now
+    lock.close()
+    for t in threads:
+        t.join(120)
+    report = sampler.report(rss_before)
+    return {
+        "posts": posts,
+        "lock_held_s": hold + 1,
+        "posts_200": statuses.count(200),
+        "posts_other": sorted(s for s in statuses if s != 200),
+        **report,
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scale", type=float, default=1.0)
@@ -310,7 +581,14 @@ def main() -> None:
     p.add_argument("--big-posts", type=int, default=2)
     p.add_argument("--big-events", type=int, default=100_000)
     p.add_argument("--slow", type=int, default=600)
+    p.add_argument("--profiles", default="soak,load,slow,slots,unread,locked")
+    p.add_argument("--slot-sockets", type=int, default=510)
+    p.add_argument("--slot-seconds", type=float, default=30)
+    p.add_argument("--unread-posts", type=int, default=20)
+    p.add_argument("--lock-seconds", type=float, default=12)
     args = p.parse_args()
+    profiles = set(args.profiles.split(","))
+    raise_file_limit()
     events = corpus_events()
     result: dict[str, Any] = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
@@ -322,11 +600,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         proc, url = start_server(Path(tmp))
         try:
-            result["soak"] = soak(
-                url, proc.pid, events, int(50_000 * args.scale), int(500 * args.scale), args.idle
-            )
-            result["load"] = load(url, proc.pid, events, args.big_posts, args.big_events)
-            result["slow_clients"] = slow_clients(url, args.slow)
+            if "soak" in profiles:
+                result["soak"] = soak(
+                    url,
+                    proc.pid,
+                    events,
+                    int(50_000 * args.scale),
+                    int(500 * args.scale),
+                    args.idle,
+                )
+            if "load" in profiles:
+                result["load"] = load(url, proc.pid, events, args.big_posts, args.big_events)
+            if "slow" in profiles:
+                result["slow_clients"] = slow_clients(url, args.slow)
+            hostile = Target(url, proc.pid, TOKEN, events[0], Path(tmp))
+            if "slots" in profiles:
+                result["slot_holders"] = slot_holders(hostile, args.slot_sockets, args.slot_seconds)
+            if "unread" in profiles:
+                result["unread_answers"] = unread_answers(hostile, args.unread_posts)
+            if "locked" in profiles:
+                result["behind_write_lock"] = behind_write_lock(hostile, 45, args.lock_seconds)
         finally:
             proc.terminate()
             proc.wait(timeout=30)

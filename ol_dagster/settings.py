@@ -127,9 +127,16 @@ class ReceiverLimits(StrictModel):
     maxConnections: Annotated[int, Field(ge=1)] = 500  # open at once: 503 and closed beyond
     maxConcurrentRequests: Annotated[int, Field(ge=1)] = 100  # in progress: 503 beyond
     largePostBytes: Annotated[int, Field(ge=1024)] = 1024 * 1024  # a body this big is "large"
+    largePostEvents: Annotated[int, Field(ge=1)] = 10_000  # and a batch of this many events
     maxConcurrentLargePosts: Annotated[int, Field(ge=1)] = 1  # parsed at once: 503 beyond
     retryAfterSeconds: Annotated[int, Field(ge=1)] = 5  # the Retry-After of every 503 above
     backlog: Annotated[int, Field(ge=1)] = 2048  # connections the kernel queues before accept
+    # one client address (a producer, or whoever holds sockets open)
+    maxConnectionsPerClient: Annotated[int, Field(ge=1)] = 100  # 503 and closed beyond
+    maxConcurrentRequestsPerClient: Annotated[int, Field(ge=1)] = 50  # 503 beyond
+    minBodyBytesPerSecond: Annotated[int, Field(ge=0)] = 10_000  # a slower body is closed; 0: off
+    sendTimeoutSeconds: Annotated[float, Field(gt=0)] = 30  # an answer left unread is dropped
+    maxFailedEventsListed: Annotated[int, Field(ge=1)] = 100  # per answer; the rest counted
 
 
 class Settings(StrictModel):
@@ -275,6 +282,10 @@ def _admitting(definition: SyncDefinition, namespace: str) -> str:
     raise AssertionError(f"{definition.name} does not admit {namespace!r}")
 
 
+# the shortest receiver token ``serve`` takes
+MIN_TOKEN_LENGTH = 16
+
+
 def receiver_tokens(settings: Settings) -> dict[str, str]:
     """Every definition's receiver token (definition name -> token), as the receiver needs them
     at start. Everything wrong is said at once: each missing or malformed variable, and each pair
@@ -287,6 +298,13 @@ def receiver_tokens(settings: Settings) -> dict[str, str]:
             tokens[d.name] = d.receiver.token.resolve()
         except SettingsError as exc:
             problems.append(f"definition {d.name}: {exc}")
+            continue
+        if len(tokens[d.name]) < MIN_TOKEN_LENGTH:  # a short token is guessed by trying
+            problems.append(
+                f"definition {d.name}: the receiver token in {d.receiver.token.env} is shorter "
+                f"than {MIN_TOKEN_LENGTH} characters; use a random one, e.g. "
+                "python3 -c 'import secrets; print(secrets.token_urlsafe(24))'"
+            )
     by_value: dict[str, str] = {}
     for name, token in tokens.items():
         if token in by_value:

@@ -57,9 +57,7 @@ def _cmd_send(args: argparse.Namespace) -> int:
         snapshot_notice,
     )
 
-    token = args.token or os.environ.get("OL_DAGSTER_TOKEN")
-    if not token:
-        raise SettingsError("give --token or set OL_DAGSTER_TOKEN")
+    token = _send_token(args)
     worst = 0
     with httpx.Client(timeout=60) as client:
         for name in args.files:
@@ -90,6 +88,29 @@ def _cmd_send(args: argparse.Namespace) -> int:
             if response.status_code >= 400:
                 worst = 1
     return worst
+
+
+# where ``send`` reads its token by default
+TOKEN_ENV = "OL_DAGSTER_TOKEN"
+
+
+def _send_token(args: argparse.Namespace) -> str:
+    """``send``'s token: from the environment variable ``--token-env`` names; ``--token`` works
+    but warns, since a command line is visible to the machine's other users (``ps``)."""
+    if args.token:
+        print(
+            "ol-dagster: warning: --token is visible to other users of this machine (ps); "
+            f"set {args.token_env} instead",
+            file=sys.stderr,
+        )
+        return args.token
+    token = os.environ.get(args.token_env, "")
+    if not token:
+        raise SettingsError(
+            f"set {args.token_env} to the receiver token (or name another "
+            "variable with --token-env)"
+        )
+    return token
 
 
 def _cmd_sync(args: argparse.Namespace) -> int:
@@ -321,7 +342,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="the receiver: its base URL or its /api/v1/lineage[/batch] endpoint "
         "(default: %(default)s)",
     )
-    p.add_argument("--token", help="bearer token (default: $OL_DAGSTER_TOKEN)")
+    p.add_argument(
+        "--token-env",
+        default=TOKEN_ENV,
+        metavar="NAME",
+        help="the environment variable holding the bearer token (default: %(default)s)",
+    )
+    p.add_argument(
+        "--token", help="the bearer token itself (visible to other users: prefer --token-env)"
+    )
     p.set_defaults(func=_cmd_send)
 
     p = sub.add_parser(

@@ -9,6 +9,10 @@ line of its own (``snapshot_notice``): the next sync removes what such a post do
 ``--url`` is what a producer is given: the receiver's base URL (``http://host:5000``) or one of its
 endpoints (``.../api/v1/lineage`` or ``.../api/v1/lineage/batch``); each file goes to the batch
 endpoint (``batch_url``).
+
+The token is read from an environment variable (``$OL_DAGSTER_TOKEN``, or the one ``--token-env``
+names): a token on the command line is visible to every user of the machine (``ps``, the
+process's command line), so ``--token`` still works but warns.
 """
 
 from __future__ import annotations
@@ -52,10 +56,11 @@ def read_batch(path: Path) -> dict[str, Any]:
 
 
 def post_batch(client: httpx.Client, url: str, token: str, batch: dict[str, Any]) -> httpx.Response:
+    # the token's UTF-8 bytes, as the receiver compares them (httpx would refuse a non-ASCII str)
     return client.post(
         batch_url(url),
         json=batch,
-        headers={"Authorization": f"Bearer {token}"},
+        headers={b"Authorization": b"Bearer " + token.encode()},
     )
 
 

@@ -1,7 +1,9 @@
 """What the receiver answers to a post: one JSON shape whatever happened.
 
 Every answer carries ``status``, ``message``, ``batchId``, ``summary`` (received, accepted,
-rejected), ``failedEvents`` (why each rejected event was refused) and ``wholeSnapshot``; a refusal
+rejected), ``failedEvents`` (why each rejected event was refused, the first
+``receiver.maxFailedEventsListed`` of them), ``failedEventsNotListed`` (how many more were
+rejected: a post of 100,000 empty events was answered 13 MB) and ``wholeSnapshot``; a refusal
 of the whole post adds ``retriable`` (and ``Retry-After`` when a retry can succeed). So a producer
 reads the same fields whether its post was stored, partly stored or refused, and can fix its
 events. ``receiver.guard`` writes the same shape for the refusals it makes before the routes.
@@ -32,6 +34,7 @@ def error(
         batchId=None,
         summary={"received": 0, "accepted": 0, "rejected": 0},
         failedEvents=[],
+        failedEventsNotListed=0,
         wholeSnapshot=False,
         retriable=retriable,
     )
@@ -41,10 +44,16 @@ def error(
 
 
 def summary_answer(
-    intake: Intake, batch_id: int | None, note: str = "", *, whole_snapshot: bool = False
+    intake: Intake,
+    batch_id: int | None,
+    note: str = "",
+    *,
+    whole_snapshot: bool = False,
+    listed: int = 100,
 ) -> JSONResponse:
     """A post's events sorted (and the accepted ones stored as ``batch_id``): what was accepted,
-    and why each rejected event was not. 400 only when every event was rejected."""
+    and why each rejected event was not (the first ``listed``; the others are counted). 400 only
+    when every event was rejected."""
     received, accepted, rejected = intake.received, len(intake.accepted), len(intake.rejected)
     if not received:
         status, code = "success", 200
@@ -58,13 +67,19 @@ def summary_answer(
     else:
         status, code = "failure", 400
         message = f"all {received} event(s) rejected"
+    more = max(0, rejected - listed)
+    if more:
+        message += (
+            f" (failedEvents lists the first {listed} rejected events; {more} more are not listed)"
+        )
     return _answer(
         code,
         status,
         message + note,
         batchId=batch_id,
         summary={"received": received, "accepted": accepted, "rejected": rejected},
-        failedEvents=[r.as_dict() for r in intake.rejected],
+        failedEvents=[r.as_dict() for r in intake.rejected[:listed]],
+        failedEventsNotListed=more,
         wholeSnapshot=whole_snapshot,
     )
 

@@ -5,6 +5,9 @@ check as start-up's: a blank token or two definitions sharing one stop the start
 secret is found before the first post. A presented token is compared with every known one in
 constant time, without stopping at a match: how long the check takes does not tell which token
 matched, or how much of one.
+
+Tokens are compared as UTF-8 bytes, as a client sends a non-ASCII token: the header's raw bytes,
+not Starlette's text of it (decoded as Latin-1, which matched only a token's Latin-1 bytes).
 """
 
 from __future__ import annotations
@@ -40,11 +43,11 @@ class Tenants:
     def authenticate(self, request: Request) -> SyncDefinition | None:
         """The definition whose token the request's ``Authorization: Bearer`` header presents,
         or None (no header, another scheme, an unknown token)."""
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token:
+        header = next((v for k, v in request.headers.raw if k == b"authorization"), b"")
+        scheme, _, token = header.partition(b" ")
+        if scheme.lower() != b"bearer" or not token.strip():
             return None
-        presented = token.strip().encode()
+        presented = token.strip()
         found = None
         for tenant in self._tenants:  # no early exit: the time taken does not reveal the match
             if hmac.compare_digest(presented, tenant.token):

@@ -172,7 +172,13 @@ def test_the_cleanup_report_counts_column_flows_apart_and_judges_their_share(
 
     def send_and_sync(file: Path, url: str) -> dict[str, Any]:
         sent = cli(
-            "--settings", str(path), "send", str(file), "--url", url, "--token", tokens["snap"]
+            "--settings",
+            str(path),
+            "send",
+            str(file),
+            "--url",
+            url,
+            env={"OL_DAGSTER_TOKEN": tokens["snap"]},
         )
         assert sent.returncode == 0, sent.stdout + sent.stderr
         synced = cli("--settings", str(path), "sync", "--definition", "snap", env=env, timeout=300)

@@ -82,7 +82,7 @@ def test_send_takes_the_base_url_or_the_endpoint_producers_are_given(
     url, store = receiver
     file = _event_file(tmp_path, "snapshot.ndjson", events_of(3))
 
-    proc = cli("send", str(file), "--url", url + suffix, "--token", SNAP_TOKEN)
+    proc = cli("send", str(file), "--url", url + suffix, env={"OL_DAGSTER_TOKEN": SNAP_TOKEN})
 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (answer,) = json_lines(proc.stdout)
@@ -103,7 +103,15 @@ def test_send_answers_each_file_and_exits_1_when_one_is_refused(
     foreign = _event_file(tmp_path, "foreign.ndjson", [run_event("elsewhere", "j")])
     missing = tmp_path / "missing.json"
 
-    proc = cli("send", str(good), str(foreign), str(missing), "--url", url, "--token", SNAP_TOKEN)
+    proc = cli(
+        "send",
+        str(good),
+        str(foreign),
+        str(missing),
+        "--url",
+        url,
+        env={"OL_DAGSTER_TOKEN": SNAP_TOKEN},
+    )
 
     assert proc.returncode == 1, proc.stdout + proc.stderr
     first, second, third = json_lines(proc.stdout)
@@ -119,18 +127,43 @@ def test_send_with_a_wrong_token_prints_the_401_and_exits_1(
 ) -> None:
     url, store = receiver
     file = _event_file(tmp_path, "f.ndjson", events_of(1))
-    proc = cli("send", str(file), "--url", url, "--token", "not-the-token")
+    proc = cli("send", str(file), "--url", url, env={"OL_DAGSTER_TOKEN": "not-the-token"})
     assert proc.returncode == 1
     (answer,) = json_lines(proc.stdout)
     assert answer["httpStatus"] == 401
     assert store.batches() == []
 
 
+def test_send_reads_the_variable_token_env_names_and_warns_of_a_token_on_the_command_line(
+    receiver: tuple[str, EventStore], tmp_path: Path
+) -> None:
+    """A token on the command line is visible to every user of the machine (``ps``): ``send``
+    reads it from an environment variable, and ``--token`` still works but says so."""
+    url, store = receiver
+    file = _event_file(tmp_path, "f.ndjson", events_of(1))
+    named = cli(
+        "send", str(file), "--url", url, "--token-env", "MY_TOKEN", env={"MY_TOKEN": SNAP_TOKEN}
+    )
+    assert named.returncode == 0, named.stdout + named.stderr
+    assert "warning" not in named.stderr
+    given = cli("send", str(file), "--url", url, "--token", SNAP_TOKEN)
+    assert given.returncode == 0, given.stdout + given.stderr
+    assert (
+        "ol-dagster: warning: --token is visible to other users of this machine (ps); "
+        "set OL_DAGSTER_TOKEN instead"
+    ) in given.stderr
+    assert SNAP_TOKEN not in given.stdout + given.stderr
+    assert [b.accepted_count for b in store.batches("snap")] == [1, 1]
+
+
 def test_send_without_a_token_says_how_to_give_one(tmp_path: Path) -> None:
     file = _event_file(tmp_path, "f.ndjson", events_of(1))
     proc = cli("send", str(file))
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == "ol-dagster: give --token or set OL_DAGSTER_TOKEN"
+    assert proc.stderr.strip() == (
+        "ol-dagster: set OL_DAGSTER_TOKEN to the receiver token (or name another variable with "
+        "--token-env)"
+    )
 
 
 def test_send_to_an_unreachable_receiver_names_the_url_and_never_the_token(tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ def _write(tmp_path: Path, data: Any) -> Path:
 )
 def test_a_token_no_header_can_carry_is_refused(tmp_path: Path, value: str) -> None:
     path = _write(tmp_path, settings_data(tmp_path))
-    env = {"OL_TEST_TOKEN_SNAP": value, "OL_TEST_TOKEN_ADD": "add-token"}
+    env = {"OL_TEST_TOKEN_SNAP": value, "OL_TEST_TOKEN_ADD": "add-secret-token"}
 
     line = refused(cli(path, "serve", "--port", "0", env=env))
 
@@ -81,6 +81,19 @@ def test_two_definitions_with_one_token_are_refused_by_name(tmp_path: Path) -> N
     assert "definitions snap and add have the same receiver token" in line
     assert "OL_TEST_TOKEN_SNAP and OL_TEST_TOKEN_ADD" in line
     assert token not in line
+
+
+def test_a_token_shorter_than_16_characters_is_refused_by_name(tmp_path: Path) -> None:
+    path = _write(tmp_path, settings_data(tmp_path))
+    env = {"OL_TEST_TOKEN_SNAP": "fifteen-chars-x", "OL_TEST_TOKEN_ADD": "add-secret-token"}
+
+    line = refused(cli(path, "serve", "--port", "0", env=env))
+
+    assert line.startswith(
+        "ol-dagster: definition snap: the receiver token in OL_TEST_TOKEN_SNAP is shorter than "
+        "16 characters"
+    ), line
+    assert "fifteen" not in line
 
 
 def test_every_missing_token_variable_is_named_at_once(tmp_path: Path) -> None:
@@ -153,7 +166,7 @@ def test_an_unreachable_store_is_refused_without_its_password(tmp_path: Path, co
     data = settings_data(tmp_path)
     # port 1 on loopback: nothing listens there
     data["store"]["url"] = "postgresql+psycopg://ol:pw-never-shown@127.0.0.1:1/ol"
-    env = {"OL_TEST_TOKEN_SNAP": "a", "OL_TEST_TOKEN_ADD": "b"}
+    env = {"OL_TEST_TOKEN_SNAP": "snap-secret-token", "OL_TEST_TOKEN_ADD": "add-secret-token"}
 
     args = ["--port", "0"] if command == "serve" else []
 

@@ -629,13 +629,13 @@ def test_receiver_tokens_name_every_problem_at_once(
     assert "OL_TEST_TOKEN_SNAP and OL_TEST_TOKEN_FOURTH" in message
     assert "shared-token-value" not in message and "other" not in message
 
-    for name, value in (("ADD", "a"), ("MINIMAL", "b"), ("FOURTH", "c")):
-        monkeypatch.setenv(f"OL_TEST_TOKEN_{name}", value)
+    for name in ("ADD", "MINIMAL", "FOURTH"):
+        monkeypatch.setenv(f"OL_TEST_TOKEN_{name}", f"token-of-{name.lower()}-0123456")
     assert receiver_tokens(settings) == {
         "snap": "shared-token-value",
-        "add": "a",
-        "minimal": "b",
-        "fourth": "c",
+        "add": "token-of-add-0123456",
+        "minimal": "token-of-minimal-0123456",
+        "fourth": "token-of-fourth-0123456",
     }
 
 

@@ -842,6 +842,7 @@ def test_send_prints_each_answer_and_says_when_a_post_is_a_whole_snapshot(
     served: tuple[httpx.Client, EventStore],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ):
     """``ol-dagster send``: one JSON answer per file on stdout (as before), and a
     ``whole snapshot:`` line on stderr for the file stored as a whole snapshot only."""
@@ -853,7 +854,8 @@ def test_send_prints_each_answer_and_says_when_a_post_is_a_whole_snapshot(
     partial.write_text(
         "\n".join(json.dumps(e) for e in (run_event("etl", "a"), run_event("marketing", "b")))
     )
-    code = main(["send", str(whole), str(partial), "--url", str(client.base_url), "--token", SNAP])
+    monkeypatch.setenv("OL_DAGSTER_TOKEN", SNAP)
+    code = main(["send", str(whole), str(partial), "--url", str(client.base_url)])
     out, err = capsys.readouterr()
     assert code == 0
     first, second = (json.loads(line) for line in out.splitlines())
@@ -874,7 +876,7 @@ def test_send_prints_each_answer_and_says_when_a_post_is_a_whole_snapshot(
 
 
 def test_send_to_a_receiver_that_is_not_there_ends_with_one_line_and_exit_code_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ):
     """The CLI imports httpx only for the commands that talk HTTP; its errors still end as one
     line, not a traceback, and the token is not in it."""
@@ -887,7 +889,17 @@ def test_send_to_a_receiver_that_is_not_there_ends_with_one_line_and_exit_code_2
         port = s.getsockname()[1]
         batch = tmp_path / "one_event.json"
         batch.write_text(json.dumps(run_event("etl", "only_job")))
-        code = main(["send", str(batch), "--url", f"http://127.0.0.1:{port}", "--token", SNAP])
+        monkeypatch.setenv("OL_SEND_TOKEN", SNAP)
+        code = main(
+            [
+                "send",
+                str(batch),
+                "--url",
+                f"http://127.0.0.1:{port}",
+                "--token-env",
+                "OL_SEND_TOKEN",
+            ]
+        )
     out, err = capsys.readouterr()
     assert code == 2
     assert err.startswith("ol-dagster: cannot post ") and len(err.splitlines()) == 1
