@@ -273,8 +273,8 @@ class Event:
 def refused_at_load(
     universe: tuple[DefinitionSpec, ...], namespaces: tuple[str, ...]
 ) -> tuple[str, str, str] | None:
-    """ "One definition per namespace per catalog": two definitions on one catalog that both
-    admit a namespace (of ``namespaces``, those a test knows) which not both declare in
+    """One definition per namespace per catalog: two definitions on one catalog that both admit
+    a namespace (of ``namespaces``, those a test knows) which not both declare in
     ``sharedJobNamespaces`` are refused at start-up; the two names and the namespace, or None."""
     for i, a in enumerate(universe):
         for b in universe[:i]:

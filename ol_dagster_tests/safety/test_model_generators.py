@@ -10,8 +10,10 @@ proof pass for the wrong reason).
 
 from __future__ import annotations
 
+import ast
 import unicodedata
 from fnmatch import fnmatchcase
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +21,7 @@ from hypothesis import strategies as st
 
 from ol_dagster.settings import Settings
 from ol_dagster_tests.model import generate as g
-from ol_dagster_tests.model.reference import DefinitionSpec, ReferenceModel
+from ol_dagster_tests.model.reference import DefinitionSpec, ReferenceModel, refused_at_load
 
 
 def _settings(universe: tuple[DefinitionSpec, ...]) -> Settings:
@@ -111,3 +113,32 @@ def test_posts_reach_dataset_only_batches_and_each_rejection():
 
     posts()
     assert seen == {"datasets only", "invalid", "foreign", "too long"}
+
+
+def test_the_model_imports_nothing_of_the_code_it_judges():
+    """The model and its generators know the rules from the documents only: no module of theirs
+    imports ``ol_dagster`` (its ownership decisions, namespace patterns or scope strings)."""
+    for module in (Path(g.__file__).parent).glob("*.py"):
+        tree = ast.parse(module.read_text())
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            for name in names:
+                assert name.split(".")[0] != "ol_dagster", f"{module.name} imports {name}"
+
+
+def test_a_universe_that_must_be_refused_is_refused():
+    """Settings where two definitions admit a common namespace (a glob over another's literal,
+    a case class, a prefix) fail to load, as the model says; the others load."""
+    for first, pattern in g.OVERLAPPING.items():
+        one = g.definition_spec("snap", allowed=g.FAMILIES[first][0])
+        two = g.definition_spec("multi", allowed=(pattern,))
+        clash = refused_at_load((one, two), g.ALL_NAMESPACES)
+        assert clash is not None, (first, pattern)
+        with pytest.raises(ValueError, match="both admit job namespace"):
+            _settings((one, two))

@@ -4,9 +4,9 @@ Each sequence is replayed by the model test's own driver (``test_lineage_safety_
 the same steps go through the receiver's intake, the event store, ``upload_batch`` and
 ``cleanup_batch`` on a real embedded catalog (SQLite and PostgreSQL, change detection on, as in
 production) and through the reference model (``ol_dagster_tests.model.reference``, written from
-the seeds); after every sync the catalog's objects, the batches' statuses and the cleanup report
-must be the model's. A random sequence may find a disagreement only once in thousands of runs;
-these replay it every time.
+the deletion rules); after every sync the catalog's objects, the batches' statuses and the
+cleanup report must be the model's. A random sequence may find a disagreement only once in
+thousands of runs; these replay it every time.
 """
 
 from __future__ import annotations
