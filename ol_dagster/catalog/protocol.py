@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
 if TYPE_CHECKING:  # named in signatures only: reading the settings file loads no normalization
     from ol_dagster.lineage import LineageGraph
@@ -48,12 +48,16 @@ class FailedRow:
     object_type: str
     key: str
     reason: str
+    # the catalog refused the row for what it holds (a value out of its type's range, a key its
+    # index cannot hold): another attempt would be refused the same way
+    refused: bool = False
 
 
 class FailedRowRecord(TypedDict):
     objectType: str
     key: str
     reason: str
+    refused: NotRequired[bool]
 
 
 class UploadResultRecord(TypedDict):
@@ -83,18 +87,33 @@ class UploadResult:
     def succeeded(self) -> bool:
         return not self.failed
 
+    @property
+    def only_refused(self) -> bool:
+        """Rows failed, every one refused for what it holds: a retry would change nothing."""
+        return bool(self.failed) and all(f.refused for f in self.failed)
+
     def as_dict(self) -> UploadResultRecord:
         return {
             "written": dict(self.written),
             "touched": dict(self.touched),
-            "failed": [
-                {"objectType": f.object_type, "key": f.key, "reason": f.reason} for f in self.failed
-            ],
+            "failed": [failed_record(f) for f in self.failed],
             "dropped": dict(self.dropped),
             "removed": dict(self.removed),
             "renamed": list(self.renamed),
             "succeeded": self.succeeded,
         }
+
+
+def failed_record(row: FailedRow) -> FailedRowRecord:
+    record: FailedRowRecord = {"objectType": row.object_type, "key": row.key, "reason": row.reason}
+    if row.refused:
+        record["refused"] = True
+    return record
+
+
+def only_refused(records: Sequence[FailedRowRecord]) -> bool:
+    """``UploadResult.only_refused`` of a recorded upload's failed rows."""
+    return bool(records) and all(r.get("refused") for r in records)
 
 
 class Removal(StrEnum):

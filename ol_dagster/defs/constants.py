@@ -35,7 +35,8 @@ CHECK_DESCRIPTIONS = {
     "metadata).",
     UPLOAD_SUCCEEDED: "Every object of the batch was written to the catalog; a failure means "
     "some rows failed, so the cleanup is skipped (UPLOAD_FAILED) and the batch keeps its "
-    "events for a retry.",
+    "events for a retry; when the catalog refused each failed row for what it holds, the "
+    "cleanup is skipped too (ROWS_REFUSED) but the batch is not retried.",
     REMOVAL_CAP: "The planned removals stay within maxRemovalsPerRun (and, for a batch, "
     "maxRemovalShare); a failure means the cleanup would have removed more, so nothing was "
     "deleted until the limit is raised for a run.",

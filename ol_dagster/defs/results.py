@@ -12,6 +12,7 @@ from typing import Any
 
 import dagster as dg
 
+from ol_dagster.catalog.protocol import UploadResult, failed_record
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.lineage_assets import JobRunRow
 from ol_dagster.defs.report import cleanup_markdown, counts_markdown, rows_markdown
@@ -112,18 +113,24 @@ def received_batch_result(
                 check_name=C.WHOLE_SNAPSHOT,
                 passed=(not snapshot) or batch.rejected_count == 0,
                 severity=dg.AssetCheckSeverity.WARN,
-                description=(
-                    "not a snapshot definition"
-                    if not snapshot
-                    else "every event accepted: a whole snapshot"
-                    if batch.rejected_count == 0
-                    else f"{batch.rejected_count} event(s) rejected: the batch is not a "
-                    "snapshot and gets the day-based cleanup only"
-                ),
+                description=_snapshot_description(batch, snapshot),
                 metadata={"rejected": batch.rejected_count},
             ),
             *([log_store_check(logged)] if logged is not None else []),
         ],
+    )
+
+
+def _snapshot_description(batch: BatchRecord, snapshot: bool) -> str:
+    if not snapshot:
+        return "not a snapshot definition"
+    if batch.rejected_count == 0:
+        return "every event accepted: a whole snapshot"
+    # the first reason says why (a rejected event, or a Kafka snapshot cut by a bound)
+    first = next((str(r.get("reason")) for r in batch.rejections if r.get("reason")), None)
+    return (
+        f"{batch.rejected_count} rejection(s): the batch is not a snapshot and gets the "
+        "day-based cleanup only" + (f"; first: {first[:300]}" if first else "")
     )
 
 
@@ -261,9 +268,7 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
     rows, and ``job_runs`` (``job_runs_metadata``) when the upload succeeded."""
     result = done.result
     assert result is not None, "a superseded upload has no result"
-    failed_rows = [
-        {"objectType": f.object_type, "key": f.key, "reason": f.reason} for f in result.failed
-    ]
+    failed_rows = [failed_record(f) for f in result.failed]
     counts = [
         {
             "objectType": t,
@@ -290,13 +295,22 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
             dg.AssetCheckResult(
                 check_name=C.UPLOAD_SUCCEEDED,
                 passed=result.succeeded,
-                description=None
-                if result.succeeded
-                else f"{len(result.failed)} row(s) failed: nothing is deleted (UPLOAD_FAILED)",
+                description=_upload_failure(result),
                 metadata={"failedRows": len(result.failed)},
             )
         ],
     )
+
+
+def _upload_failure(result: UploadResult) -> str | None:
+    if result.succeeded:
+        return None
+    if result.only_refused:
+        return (
+            f"the catalog refused {len(result.failed)} row(s) for what they hold: nothing is "
+            "deleted (ROWS_REFUSED); the batch is not retried, the same rows would be refused"
+        )
+    return f"{len(result.failed)} row(s) failed: nothing is deleted (UPLOAD_FAILED)"
 
 
 def judged(result: dg.MaterializeResult, batch: str) -> dg.MaterializeResult:

@@ -83,6 +83,9 @@ RUN_FAILED = "RUN_FAILED"
 CLEANUP_DISABLED = "CLEANUP_DISABLED"
 EMPTY_BATCH = "EMPTY_BATCH"
 UPLOAD_FAILED = "UPLOAD_FAILED"
+# every failed row was refused by the catalog for what it holds: nothing is deleted either, but
+# the batch is not retried (the same rows would be refused again)
+ROWS_REFUSED = "ROWS_REFUSED"
 REMOVAL_CAP_EXCEEDED = "REMOVAL_CAP_EXCEEDED"
 REMOVAL_SHARE_EXCEEDED = "REMOVAL_SHARE_EXCEEDED"
 CLEANUP_PERMISSION_DENIED = CleanupPermissionDenied.code
@@ -113,6 +116,7 @@ class BatchFacts:
     drops: list[DatasetRef] = field(default_factory=list)  # datasets a DROP event named
     # dataset Systems another definition claimed -> the System its datasets were placed in
     claimed: dict[str, str] = field(default_factory=dict)
+    rows_refused: bool = False  # the upload's failed rows were all refused for their content
 
     def shape(self, definition: SyncDefinition) -> BatchShape:
         return BatchShape(
@@ -588,9 +592,10 @@ def run_cleanup(
     if facts.dropped.get(DANGLING_FLOW):
         report["warnings"].append({"code": DANGLING_FLOW, "count": facts.dropped[DANGLING_FLOW]})
     # a failed upload first: it alone keeps the batch's events pending for a retry, whatever
-    # else would have stopped the cleanup
+    # else would have stopped the cleanup (unless every failed row was refused for its content)
+    failed = ROWS_REFUSED if facts.rows_refused else UPLOAD_FAILED
     for skipped, reason in (
-        (not facts.upload_succeeded, UPLOAD_FAILED),
+        (not facts.upload_succeeded, failed),
         (not definition.cleanup.enabled, CLEANUP_DISABLED),
         (facts.accepted == 0, EMPTY_BATCH),
     ):

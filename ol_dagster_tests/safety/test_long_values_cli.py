@@ -8,6 +8,8 @@ field's type, a statement's dialect, a column lineage's transformation, a qualit
 
 from __future__ import annotations
 
+import random
+import string
 import uuid
 from typing import Any
 
@@ -102,3 +104,43 @@ def test_values_at_and_beyond_the_old_columns_are_synced(site, tokens, instance,
     }
     with s.store.engine.connect() as conn:
         assert conn.execute(select(events.c.run_id)).scalar_one() == run_id
+
+
+def _random_name(prefix: str, length: int, seed: int) -> str:
+    """A name whose characters do not compress: PostgreSQL's btree holds it in full."""
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits
+    return prefix + "".join(rng.choice(alphabet) for _ in range(length - len(prefix)))
+
+
+def test_a_row_the_catalog_refuses_fails_alone_and_is_not_retried(site, tokens, instance):  # noqa: F811
+    """A row count beyond 64 bits (SQLite and PostgreSQL refuse it) and, on PostgreSQL, a dataset
+    key beyond its btree's 2,704 bytes: those rows are the upload's failed rows, refused; every
+    other object of the batch is written; nothing is deleted (ROWS_REFUSED) and the batch is not
+    retried, so the next sync has nothing to do."""
+    limits = {"maxNameLength": 5_000}
+    s = site(_definition("snap", SNAP_UUID, "OL_TEST_TOKEN_SNAP", limits=limits))
+    huge_name = _random_name("lake.", 5_000, seed=3)
+    counted = run_event("etl", "counted", inputs=[(PG, "raw.b")], outputs=[(PG, huge_name)])
+    counted["outputs"][0]["outputFacets"] = {"outputStatistics": {"rowCount": 2**63}}
+    kept = run_event("etl", "kept", inputs=[(PG, "raw.a")], outputs=[(PG, "mart.a")])
+    assert s.post(tokens["snap"], [kept, counted])["summary"]["accepted"] == 2
+
+    (line,) = s.cli_sync("snap")
+    assert line["status"] == "synced", line
+    failed = {(f["objectType"], f["key"][:40]): f for f in line["upload"]["failed"]}
+    assert all(f["refused"] for f in failed.values()), failed
+    assert ("runMetrics", "etl:counted") in failed
+    pg = s.catalog_url.startswith("postgresql")
+    huge_refused = ("physicalEntities", f"{PG}:{huge_name}"[:40]) in failed
+    assert huge_refused == pg, failed
+    assert len(failed) == 1 + pg
+    assert line["cleanup"]["skippedReason"] == "ROWS_REFUSED"
+    assert line["checks"]["upload_succeeded"] is False
+    assert {n for _, n in s.datasets()} == {"raw.a", "mart.a", "raw.b"} | (
+        set() if pg else {huge_name}
+    )
+    assert _counts(s.catalog_url)["cat_physical_entities"] == 5 + (not pg)
+
+    (again,) = s.cli_sync("snap")
+    assert again["status"] == "nothing_pending", again
