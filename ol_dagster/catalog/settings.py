@@ -77,5 +77,6 @@ class HttpCatalogSettings(CatalogSettings):
         if problem := url_secret_problem(value):
             raise ValueError(f"{problem}; give the catalog's credential as token: {{env: NAME}}")
         if not value.startswith(("http://", "https://")):
-            raise ValueError(f"needs an http(s) URL, not {value!r}")
+            scheme = value.partition("://")[0] if "://" in value else value[:20]
+            raise ValueError(f"needs an http(s) URL, not one starting {scheme!r}")
         return value
