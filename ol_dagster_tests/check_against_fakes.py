@@ -88,6 +88,7 @@ def served_fakes(workdir: Path) -> Iterator[Fakes]:
     with SYSTEMS_ADMIN. Their clocks are the real time."""
     om = OpenMetadataFake(
         tokens={TOKENS["OL_CHECK_OM_TOKEN"]: {EDIT_LINEAGE, CREATE}},
+        users={TOKENS["OL_CHECK_OM_TOKEN"]: "ol-dagster-bot"},
         mapping={WAREHOUSE: SERVICE},
         services={SERVICE: ["shop"]},
     )

@@ -2,9 +2,18 @@
 
 A catalog that is briefly down must not fail a sync, and one that is down for good must fail it
 cleanly (the upload then counts as failed, so nothing is deleted). So connection errors, timeouts,
-429 and 5xx are retried with exponential backoff and full jitter, honouring ``Retry-After``; other
-4xx answers are the server's last word and are never retried. Writes are idempotent on the
-servers' side (upserts by natural key), so a retried chunk never duplicates.
+429 and 5xx are retried with exponential backoff and full jitter, honouring ``Retry-After`` up to
+the catalog's ``maxRetryAfterSeconds``; other 4xx answers are the server's last word and are never
+retried.
+
+A request whose answer did not come back after it was sent (a read timeout, a dropped connection,
+a gateway's 502 or 504) may have been carried out, or may still be running. A caller that cannot
+send it twice says so (``resend_after_timeout=False``): it then gets ``MayHaveLanded`` instead of a
+second attempt, and reads back what landed before it sends anything again (``catalog.bounded``).
+Which gateway answers count as lost is the caller's (``lost``: ``LOST_STATUSES``, or
+``STILL_RUNNING`` for a request that may land twice but not run twice at once); a request may have
+a timeout of its own (a batch the server answers only when it has written all of it). Connection
+failures before anything was sent are always retried.
 
 Secrets (tokens, API keys) are sent as headers and never appear in an error message: errors name
 the method, the path and the status, nothing else of the request.
@@ -26,10 +35,24 @@ if TYPE_CHECKING:
     from ol_dagster.catalog.settings import HttpCatalogSettings
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# failures before the request left this process: nothing can have landed, a retry is always safe
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+# a proxy's answers about an upstream that did not answer it: the request may have been carried out
+LOST_STATUSES = frozenset({502, 504})
+# of those, the answer of a proxy that stopped waiting while the upstream may still be carrying the
+# request out (after a 502 the upstream closed or broke its connection: it is done). A caller whose
+# request may be carried out twice, but must not run twice at once, loses only these (OpenMetadata)
+STILL_RUNNING = frozenset({504})
+DEFAULT_MAX_RETRY_AFTER = 30.0
 
 
 class CatalogUnavailable(RuntimeError):
     """The catalog could not be reached or kept failing after every retry."""
+
+
+class MayHaveLanded(CatalogUnavailable):
+    """A request was sent and its answer never came (timeout, dropped connection): the server may
+    have carried it out, or may still be carrying it out."""
 
 
 class CatalogRefused(RuntimeError):
@@ -42,14 +65,26 @@ class CatalogRefused(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
+class Sent:
+    """An answer, and whether an earlier attempt of the same request was sent and lost its
+    answer (so it may have been carried out before this one)."""
+
+    response: httpx.Response
+    lost_earlier: bool
+
+
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     max_retries: int = 4
     base_seconds: float = 0.5
-    max_seconds: float = 30.0
+    max_seconds: float = 30.0  # the longest backoff of its own
+    max_retry_after: float = DEFAULT_MAX_RETRY_AFTER  # the longest wait a ``Retry-After`` gets
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
+        """The wait before retry ``attempt + 1``: the server's ``Retry-After`` (capped: a server
+        asking for an hour must not hold a sync for an hour), else backoff with full jitter."""
         if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_seconds)
+            return min(max(retry_after, 0.0), self.max_retry_after)
         return random.uniform(0, min(self.max_seconds, self.base_seconds * 2**attempt))
 
 
@@ -117,13 +152,19 @@ class HttpCatalogClient:
             cfg.url,
             headers=headers,
             timeout=cfg.timeoutSeconds,
-            policy=RetryPolicy(max_retries=cfg.maxRetries),
+            policy=RetryPolicy(
+                max_retries=cfg.maxRetries, max_retry_after=cfg.maxRetryAfterSeconds
+            ),
             transport=transport,
             sleep=time.sleep if sleep is None else sleep,  # a recorder may be empty, so falsy
         )
 
     def close(self) -> None:
         self.client.close()
+
+    def pause(self, attempt: int, retry_after: float | None = None) -> None:
+        """Wait before retry ``attempt + 1`` (backoff, or the server's capped ``Retry-After``)."""
+        self._sleep(self.policy.delay(attempt, retry_after))
 
     def request(
         self,
@@ -133,29 +174,76 @@ class HttpCatalogClient:
         json: Any = None,
         params: Mapping[str, Any] | None = None,
         ok: frozenset[int] = frozenset(),
+        resend_after_timeout: bool = True,
+        final: Callable[[httpx.Response], bool] | None = None,
+        lost: frozenset[int] = LOST_STATUSES,
+        timeout: float | None = None,
     ) -> httpx.Response:
-        """Send with retries. 2xx and the statuses in ``ok`` are returned; a retryable failure
-        that outlives the retries raises ``CatalogUnavailable``; another 4xx ``CatalogRefused``."""
+        """Send with retries. 2xx, the statuses in ``ok`` and the answers ``final`` recognises
+        (a server's own refusal under a retryable status) are returned; a retryable failure
+        that outlives the retries raises ``CatalogUnavailable``; another 4xx ``CatalogRefused``;
+        a lost answer (a transport error after sending, a status in ``lost``), without
+        ``resend_after_timeout``, ``MayHaveLanded``. ``timeout``: this request's own, in seconds
+        (else the client's)."""
+        return self.send(
+            method,
+            path,
+            json=json,
+            params=params,
+            ok=ok,
+            resend_after_timeout=resend_after_timeout,
+            final=final,
+            lost=lost,
+            timeout=timeout,
+        ).response
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        ok: frozenset[int] = frozenset(),
+        resend_after_timeout: bool = True,
+        final: Callable[[httpx.Response], bool] | None = None,
+        lost: frozenset[int] = LOST_STATUSES,
+        timeout: float | None = None,
+    ) -> Sent:
+        """``request``, also saying whether an earlier attempt lost its answer."""
         where = f"{method} {path}"
+        own = httpx.USE_CLIENT_DEFAULT if timeout is None else timeout
+        lost_earlier = False
         for attempt in range(self.policy.max_retries + 1):
             last = attempt == self.policy.max_retries
             try:
-                response = self.client.request(method, path, json=json, params=params)
+                response = self.client.request(method, path, json=json, params=params, timeout=own)
             except httpx.TransportError as exc:
+                sent = not isinstance(exc, NOT_SENT)
+                if sent and not resend_after_timeout:
+                    raise MayHaveLanded(
+                        f"{where}: {type(exc).__name__}: no answer; it may have been carried out"
+                    ) from None
+                lost_earlier = lost_earlier or sent
                 if last:
                     raise CatalogUnavailable(
                         f"{where}: {type(exc).__name__} after {attempt + 1} attempt(s)"
                     ) from None
-                self._sleep(self.policy.delay(attempt, None))
+                self.pause(attempt)
                 continue
             if response.is_success or response.status_code in ok:
-                return response
-            if response.status_code in RETRY_STATUSES and not last:
-                self._sleep(
-                    self.policy.delay(
-                        attempt, retry_after_seconds(response.headers.get("retry-after"))
+                return Sent(response, lost_earlier)
+            if final is not None and final(response):
+                return Sent(response, lost_earlier)
+            if response.status_code in lost:
+                if not resend_after_timeout:
+                    raise MayHaveLanded(
+                        f"{where}: HTTP {response.status_code} from a gateway; it may have been "
+                        "carried out"
                     )
-                )
+                lost_earlier = True
+            if response.status_code in RETRY_STATUSES and not last:
+                self.pause(attempt, retry_after_seconds(response.headers.get("retry-after")))
                 continue
             if response.status_code in RETRY_STATUSES:
                 raise CatalogUnavailable(

@@ -37,27 +37,46 @@ class ObjectType(StrEnum):
     STATEMENTS = "statements"
 
 
-class CleanupPermissionDenied(Exception):
+class CleanupStopped(Exception):
+    """The cleanup cannot go on safely: nothing more is deleted. ``code`` is the report's
+    ``skippedReason``."""
+
+    code = "CLEANUP_STOPPED"
+
+
+class CleanupPermissionDenied(CleanupStopped):
     """The catalog refused the cleanup (HTTP 403 / missing SYSTEMS_ADMIN)."""
 
     code = "CLEANUP_PERMISSION_DENIED"
 
 
+class CleanupNotConfirmed(CleanupStopped):
+    """A cleanup call's answer did not say what the client asked (a dry run not confirmed as one,
+    counts in a shape it does not read): the server may not do what the client thinks it does,
+    so no further call is made."""
+
+    code = "CLEANUP_NOT_CONFIRMED"
+
+
 @dataclass(frozen=True, slots=True)
 class FailedRow:
+    """A row the catalog did not take. ``blocks``: the upload failed with it, so nothing is
+    deleted; a row that does not block is one event the catalog refuses for its content (it
+    would refuse it on every run), reported with its ``code``, while the others sync."""
+
     object_type: str
     key: str
     reason: str
-    # the catalog refused the row for what it holds (a value out of its type's range, a key its
-    # index cannot hold): another attempt would be refused the same way
-    refused: bool = False
+    code: str = ""
+    blocks: bool = True
 
 
 class FailedRowRecord(TypedDict):
     objectType: str
     key: str
     reason: str
-    refused: NotRequired[bool]
+    code: NotRequired[str]
+    blocks: NotRequired[bool]
 
 
 class UploadResultRecord(TypedDict):
@@ -85,18 +104,13 @@ class UploadResult:
 
     @property
     def succeeded(self) -> bool:
-        return not self.failed
-
-    @property
-    def only_refused(self) -> bool:
-        """Rows failed, every one refused for what it holds: a retry would change nothing."""
-        return bool(self.failed) and all(f.refused for f in self.failed)
+        return not any(f.blocks for f in self.failed)
 
     def as_dict(self) -> UploadResultRecord:
         return {
             "written": dict(self.written),
             "touched": dict(self.touched),
-            "failed": [failed_record(f) for f in self.failed],
+            "failed": [_failed_record(f) for f in self.failed],
             "dropped": dict(self.dropped),
             "removed": dict(self.removed),
             "renamed": list(self.renamed),
@@ -104,16 +118,13 @@ class UploadResult:
         }
 
 
-def failed_record(row: FailedRow) -> FailedRowRecord:
-    record: FailedRowRecord = {"objectType": row.object_type, "key": row.key, "reason": row.reason}
-    if row.refused:
-        record["refused"] = True
-    return record
-
-
-def only_refused(records: Sequence[FailedRowRecord]) -> bool:
-    """``UploadResult.only_refused`` of a recorded upload's failed rows."""
-    return bool(records) and all(r.get("refused") for r in records)
+def _failed_record(row: FailedRow) -> FailedRowRecord:
+    out: FailedRowRecord = {"objectType": row.object_type, "key": row.key, "reason": row.reason}
+    if row.code:
+        out["code"] = row.code
+    if not row.blocks:
+        out["blocks"] = False
+    return out
 
 
 class Removal(StrEnum):
@@ -125,6 +136,18 @@ class Removal(StrEnum):
     REFUSED = "refused"  # the catalog answered another 4xx: left for the next run
 
 
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """A delete's answer with what the report says beside the outcome: who owns what is
+    ``kept`` (the writer the catalog records, and ``why`` in words), or the kind of an object
+    left in the catalog on purpose beside what was removed."""
+
+    outcome: Removal
+    owner: str | None = None
+    left: str | None = None
+    why: str | None = None  # a kept object: what it is and who else holds it, for the report
+
+
 @dataclass(slots=True)
 class CleanupCounts:
     """A cleanup call's counts by object type. A dry run's ``counts`` are what it plans; a real
@@ -134,6 +157,11 @@ class CleanupCounts:
     counts: dict[str, int] = field(default_factory=dict)
     removed_jobs: list[str] = field(default_factory=list)
     outcomes: dict[str, dict[str, int]] = field(default_factory=dict)
+    # the ``kept`` objects by who the catalog says wrote them (``{"alice": 1}``)
+    kept_by: dict[str, int] = field(default_factory=dict)
+    # objects the catalog made for what was removed and left in it on purpose, by kind
+    left: dict[str, int] = field(default_factory=dict)
+    kept: list[str] = field(default_factory=list)  # what was kept and why (``Removed.why``)
 
     @property
     def total(self) -> int:

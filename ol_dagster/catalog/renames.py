@@ -12,7 +12,7 @@ entities and moving the entity are each backend's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ol_dagster.catalog.systems import dataset_system_rules
@@ -35,17 +35,20 @@ class Rename:
 
 def renames(graph: LineageGraph, definition: SyncDefinition) -> list[Rename]:
     """The graph's datasets that carry a RENAME's previous identifier, with the System, schema
-    and name that identifier is filed under by this definition's ``datasetSystems`` rules."""
+    and name that identifier is filed under by this definition's ``datasetSystems`` rules (in
+    the System of its own that stands for one another definition claimed, as its datasets)."""
     rules = dataset_system_rules(definition)
-    return [
-        Rename(
-            d,
-            place_dataset(d.previous[0], d.previous[1], system_rules=rules),
-            f"{d.previous[0]}:{d.previous[1]} -> {d.namespace}:{d.name}",
-        )
-        for d in graph.datasets.values()
-        if d.previous is not None
-    ]
+    out = []
+    for d in graph.datasets.values():
+        if d.previous is None:
+            continue
+        previous = place_dataset(d.previous[0], d.previous[1], system_rules=rules)
+        own = graph.claimed_systems.get(previous.system)
+        if own is not None:
+            previous = replace(previous, system=own)
+        label = f"{d.previous[0]}:{d.previous[1]} -> {d.namespace}:{d.name}"
+        out.append(Rename(d, previous, label))
+    return out
 
 
 def may_move(

@@ -70,6 +70,8 @@ class HttpCatalogSettings(CatalogSettings):
     token: EnvSecret | None = None
     timeoutSeconds: Annotated[float, Field(gt=0)] = 30.0
     maxRetries: Annotated[int, Field(ge=0)] = 4
+    # the longest a server's ``Retry-After`` is honoured; a longer one is waited this long
+    maxRetryAfterSeconds: Annotated[float, Field(ge=0)] = 30.0
 
     @field_validator("url")
     @classmethod

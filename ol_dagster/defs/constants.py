@@ -35,13 +35,14 @@ CHECK_DESCRIPTIONS = {
     "metadata).",
     UPLOAD_SUCCEEDED: "Every object of the batch was written to the catalog; a failure means "
     "some rows failed, so the cleanup is skipped (UPLOAD_FAILED) and the batch keeps its "
-    "events for a retry; when the catalog refused each failed row for what it holds, the "
-    "cleanup is skipped too (ROWS_REFUSED) but the batch is not retried.",
+    "events for a retry.",
     REMOVAL_CAP: "The planned removals stay within maxRemovalsPerRun (and, for a batch, "
     "maxRemovalShare); a failure means the cleanup would have removed more, so nothing was "
     "deleted until the limit is raised for a run.",
     CLEANUP_PERMITTED: "The catalog lets this definition's cleanup delete; a warning means it "
-    "refused (CLEANUP_PERMISSION_DENIED) and nothing was removed.",
+    "refused (CLEANUP_PERMISSION_DENIED) and nothing was removed; an error means a cleanup "
+    "answer did not confirm what was asked, a dry run above all (CLEANUP_NOT_CONFIRMED), and no "
+    "further call was made.",
     OWNED_DATASET_SYSTEMS: "Each CUTOFF dataset System the batch cleaned belongs to this "
     "definition alone; a warning means a shared System was cleaned by age (DAYS) instead "
     "(SHARED_SYSTEM_DOWNGRADED).",

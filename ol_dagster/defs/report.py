@@ -7,6 +7,9 @@ from typing import Any
 
 from ol_dagster.sync.reports import CallReport, CleanupReport, ReconciledCall
 
+# kept objects listed one by one in the summary; the report (JSON) has them all
+KEPT_SHOWN = 50
+
 
 def _cell(value: Any) -> str:
     text = "" if value is None else str(value)
@@ -64,8 +67,38 @@ def cleanup_markdown(report: CleanupReport) -> str:
     table = rows_markdown(rows, ["call", "on", "objectType", "dryRun", "real", "notRemoved"], 200)
     removed = ", ".join(report.get("removedJobs") or []) or "none"
     return "\n".join(
-        [*head, table, "", f"**removed jobs**: {removed}", *_reconciled(report.get("reconciled"))]
+        [
+            *head,
+            table,
+            "",
+            f"**removed jobs**: {removed}",
+            *_kept(report),
+            *_reconciled(report.get("reconciled")),
+        ]
     )
+
+
+def _kept(report: CleanupReport) -> list[str]:
+    """What the catalog kept although this definition no longer describes it: by whom
+    (``keptBy``), and each object with who else holds it (``keptObjects``, the first
+    ``KEPT_SHOWN``, then how many more)."""
+    calls = report.get("calls", [])
+    by = report.get("keptBy") or {}
+    if not by:
+        for call in calls:
+            for who, n in (call.get("keptBy") or {}).items():
+                by[who] = by.get(who, 0) + n
+    objects = [o for call in calls for o in call.get("keptObjects") or []]
+    if not by and not objects:
+        return []
+    kept_by = ", ".join(f"{_cell(w)} {n}" for w, n in sorted(by.items()))
+    lines = ["", f"**kept by**: {kept_by or '—'}"]
+    if objects:
+        lines += ["", "**kept objects**:", ""]
+        lines += [f"- {_cell(o)}" for o in objects[:KEPT_SHOWN]]
+        if len(objects) > KEPT_SHOWN:
+            lines += ["", f"_{len(objects) - KEPT_SHOWN} more not shown_"]
+    return lines
 
 
 def _where(call: CallReport | ReconciledCall) -> str:

@@ -12,7 +12,6 @@ from typing import Any
 
 import dagster as dg
 
-from ol_dagster.catalog.protocol import UploadResult, failed_record
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.lineage_assets import JobRunRow
 from ol_dagster.defs.report import cleanup_markdown, counts_markdown, rows_markdown
@@ -21,6 +20,7 @@ from ol_dagster.store import BatchRecord
 from ol_dagster.sync.batch import KafkaRejections, UploadDone
 from ol_dagster.sync.cleanup import (
     ALREADY_SYNCED,
+    CLEANUP_NOT_CONFIRMED,
     CLEANUP_PERMISSION_DENIED,
     REMOVAL_CAP_EXCEEDED,
     REMOVAL_SHARE_EXCEEDED,
@@ -268,7 +268,10 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
     rows, and ``job_runs`` (``job_runs_metadata``) when the upload succeeded."""
     result = done.result
     assert result is not None, "a superseded upload has no result"
-    failed_rows = [failed_record(f) for f in result.failed]
+    failed_rows = [
+        {"objectType": f.object_type, "key": f.key, "code": f.code, "reason": f.reason}
+        for f in result.failed
+    ]
     counts = [
         {
             "objectType": t,
@@ -286,7 +289,7 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
                 rows_markdown(counts, ["objectType", "written", "touched"], _TABLE_ROWS)
             ),
             "failed": dg.MetadataValue.md(
-                rows_markdown(failed_rows, ["objectType", "key", "reason"], _TABLE_ROWS)
+                rows_markdown(failed_rows, ["objectType", "key", "code", "reason"], _TABLE_ROWS)
             ),
             "dropped": dg.MetadataValue.json(result.dropped),
             **job_runs,
@@ -295,22 +298,13 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
             dg.AssetCheckResult(
                 check_name=C.UPLOAD_SUCCEEDED,
                 passed=result.succeeded,
-                description=_upload_failure(result),
+                description=None
+                if result.succeeded
+                else f"{len(result.failed)} row(s) failed: nothing is deleted (UPLOAD_FAILED)",
                 metadata={"failedRows": len(result.failed)},
             )
         ],
     )
-
-
-def _upload_failure(result: UploadResult) -> str | None:
-    if result.succeeded:
-        return None
-    if result.only_refused:
-        return (
-            f"the catalog refused {len(result.failed)} row(s) for what they hold: nothing is "
-            "deleted (ROWS_REFUSED); the batch is not retried, the same rows would be refused"
-        )
-    return f"{len(result.failed)} row(s) failed: nothing is deleted (UPLOAD_FAILED)"
 
 
 def judged(result: dg.MaterializeResult, batch: str) -> dg.MaterializeResult:
@@ -334,11 +328,7 @@ def cleanup_result(report: CleanupReport, checks: Sequence[str]) -> dg.Materiali
     reason = report["skippedReason"]
     results = {
         C.REMOVAL_CAP: lambda: removal_limits_check(report),
-        C.CLEANUP_PERMITTED: lambda: dg.AssetCheckResult(
-            check_name=C.CLEANUP_PERMITTED,
-            passed=reason != CLEANUP_PERMISSION_DENIED,
-            severity=dg.AssetCheckSeverity.WARN,
-        ),
+        C.CLEANUP_PERMITTED: lambda: cleanup_permitted_check(report),
         C.OWNED_DATASET_SYSTEMS: lambda: owned_systems_check(report),
     }
     per_batch = C.OWNED_DATASET_SYSTEMS in checks
@@ -351,6 +341,26 @@ def cleanup_result(report: CleanupReport, checks: Sequence[str]) -> dg.Materiali
             "removedJobs": len(report["removedJobs"]),
         },
         check_results=[results[name]() for name in checks],
+    )
+
+
+def cleanup_permitted_check(report: CleanupReport) -> dg.AssetCheckResult:
+    """``cleanup_permitted``: a warning when the catalog refused the cleanup user; an error when
+    a cleanup call's answer did not confirm what was asked (a dry run the server may carry out
+    for real), with the catalog's answer as the reason."""
+    reason = report["skippedReason"]
+    if reason == CLEANUP_NOT_CONFIRMED:
+        why = next((w.get("message", "") for w in report["warnings"] if w["code"] == reason), "")
+        return dg.AssetCheckResult(
+            check_name=C.CLEANUP_PERMITTED,
+            passed=False,
+            severity=dg.AssetCheckSeverity.ERROR,
+            description=f"nothing more was deleted (CLEANUP_NOT_CONFIRMED): {why}"[:1000],
+        )
+    return dg.AssetCheckResult(
+        check_name=C.CLEANUP_PERMITTED,
+        passed=reason != CLEANUP_PERMISSION_DENIED,
+        severity=dg.AssetCheckSeverity.WARN,
     )
 
 

@@ -286,6 +286,9 @@ class LineageGraph:
     described_jobs: set[NodeKey] = field(default_factory=set)
     # jobs with a COMPLETE run that describes them whole (``RunView.describes_job``)
     completed_jobs: set[NodeKey] = field(default_factory=set)
+    # dataset Systems another definition claimed -> the System of this definition's own its
+    # datasets (and the previous names its RENAMEs give) are filed in instead (set at upload)
+    claimed_systems: dict[str, str] = field(default_factory=dict)
 
     @property
     def job_namespaces(self) -> list[str]:

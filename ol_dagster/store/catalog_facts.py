@@ -225,6 +225,25 @@ class CatalogFacts(StoreBase):
             return conn.execute(query).scalar()
 
 
+def newest_synced_snapshot(conn: Connection, definition: str) -> int | None:
+    """The definition's newest whole snapshot synced (to every catalog), by the producer's order:
+    retention keeps it, so that it still supersedes an older snapshot synced after its time."""
+    b = batches.c
+    key = _order_key()
+    query = (
+        select(b.id)
+        .where(
+            b.definition == definition,
+            b.kind == BatchKind.POSTED,
+            b.whole_snapshot.is_(True),
+            b.status == BatchStatus.SYNCED,
+        )
+        .order_by(*(k.desc() for k in key))
+        .limit(1)
+    )
+    return conn.execute(query).scalar()
+
+
 def _order_key() -> tuple[ColumnElement[Any], ...]:
     """``SnapshotOrder.key`` of a stored batch, in SQL: (carries a sequence, sequence, time, id)."""
     b = batches.c

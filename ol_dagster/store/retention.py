@@ -10,7 +10,10 @@ with nothing. So a run's batches go together, once nothing can read them again:
   ABORT stored for it), and while any other batch holding an event of that run is kept (a pending
   batch that continues it, or one synced within ``keepDays``);
 - so the batches linked by runs they share go all at once or not at all, and no run is ever left
-  with some of its events (a run whose end was purged would look unended for ever).
+  with some of its events (a run whose end was purged would look unended for ever);
+- the definition's newest synced whole snapshot stays, whatever its age: the snapshot order is
+  read from the stored batches, and an older snapshot synced after the newest one's batch went
+  would no longer be SUPERSEDED (it would bring back what the newer one removed).
 
 Most runs live in one batch: the store finds in one query per chunk the runs that do not (seen in
 another batch, or not ended), and only those are followed from batch to batch. A run that never
@@ -25,6 +28,7 @@ from datetime import datetime
 from sqlalchemy import Connection, or_, select
 
 from ol_dagster.store.base import StoreBase, naive
+from ol_dagster.store.catalog_facts import newest_synced_snapshot
 from ol_dagster.store.schema import (
     BatchStatus,
     batch_catalogs,
@@ -137,6 +141,7 @@ class Retention(StoreBase):
         and pending batches are never purged, whatever their age."""
         b = batches.c
         with self.engine.connect() as conn:
+            newest = newest_synced_snapshot(conn, definition)
             expired_ids = [
                 int(r[0])
                 for r in conn.execute(
@@ -148,6 +153,7 @@ class Retention(StoreBase):
                     )
                     .order_by(b.id)
                 )
+                if r[0] != newest
             ]
         expired = set(expired_ids)
         going: set[int] = set()
@@ -194,4 +200,4 @@ class Retention(StoreBase):
                 conn.execute(batch_catalogs.delete().where(batch_catalogs.c.batch_id.in_(still)))
                 conn.execute(batches.delete().where(b.id.in_(still)))
                 purged.extend(still)
-        return purged
+        return sorted(purged)

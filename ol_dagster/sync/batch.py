@@ -40,13 +40,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ol_dagster.catalog.protocol import (
-    Catalog,
-    DatasetRef,
-    TakesEvents,
-    UploadResult,
-    only_refused,
-)
+from ol_dagster.catalog.protocol import Catalog, DatasetRef, TakesEvents, UploadResult
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.ownership import removal_cap
 from ol_dagster.settings import SyncDefinition
@@ -309,7 +303,6 @@ def batch_facts(store: EventStore, batch: BatchRecord, upload: UploadRecord) -> 
         if "jobNamespaces" in g
         else store.job_namespaces(batch.id),
         upload_succeeded=bool(upload.get("succeeded")),
-        rows_refused=only_refused(upload.get("failed") or []),
         dataset_systems=g.get("datasetSystems") or [],
         described_jobs=[(ns, name) for ns, name in g.get("describedJobs") or []],
         completed_jobs=[(ns, name) for ns, name in g.get("completedJobs") or []],

@@ -21,7 +21,8 @@ describe by deleting what a run's scopes own and did not touch (seed
 A broken input must never wipe lineage, so nothing is deleted when the run failed, cleanup is
 disabled, the batch is empty, an upload failed, the planned removals exceed
 ``maxRemovalsPerRun`` or (beyond the seed) remove more than ``maxRemovalShare`` of the jobs the
-definition holds, the catalog refuses the cleanup user, or the definition is a dry run. Every
+definition holds, the catalog refuses the cleanup user or answers a cleanup call in a way that
+does not confirm what was asked (``CLEANUP_NOT_CONFIRMED``), or the definition is a dry run. Every
 call is rehearsed first (a catalog that can roll back runs the whole plan for real and rolls it
 back, so each call's planned count is exactly what its real call removes; others count in a dry
 run), and no real call is made before the whole plan passed the guards.
@@ -38,7 +39,9 @@ from typing import Any, Protocol
 from ol_dagster.catalog.protocol import (
     Catalog,
     CleanupCounts,
+    CleanupNotConfirmed,
     CleanupPermissionDenied,
+    CleanupStopped,
     DatasetRef,
     ObjectType,
     Rehearsing,
@@ -83,12 +86,10 @@ RUN_FAILED = "RUN_FAILED"
 CLEANUP_DISABLED = "CLEANUP_DISABLED"
 EMPTY_BATCH = "EMPTY_BATCH"
 UPLOAD_FAILED = "UPLOAD_FAILED"
-# every failed row was refused by the catalog for what it holds: nothing is deleted either, but
-# the batch is not retried (the same rows would be refused again)
-ROWS_REFUSED = "ROWS_REFUSED"
 REMOVAL_CAP_EXCEEDED = "REMOVAL_CAP_EXCEEDED"
 REMOVAL_SHARE_EXCEEDED = "REMOVAL_SHARE_EXCEEDED"
 CLEANUP_PERMISSION_DENIED = CleanupPermissionDenied.code
+CLEANUP_NOT_CONFIRMED = CleanupNotConfirmed.code
 DRY_RUN = "DRY_RUN"
 SUPERSEDED = "SUPERSEDED"
 # a run requested for a pending batch found it synced by another run since: not run again
@@ -116,7 +117,6 @@ class BatchFacts:
     drops: list[DatasetRef] = field(default_factory=list)  # datasets a DROP event named
     # dataset Systems another definition claimed -> the System its datasets were placed in
     claimed: dict[str, str] = field(default_factory=dict)
-    rows_refused: bool = False  # the upload's failed rows were all refused for their content
 
     def shape(self, definition: SyncDefinition) -> BatchShape:
         return BatchShape(
@@ -206,6 +206,12 @@ class _Call:
         }
         if self.real and self.real.outcomes:
             out["outcomes"] = self.real.outcomes
+        if self.real and self.real.kept_by:
+            out["keptBy"] = self.real.kept_by
+        if self.real and self.real.left:
+            out["left"] = self.real.left
+        if self.real and self.real.kept:
+            out["keptObjects"] = self.real.kept
         return out
 
 
@@ -532,6 +538,9 @@ def execute(
             # refused (that entry is tried again next run)
             report["notFound"] = _outcome_totals(calls, Removal.NOT_FOUND)
             report["kept"] = _outcome_totals(calls, Removal.KEPT)
+            # who the catalog says owns what was kept; what it made and was left on purpose
+            report["keptBy"] = _sums(c.real.kept_by for c in calls if c.real)
+            report["left"] = _sums(c.real.left for c in calls if c.real)
             report["refused"] = refused = _outcome_totals(calls, Removal.REFUSED)
             if refused:
                 report["warnings"].append(
@@ -543,8 +552,12 @@ def execute(
                 )
             # seed: quality checks of removed jobs are disabled, never deleted
             report["disabledQualityChecks"] = catalog.disable_quality_checks(report["removedJobs"])
-    except CleanupPermissionDenied:
-        report["skippedReason"] = CLEANUP_PERMISSION_DENIED
+    except CleanupStopped as exc:
+        # a refused user, or an answer that does not confirm what was asked (a dry run the
+        # server may have carried out for real): no further call is made
+        report["skippedReason"] = exc.code
+        if not isinstance(exc, CleanupPermissionDenied):
+            report["warnings"].append({"code": exc.code, "message": str(exc)})
     report["calls"] = [c.as_dict() for c in calls]
     return report
 
@@ -561,6 +574,14 @@ def _outcome_totals(calls: list[_Call], outcome: Removal) -> dict[str, int]:
     for c in calls:
         for kind, n in (c.real.outcomes.get(outcome, {}) if c.real else {}).items():
             out[kind] = out.get(kind, 0) + n
+    return out
+
+
+def _sums(parts: Iterable[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in parts:
+        for key, n in part.items():
+            out[key] = out.get(key, 0) + n
     return out
 
 
@@ -592,10 +613,9 @@ def run_cleanup(
     if facts.dropped.get(DANGLING_FLOW):
         report["warnings"].append({"code": DANGLING_FLOW, "count": facts.dropped[DANGLING_FLOW]})
     # a failed upload first: it alone keeps the batch's events pending for a retry, whatever
-    # else would have stopped the cleanup (unless every failed row was refused for its content)
-    failed = ROWS_REFUSED if facts.rows_refused else UPLOAD_FAILED
+    # else would have stopped the cleanup
     for skipped, reason in (
-        (not facts.upload_succeeded, failed),
+        (not facts.upload_succeeded, UPLOAD_FAILED),
         (not definition.cleanup.enabled, CLEANUP_DISABLED),
         (facts.accepted == 0, EMPTY_BATCH),
     ):

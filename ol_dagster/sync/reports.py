@@ -66,7 +66,7 @@ class CleanupWarning(TypedDict, total=False):
     system: str  # SHARED_SYSTEM_DOWNGRADED, SYSTEM_CLAIMED
     placedIn: str  # SYSTEM_CLAIMED: the System of this definition's own its datasets went to
     count: int  # DANGLING_FLOW
-    message: str  # REMOVAL_REFUSED
+    message: str  # REMOVAL_REFUSED, CLEANUP_NOT_CONFIRMED
 
 
 class CallDescription(TypedDict, total=False):
@@ -104,6 +104,9 @@ class CallReport(CallDescription, total=False):
     dryRun: Required[dict[str, int] | None]
     real: Required[dict[str, int] | None]
     outcomes: dict[str, dict[str, int]]  # what the catalog did not remove, and why
+    keptBy: dict[str, int]  # the kept objects by the writer the catalog records
+    left: dict[str, int]  # what the catalog made and was left in it on purpose, by kind
+    keptObjects: list[str]  # each object kept: what it is and who else holds it
 
 
 class JournalCall(CallDescription, total=False):
@@ -169,6 +172,8 @@ class CleanupReport(TypedDict):
     removed: NotRequired[dict[str, int]]
     notFound: NotRequired[dict[str, int]]
     kept: NotRequired[dict[str, int]]
+    keptBy: NotRequired[dict[str, int]]
+    left: NotRequired[dict[str, int]]
     refused: NotRequired[dict[str, int]]
     disabledQualityChecks: NotRequired[int]
     # a skipped run

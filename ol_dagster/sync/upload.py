@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from ol_dagster.catalog.protocol import Catalog, FailedRow, UploadResult
+from ol_dagster.catalog.renames import renames
 from ol_dagster.catalog.systems import dataset_system_rules
 from ol_dagster.lineage import LineageGraph, normalize
 from ol_dagster.ownership import placements, systems_by_name
@@ -40,7 +41,10 @@ def place_claimed(
     created) moved to a System of this definition's own, ``<System> [<definition>]``: the owner's
     snapshots delete what they do not describe there, so no other definition's dataset may live
     in it. The graph given is left as it is (other catalogs of the definition read it too)."""
+    # the Systems of the datasets, and of the previous names their RENAMEs give: a previous
+    # name is filed where this definition's dataset of that name is, its own place too
     wanted = {d.system for d in graph.datasets.values()}
+    wanted |= {r.previous.system for r in renames(graph, definition)}
     moves = placements(definition, wanted, systems_by_name(catalog.systems())) if wanted else {}
     if not moves:
         return graph, {}
@@ -48,7 +52,7 @@ def place_claimed(
         key: replace(d, system=moves[d.system]) if d.system in moves else d
         for key, d in graph.datasets.items()
     }
-    return replace(graph, datasets=datasets), moves
+    return replace(graph, datasets=datasets, claimed_systems=moves), moves
 
 
 def graph_facts(graph: LineageGraph, claimed: dict[str, str] | None = None) -> GraphFacts:

@@ -356,8 +356,10 @@ def test_a_bearer_token_works_like_an_api_key(
 
 
 def test_an_answer_lost_after_the_server_created_the_object_does_not_duplicate_it(h: Harness):
-    """A create the server carried out, whose answer was lost (502), is retried: the server
-    answers 409, the client reads the object by its natural key and updates it."""
+    """A create whose answer a gateway lost (502: it may still be running) is not sent again
+    before the object was looked for: found by its natural key, it is written once more by PUT.
+    A create the server answered 503 after all is sent again: the server answers 409, the
+    client reads the object and updates it."""
     h.fake.burst(502, 2, method="POST", path="/physical_entities$", after=True)
     h.fake.inject(Fault(status=503, method="POST", path="/dataflows$", after=True))
 
@@ -366,7 +368,8 @@ def test_an_answer_lost_after_the_server_created_the_object_does_not_duplicate_i
     assert h.upload["succeeded"] is True
     assert h.fake.pending_faults() == 0
     entity_posts = [s.status for s in h.fake.seen("POST", "/physical_entities$")]
-    assert entity_posts.count(502) == 2 and 409 in entity_posts
+    assert sorted(entity_posts) == [201] * 4 + [502] * 2  # no create sent twice
+    assert [s.status for s in h.fake.seen("POST", "/dataflows$")].count(409) == 1
     assert len(h.fake.tenant(TENANT).entities) == 6  # not 8
     assert len(h.fake.tenant(TENANT).flows) == 5  # not 6
     assert len(h.sleeps) == 3
@@ -581,13 +584,18 @@ def test_a_snapshot_cleanup_removes_the_flows_entities_and_routines_the_run_did_
     }
     # one dry run, then one real call, per set, on the server
     # every dry run first, then the real calls: flows, then the job System's entities and (with
-    # the day-based limit) its routines
+    # the day-based limit) its routines; the first dry run of each endpoint is preceded by one
+    # with a cutoff nothing is older than, which must confirm dryRun before a dry run that could
+    # delete is sent
     cleanups = [s for s in h.fake.requests[seen:] if s.path.endswith("/cleanup")]
+    sets = [("dataflows", 200), ("systems", 200), ("systems", 200)]
     assert [(s.path.split("/")[3], s.status) for s in cleanups] == [
         ("dataflows", 200),
+        sets[0],
         ("systems", 200),
-        ("systems", 200),
-    ] * 2
+        *sets[1:],
+        *sets,
+    ]
     assert len(h.fake.seen("DELETE", "/system_routines/")) == 1  # b's, whose job went
 
 

@@ -32,7 +32,7 @@ from ol_dagster_tests.check_against_fakes import (
 from ol_dagster_tests.conftest import settings_data
 from ol_dagster_tests.fakes.faults import Fault
 from ol_dagster_tests.fakes.harness import ds, run
-from ol_dagster_tests.fakes.openmetadata_fake import CREATE
+from ol_dagster_tests.fakes.openmetadata_fake import ADMIN, CREATE
 
 KINDS = ["openmetadata", "marquez", "blindata"]
 
@@ -192,6 +192,41 @@ def test_an_openmetadata_bot_without_create_is_a_warning_only(
     assert "1 warning(s)" in summary(out)
 
 
+def test_an_openmetadata_token_of_ingestion_bot_is_a_warning(
+    fakes: Fakes, capsys: pytest.CaptureFixture[str]
+):
+    """ol-dagster deletes only what OpenMetadata says its user wrote last: with the user
+    OpenMetadata's connectors write as, their edges would read as its own."""
+    fakes.openmetadata.users.clear()  # the fake's default: ingestion-bot
+    code, out, _ = check(capsys, fakes.settings(), "--definition", "check_openmetadata")
+    assert code == 0, out
+    holds, detail = row(out, "own user")
+    assert holds == "no" and "'ingestion-bot'" in detail and "a bot of its own" in detail
+
+
+def test_openmetadata_settings_differing_from_the_servers_are_a_warning(
+    fakes: Fakes, capsys: pytest.CaptureFixture[str]
+):
+    """An admin's token reads the server's OpenLineage settings; another's leaves them."""
+    name = "server's OpenLineage settings"
+    _, out, _ = check(capsys, fakes.settings(), "--definition", "check_openmetadata")
+    holds, detail = row(out, name)
+    assert holds == "yes" and "not compared" in detail and "403" in detail
+
+    fakes.openmetadata.tokens[TOKENS["OL_CHECK_OM_TOKEN"]] |= {ADMIN}
+    _, out, _ = check(capsys, fakes.settings(), "--definition", "check_openmetadata")
+    assert row(out, name)[0] == "yes"
+
+    fakes.openmetadata.mapping = {WAREHOUSE: "other-service"}
+    fakes.openmetadata.event_type_filter = ["COMPLETE", "FAIL"]
+    code, out, _ = check(capsys, fakes.settings(), "--definition", "check_openmetadata")
+    assert code == 0
+    holds, detail = row(out, name)
+    assert holds == "no"
+    assert f"serviceMapping[{WAREHOUSE!r}] is {SERVICE!r}, the server's 'other-service'" in detail
+    assert "eventTypeFilter is ['COMPLETE'], the server's ['COMPLETE', 'FAIL']" in detail
+
+
 def test_a_blindata_user_without_systems_admin_is_not_ready(
     fakes: Fakes, capsys: pytest.CaptureFixture[str]
 ):
@@ -253,6 +288,29 @@ def test_a_marquez_delete_that_reaches_marquez_answers_its_own_404_for_the_probe
     assert row(out, "job delete")[0] == "no"
 
 
+def test_the_marquez_dataset_probe_sends_a_namespace_with_a_slash_encoded_in_one_segment(
+    fakes: Fakes, capsys: pytest.CaptureFixture[str]
+):
+    """Dataset namespaces hold ``/`` (``s3://bucket``): the probe sends one, as ``%2F``. A proxy
+    that decodes it answers for another path (Jersey's bare 404): the check says so."""
+    code, out, _ = check(capsys, fakes.settings(), "--definition", "check_marquez")
+    assert code == 0 and row(out, "dataset delete")[0] == "yes"
+    (probe,) = [r.path for r in fakes.marquez.server.seen("DELETE") if "/datasets/" in r.path]
+    assert probe.startswith("/api/v1/namespaces/ol-dagster-check%3A%2F%2Fprobe/datasets/probe-")
+
+    decoded = b'{"code":404,"message":"HTTP 404 Not Found"}'
+    fakes.marquez.server.inject(
+        Fault(
+            status=404, method="DELETE", path="/api/v1/namespaces/ol-dagster-check%3A", body=decoded
+        )
+    )
+    code, out, _ = check(capsys, fakes.settings(), "--definition", "check_marquez")
+    assert code == 1
+    holds, detail = row(out, "dataset delete")
+    assert holds == "no" and "%2F" in detail
+    assert row(out, "job delete")[0] == "yes"
+
+
 def test_a_blindata_server_without_an_inferred_call_is_not_ready(
     fakes: Fakes, capsys: pytest.CaptureFixture[str]
 ):
@@ -268,18 +326,45 @@ def test_a_blindata_server_without_an_inferred_call_is_not_ready(
     assert row(out, "DELETE /api/v1/dataflows/{uuid} [I]")[0] == "yes"
 
 
-def test_a_blindata_server_answering_options_without_allow_leaves_the_call_unverified(
+def test_a_blindata_write_that_cannot_be_verified_is_not_ready_unless_assumed(
     fakes: Fakes, capsys: pytest.CaptureFixture[str]
 ):
     """Not every server answers OPTIONS as Spring MVC does: a write that cannot be seen without
-    writing is reported as not verified (a warning), never as holding."""
+    writing is never reported as holding, and blocks the sync, unless the catalog's settings
+    say ``assumeEndpoints: true``: then it is a warning."""
     from ol_dagster_tests.fakes.blindata_fake import Fault as BlindataFault
 
     fakes.blindata.inject(BlindataFault(status=200, method="OPTIONS", path=r"/system_routines$"))
     code, out, _ = check(capsys, fakes.settings(), "--definition", "check_blindata")
+    assert code == 1
+    holds, detail = row(out, "POST /api/v1/system_routines [I]")
+    assert holds == "no" and detail.startswith("not verified without writing")
+    assert "assumeEndpoints: true" in detail
+    assert summary(out).startswith("NOT READY: POST /api/v1/system_routines [I]: ")
+
+    fakes.blindata.inject(BlindataFault(status=200, method="OPTIONS", path=r"/system_routines$"))
+    assumed = fakes.settings(blindata={"assumeEndpoints": True})
+    code, out, _ = check(capsys, assumed, "--definition", "check_blindata")
     assert code == 0
     holds, detail = row(out, "POST /api/v1/system_routines [I]")
     assert holds == "no" and detail.startswith("(warning) not verified without writing")
+    assert "assumed (assumeEndpoints: true)" in detail
+
+
+def test_a_blindata_server_that_ignores_dry_run_is_not_ready_and_loses_nothing(
+    fakes: Fakes, capsys: pytest.CaptureFixture[str]
+):
+    """A server that does not know ``dryRun`` carries a dry run out for real: check's dry run
+    (a cutoff nothing is older than) deletes nothing, and its answer, which does not confirm the
+    dry run, makes the catalog not ready, whatever ``assumeEndpoints`` says."""
+    fakes.blindata.ignore_dry_run()
+    settings = fakes.settings(blindata={"assumeEndpoints": True})
+    code, out, _ = check(capsys, settings, "--definition", "check_blindata")
+    assert code == 1
+    holds, detail = row(out, "POST /api/v1/dataflows/*/cleanup [I]")
+    assert holds == "no" and "does not confirm dryRun true" in detail
+    assert "no 'dryRun' field" in detail
+    assert row(out, "SYSTEMS_ADMIN") == ("no", "not verified: the dry run was not confirmed")
 
 
 def test_every_blindata_path_marked_inferred_is_probed():

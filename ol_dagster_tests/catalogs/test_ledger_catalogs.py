@@ -191,6 +191,8 @@ def test_server_errors_then_recovery_upload_and_clean_honouring_retry_after(back
 
 
 def test_a_slow_answer_times_out_and_is_retried(backend: Backend):
+    if backend.kind == "openmetadata":
+        pytest.skip("OpenMetadata never sends a batch again blindly: test_openmetadata_batches.py")
     catalog = backend.catalog(timeoutSeconds=0.3)
     backend.fake.server.inject(Fault(delay=1.0, method="POST", path=backend.post_path))
 
@@ -202,6 +204,8 @@ def test_a_slow_answer_times_out_and_is_retried(backend: Backend):
 
 
 def test_answers_that_stay_too_slow_fail_the_upload_and_delete_nothing(backend: Backend):
+    if backend.kind == "openmetadata":
+        pytest.skip("OpenMetadata never sends a batch again blindly: test_openmetadata_batches.py")
     catalog = backend.catalog(timeoutSeconds=0.2, maxRetries=1)
     backend.env.syncer.sync(catalog, definition(), backend.snapshot())
     seen = backend.visible()

@@ -22,7 +22,10 @@ import httpx
 import pytest
 
 from ol_dagster.catalog.marquez.catalog import MarquezCatalog
+from ol_dagster.catalog.marquez.events import marquez_time as conformed
+from ol_dagster.catalog.marquez.events import reads_time
 from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
+from ol_dagster.openlineage.envelope import parse_event_time
 from ol_dagster.store import EventStore
 from ol_dagster_tests.conftest import CORPUS
 from ol_dagster_tests.contracts.marquez import (
@@ -103,6 +106,8 @@ def test_every_request_the_client_sends_is_an_operation_of_openapi_yml(tmp_path:
         ("GET", "/namespaces"),
         ("POST", "/lineage"),
         ("DELETE", "/namespaces/{namespace}/jobs/{job}"),
+        ("GET", "/namespaces/{namespace}/datasets/{dataset}"),  # who wrote it, its column lineage
+        ("GET", "/namespaces/{namespace}/datasets/{dataset}/versions/{version}"),
         ("DELETE", "/namespaces/{namespace}/datasets/{dataset}"),
     }
     assert set(spec()["paths"]["/lineage"]["post"]["responses"]) == {"200"}
@@ -213,6 +218,39 @@ def test_marquez_refuses_these_event_times(value: Any):
         marquez_time(value)
 
 
+# what the receiver takes (Python's ISO reading) and Marquez may not
+RECEIVED_TIMES = [
+    "2026-11-01T02:00:00.000Z",
+    "2026-11-01t02:00",
+    "2026-11-01T02:00:00+02",
+    "2026-11-01T02:00:00-05:30:15",
+    "2026-11-01T02:00:00.123456789Z",
+    "2026-11-01T02:00:00.5",
+    "2026-11-01",
+    "2026-11-01T02:00:00+0200",
+    "2026-11-01 02:00:00Z",
+    "2026-11-01T02",
+    "2026-11-01T02:00:00,5Z",
+    "2026-W44-7T02:00",
+    "20261101T020000Z",
+    "2026-11-01T02:00:00+18:30",
+]
+
+
+@pytest.mark.parametrize("value", RECEIVED_TIMES)
+def test_the_client_sends_every_received_time_as_marquez_reads_it(value: str):
+    """The client's own test of Marquez's reader agrees with the fake's (``marquez_time``); what
+    Marquez would refuse is sent as the instant ol-dagster read, in UTC."""
+    try:
+        marquez_time(value)
+        readable = True
+    except ValueError:
+        readable = False
+    assert reads_time(value) == readable
+    sent = conformed(value, "eventTime")
+    assert sent == value if readable else marquez_time(sent) == parse_event_time(value)
+
+
 def test_a_time_without_an_offset_is_read_in_the_servers_zone():
     paris_winter = timezone(timedelta(hours=1))
     assert marquez_time("2026-11-01T02:00:00", paris_winter) == datetime(
@@ -290,25 +328,64 @@ def event(**changes: Any) -> dict[str, Any]:
         event(run={"runId": "r1", "facets": {"nominalTime": facet("N", nominalStartTime="x")}}),
     ],
 )
-def test_what_jackson_cannot_read_is_400_unable_to_process_json(fake, bad: dict[str, Any]):
-    """Dropwizard's JsonProcessingExceptionMapper, before any validation."""
+def test_what_jackson_cannot_read_is_500_with_its_message_in_a_400(fake, bad: dict[str, Any]):
+    """Marquez's own JsonProcessingExceptionMapper (api/exceptions/, registered in
+    MarquezContext): ``Response.serverError()`` with ``ErrorMessage(400, e.getMessage())``,
+    before any validation."""
     f, client = fake
     response = post(client, bad)
+    assert response.status_code == 500
+    body = response.json()
+    assert body["code"] == 400 and body["message"].startswith("Cannot ")
+    assert f.events == []
+
+
+def test_an_unreadable_time_is_jacksons_zoneddatetime_message(fake):
+    """OpenLineageIntegrationTest.testSendOpenLineageEventFailsJsonProcessing posts a date-only
+    eventTime and reads this message."""
+    _, client = fake
+    response = post(client, event(eventTime="2021-11-03"))
+    assert response.status_code == 500
+    assert (
+        'Cannot deserialize value of type `java.time.ZonedDateTime` from String "2021-11-03"'
+        in response.json()["message"]
+    )
+
+
+@pytest.mark.contract_violations_allowed  # the test sends it on purpose
+def test_not_json_is_500_with_jacksons_parse_error_and_a_violation_of_the_file(fake):
+    f, client = fake
+    response = client.post(
+        "/api/v1/lineage", content=b"{x", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 500
+    assert response.json()["message"].startswith("Unexpected character ('x' (code 120))")
+    assert [(v.path, v.errors) for v in f.server.violations] == [
+        ("/api/v1/lineage", ("POST /lineage: the body is not JSON",))
+    ]
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_a_body_that_is_not_application_json_is_415(fake, content_type: str | None):
+    """``@Consumes(APPLICATION_JSON)``: Jersey refuses another media type before reading the
+    body (no Content-Type is application/octet-stream to it)."""
+    f, client = fake
+    headers = {"content-type": content_type} if content_type else {}
+    body = json.dumps(event()).encode()
+    response = client.post("/api/v1/lineage", content=body, headers=headers)
     assert (response.status_code, response.json()) == (
-        400,
-        {"code": 400, "message": "Unable to process JSON"},
+        415,
+        {"code": 415, "message": "HTTP 415 Unsupported Media Type"},
     )
     assert f.events == []
 
 
-@pytest.mark.contract_violations_allowed  # the test sends it on purpose
-def test_not_json_is_400_and_a_violation_of_the_file(fake):
+def test_application_json_with_a_charset_is_taken(fake):
     f, client = fake
-    response = client.post("/api/v1/lineage", content=b"{", headers={"content-type": "x"})
-    assert (response.status_code, response.json()["message"]) == (400, "Unable to process JSON")
-    assert [(v.path, v.errors) for v in f.server.violations] == [
-        ("/api/v1/lineage", ("POST /lineage: the body is not JSON",))
-    ]
+    body = json.dumps(event()).encode()
+    headers = {"content-type": "Application/JSON; charset=UTF-8"}
+    assert client.post("/api/v1/lineage", content=body, headers=headers).status_code == 201
+    assert len(f.events) == 1
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,12 +27,14 @@ from ol_dagster.catalog.ledger.entries import EDGE, LedgerItem
 from ol_dagster.catalog.openmetadata.catalog import OpenMetadataCatalog
 from ol_dagster.catalog.openmetadata.settings import OpenMetadataCatalogSettings
 from ol_dagster.store import EventStore
-from ol_dagster_tests.fakes.faults import Clock, serve
+from ol_dagster_tests.fakes.faults import Clock, Fault, serve
 from ol_dagster_tests.fakes.harness import NS, WH, Syncer, calls, definition, ds, pg, run
 from ol_dagster_tests.fakes.openmetadata_fake import CREATE, EDIT_LINEAGE, OpenMetadataFake
 
 JWT = "om-bot-jwt-delete-0001"
 USER_JWT = "om-user-jwt-delete-0002"
+OTHER_JWT = "om-spark-jwt-delete-0003"  # another OpenLineage producer, with its own user
+BOT, PERSON, OTHER = "ol-dagster-bot", "alice", "spark-bot"  # the users the tokens authenticate
 TOKEN_ENV = "OL_TEST_OM_DELETE_JWT"
 SERVICE = "prod-postgres"
 START = datetime(2026, 11, 1, 3, 0, tzinfo=UTC)
@@ -72,9 +75,9 @@ class Env:
         self.made.append(c)
         return c
 
-    def user(self) -> httpx.Client:
+    def user(self, token: str = USER_JWT) -> httpx.Client:
         """A person (or another connector) using OpenMetadata's API with their own token."""
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {USER_JWT}"})
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token}"})
 
     def add_manual_edge(self, src: str, dst: str, source: str = "Manual") -> httpx.Response:
         body = {
@@ -98,7 +101,8 @@ def running(
     """An OpenMetadata 2.1 fake on loopback (the warehouse namespace mapped to ``SERVICE``, its
     one database ``shop``, unless told otherwise) and a store for the syncs."""
     fake = OpenMetadataFake(
-        tokens={JWT: {EDIT_LINEAGE, CREATE}, USER_JWT: {EDIT_LINEAGE}},
+        tokens={JWT: {EDIT_LINEAGE, CREATE}, USER_JWT: {EDIT_LINEAGE}, OTHER_JWT: {EDIT_LINEAGE}},
+        users={JWT: BOT, USER_JWT: PERSON, OTHER_JWT: OTHER},
         mapping=mapping if mapping is not None else {WH: SERVICE},
         services=services if services is not None else {SERVICE: ["shop"]},
         clock=Clock(START),
@@ -382,7 +386,7 @@ def test_an_entry_recorded_before_the_read_back_is_deleted_by_the_tables_its_fqn
     catalog = env.catalog()
     env.syncer.sync(catalog, definition(), [run(KEEP, [pg("orders")], [pg("kpi")])])
     env.fake.add_table(fqn("report"))
-    env.fake.add_edge(fqn("kpi"), fqn("report"), source="OpenLineage")
+    env.fake.add_edge(fqn("kpi"), fqn("report"), source="OpenLineage", by=BOT)  # its own write
     legacy = LedgerItem(
         EDGE,
         f"ol:{NS}|{DROP}|{WH}|shop.public.kpi|{WH}|shop.public.report",
@@ -403,31 +407,58 @@ def test_an_entry_recorded_before_the_read_back_is_deleted_by_the_tables_its_fqn
 # == reading back ==================================================================================
 
 
-def test_a_failed_read_back_fails_the_upload_and_deletes_nothing(env: Env):
-    """Without the tables the edges cannot be recorded; recording none would make last run's
-    entries stale and delete edges this batch still writes."""
+def test_a_failed_read_before_the_upload_fails_it_sends_nothing_and_deletes_nothing(env: Env):
+    """Whose each new pair is must be read before anything is written over it."""
     catalog = env.catalog()
     keep, dropped = run(KEEP, [pg("orders")], [pg("kpi")]), run(DROP, [pg("kpi")], [pg("report")])
     env.syncer.sync(catalog, definition(), [keep, dropped])
+    posts = len(env.fake.server.seen("POST"))
     env.fake.server.burst(503, 4, method="GET", path="/api/v1/tables/")
 
     synced = env.syncer.sync(catalog, definition(), [keep])
 
     (row,) = synced.result.failed
-    assert row.object_type == "dataFlows"
-    assert row.reason.startswith("read back: GET /api/v1/tables/name/")
+    assert row.reason.startswith("GET /api/v1/tables/name/")
+    assert len(env.fake.server.seen("POST")) == posts
     assert synced.report["skippedReason"] == "UPLOAD_FAILED"
     assert len(env.fake.edge_pairs()) == 2
 
 
+def test_a_failed_read_back_fails_the_upload_and_deletes_nothing(env: Env):
+    """Without the tables the edges cannot be recorded; recording none would make last run's
+    entries stale and delete edges this batch still writes. The table the upload creates is
+    read before it (not there yet) and after it (its id): the second read fails here."""
+    catalog = env.catalog()
+    keep, dropped = run(KEEP, [pg("orders")], [pg("kpi")]), run(DROP, [pg("kpi")], [pg("report")])
+    env.syncer.sync(catalog, definition(), [keep, dropped])
+    fresh = f"/api/v1/tables/name/{fqn('fresh')}"
+    env.fake.server.inject(
+        Fault(method="GET", path=fresh), *[Fault(503, method="GET", path=fresh)] * 2
+    )
+
+    synced = env.syncer.sync(
+        catalog, definition(), [keep, run("etl.new", [pg("kpi")], [pg("fresh")])]
+    )
+
+    (row,) = synced.result.failed
+    assert row.object_type == "dataFlows"
+    assert row.reason.startswith("read back: GET /api/v1/tables/name/")
+    assert synced.report["skippedReason"] == "UPLOAD_FAILED"
+    assert (fqn("kpi"), fqn("report")) in env.fake.edge_pairs()
+
+
 def test_each_dataset_is_read_once_per_upload(env: Env):
     catalog = env.catalog()
+    env.fake.add_table(fqn("orders"))
     jobs = [run(f"etl.j{i}", [pg("orders")], [pg(f"out{i}")]) for i in range(6)]
 
     env.syncer.sync(catalog, definition(), jobs)
 
-    reads = [r.path for r in env.fake.server.seen("GET", "/api/v1/tables/name/")]
-    assert len(reads) == len(set(reads)) == 7  # orders and the six outputs
+    reads = Counter(r.path for r in env.fake.server.seen("GET", "/api/v1/tables/name/"))
+    # a table there before the upload is read once; one it creates, before (not there) and after
+    assert reads[f"/api/v1/tables/name/{fqn('orders')}"] == 1
+    assert [reads[f"/api/v1/tables/name/{fqn(f'out{i}')}"] for i in range(6)] == [2] * 6
+    assert len(reads) == 7
     assert len(edge_entries(catalog)) == 6
 
 

@@ -63,6 +63,9 @@ ENDPOINTS: dict[tuple[str, str], str | None] = {
     # the lineage and table reads and deletes the cleanup uses, and the edge a user adds
     ("PUT", rf"{API}/lineage"): "addLineage.json",
     ("GET", rf"{API}/tables/name/[^/]+"): None,
+    ("GET", rf"{API}/containers/[^/]+"): None,
+    ("GET", rf"{API}/pipelines/name/[^/]+"): None,
+    ("GET", rf"{API}/system/settings/[^/]+"): None,
     ("GET", rf"{API}/databases"): None,
     ("GET", rf"{API}/lineage/getLineageEdge/[^/]+/[^/]+"): None,
     ("GET", rf"{API}/lineage/[^/]+/name/[^/]+"): None,

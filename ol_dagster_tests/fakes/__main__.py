@@ -32,6 +32,7 @@ def main() -> None:
         # the demo's warehouse namespace mapped to a service, as an OpenMetadata admin would
         app = OpenMetadataFake(
             tokens={args.token: {"EditLineage", "Create"}},
+            users={args.token: "ol-dagster-bot"},  # a bot of its own
             mapping={"postgres://warehouse-db:5432": "warehouse"},
             services={"warehouse": ["warehouse"]},
         ).server

@@ -27,9 +27,24 @@ What it models:
   spring-framework ``spring-webmvc/.../mvc/method/RequestMappingInfoHandlerMapping.java``,
   ``HttpOptionsHandler`` and ``handleNoMatch``, commit 0005787a514743247c128bb6271aa4c2b18bed4d;
   RFC 9110 §15.5.6: a 405 must send ``Allow``). OPTIONS needs credentials like every call;
+* a body in another media type than JSON is 415 with the error body and ``Accept:
+  application/json``, as Spring MVC answers a ``@RequestBody`` no converter reads (no
+  ``Content-Type`` is read as ``application/octet-stream``; Jackson's converter reads
+  ``application/json`` and ``application/*+json``): spring-projects/spring-framework
+  ``spring-webmvc/.../mvc/method/annotation/AbstractMessageConverterMethodArgumentResolver.java``
+  (``readWithMessageConverters``) @ 59002f245623d758765b72d598cd78c326c6f5fa and
+  ``spring-webmvc/.../mvc/support/DefaultHandlerExceptionResolver.java``
+  (``handleHttpMediaTypeNotSupported``) @ 147c256c262e7c25951db037ab6b970e6abc8ba8. It comes after
+  authentication and permissions (the gateway checks those first) and before the body is read;
+* a proxy in front (``limit_body``): a body larger than its limit is 413 with the proxy's HTML
+  page, before Blindata sees the request (nginx's ``client_max_body_size``);
+* a server that does not know ``dryRun`` (``ignore_dry_run``): every cleanup call deletes for
+  real and its answer has no ``dryRun`` field, which is what a client must not take for a dry
+  run;
 * failure injection: ``inject`` queues faults (a status with ``Retry-After``, 5xx bursts, slow
-  answers) for the next matching requests, each used once; ``refuse`` makes the server refuse
-  objects with a 4xx (validation), as long as it is set;
+  answers, answers held after the request was carried out) for the next matching requests, each
+  used once; ``refuse`` makes the server refuse objects with a 4xx (validation), as long as it is
+  set;
 * how ``scopePrefix`` matches: the notes do not say (§3 names the filter only). By default it is
   a literal, case-sensitive prefix; ``match_scope_prefixes_like_sql`` makes it what a server
   that filters with SQL ``ILIKE '<prefix>%'`` would do (no case, ``_`` and ``%`` wildcards), so
@@ -54,6 +69,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+
+from ol_dagster_tests.fakes.faults import TOO_LARGE_PAGE
 
 DEFAULT_START = datetime(2026, 11, 4, 10, 0, tzinfo=UTC)
 MAX_PAGE = 1000
@@ -90,6 +107,12 @@ class Fault:
     method: str | None = None
     path: str | None = None
     after: bool = False
+    # seconds the answer is held after the request was carried out: a client that gives up
+    # sooner has lost the answer of a request the server did carry out
+    linger: float = 0.0
+    # the answer's body instead of the server's own, after the request was carried out (a
+    # server that answers in another shape)
+    body: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -167,6 +190,8 @@ class BlindataFake:
         self.lock = threading.RLock()
         self._indexes: dict[int, dict[tuple, str]] = {}  # id(store) -> natural key -> uuid
         self.scope_prefix_like_sql = False  # see ``match_scope_prefixes_like_sql``
+        self.dry_run_ignored = False  # see ``ignore_dry_run``
+        self.max_body_bytes: int | None = None  # see ``limit_body``
         self.app = Starlette(
             routes=[
                 Route(
@@ -266,6 +291,17 @@ class BlindataFake:
         case, ``_`` any one character, ``%`` any characters."""
         with self.lock:
             self.scope_prefix_like_sql = on
+
+    def ignore_dry_run(self, on: bool = True) -> None:
+        """Be a server that does not know ``dryRun``: every cleanup call deletes what it matches,
+        and its answer says nothing of a dry run."""
+        with self.lock:
+            self.dry_run_ignored = on
+
+    def limit_body(self, max_bytes: int | None) -> None:
+        """Put a proxy in front that refuses a body larger than ``max_bytes`` (413)."""
+        with self.lock:
+            self.max_body_bytes = max_bytes
 
     def _scope_has_prefix(self, scope: str, prefix: str) -> bool:
         if not self.scope_prefix_like_sql:
@@ -374,10 +410,10 @@ class BlindataFake:
                 status = fault.status
                 return self._fault_answer(fault, path)
             raw = await request.body()
-            try:
-                body = json.loads(raw) if raw else None
-            except ValueError:
-                raise ApiError(400, "malformed JSON") from None
+            limit = self.max_body_bytes
+            if limit is not None and len(raw) > limit:
+                status = 413
+                return self._proxy_too_large()
             for m, pattern, handler, permission in self._routes:
                 match = pattern.fullmatch(path)
                 if match is None or m != method:
@@ -385,9 +421,20 @@ class BlindataFake:
                 user, tenant = self._authenticate(request)
                 if not self._allowed(user, permission):
                     raise ApiError(403, f"user {user.name} lacks {permission}", "PERMISSION_DENIED")
+                body = self._read_body(request, raw)
                 with self.lock:
                     status, payload = handler(
                         tenant, body, dict(request.query_params), request, **match.groupdict()
+                    )
+                if fault is not None and fault.linger:
+                    await anyio.sleep(fault.linger)
+                if fault is not None and fault.body is not None:
+                    status = fault.status or status
+                    return Response(
+                        fault.body,
+                        status_code=status,
+                        media_type="application/json",
+                        headers={"Date": self._date()},
                     )
                 if fault is not None and fault.status is not None:
                     status = fault.status
@@ -415,9 +462,30 @@ class BlindataFake:
                 status = fault.status
                 return self._fault_answer(fault, path)
             status = exc.status
-            return self._error(exc.status, exc.message, path, exc.name)
+            response = self._error(exc.status, exc.message, path, exc.name)
+            if exc.status == 415:
+                response.headers["Accept"] = "application/json, application/*+json"
+            return response
         finally:
             self.requests.append(Seen(method, path, query, status))
+
+    @staticmethod
+    def _read_body(request: Request, raw: bytes) -> Any:
+        """The JSON body; 415 for a body (or a ``Content-Type``) no JSON reader takes."""
+        given = request.headers.get("content-type")
+        if raw or given is not None:
+            media = (given or "application/octet-stream").split(";", 1)[0].strip().lower()
+            kind, _, subtype = media.partition("/")
+            if not (kind == "application" and (subtype == "json" or subtype.endswith("+json"))):
+                shown = given or "application/octet-stream"
+                raise ApiError(415, f"Content-Type '{shown}' is not supported")
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            raise ApiError(400, "malformed JSON") from None
+
+    def _proxy_too_large(self) -> Response:
+        return Response(TOO_LARGE_PAGE, status_code=413, media_type="text/html")
 
     def _allowed_methods(self, path: str) -> str:
         """The ``Allow`` of a path: the methods mapped to it, HEAD with GET (Spring's
@@ -836,11 +904,17 @@ class BlindataFake:
             raise ApiError(400, "olderThanDays is a non-negative integer")
         return self._now() - timedelta(days=days)
 
-    @staticmethod
-    def _dry_run(body: dict[str, Any]) -> bool:
+    def _dry_run(self, body: dict[str, Any]) -> bool:
+        if self.dry_run_ignored:
+            return False  # a server that does not know the field carries every call out
         if not isinstance(body.get("dryRun"), bool):
             raise ApiError(400, "dryRun (true or false) is required")
         return body["dryRun"]
+
+    def _cleanup_answer(self, dry: bool, answer: dict[str, Any]) -> dict[str, Any]:
+        if self.dry_run_ignored:
+            return answer
+        return {"dryRun": dry, **answer}
 
     def _flows_cleanup(self, t: Tenant, body, query, request, **_) -> tuple[int, Any]:
         body = self._require(body)
@@ -860,13 +934,17 @@ class BlindataFake:
         if not dry:
             for f in matched:
                 t.flows.pop(f["uuid"])
-        return 200, {
-            "dryRun": dry,
-            "cutoff": cutoff.isoformat(),
-            "matched": len(matched),
-            "deleted": 0 if dry else len(matched),
-            "items": [{"uuid": f["uuid"], "scope": f["scope"], "name": f["name"]} for f in matched],
-        }
+        return 200, self._cleanup_answer(
+            dry,
+            {
+                "cutoff": cutoff.isoformat(),
+                "matched": len(matched),
+                "deleted": 0 if dry else len(matched),
+                "items": [
+                    {"uuid": f["uuid"], "scope": f["scope"], "name": f["name"]} for f in matched
+                ],
+            },
+        )
 
     def _system_cleanup(self, t: Tenant, body, query, request, id: str) -> tuple[int, Any]:
         self._get(t.systems, id, "system")
@@ -961,7 +1039,7 @@ class BlindataFake:
             self._remove_entities(t, set(entities))
             for r in routines:
                 t.routines.pop(r["uuid"], None)
-        return 200, {"dryRun": dry, "cutoff": cutoff.isoformat(), "results": results}
+        return 200, self._cleanup_answer(dry, {"cutoff": cutoff.isoformat(), "results": results})
 
     # -- data quality ------------------------------------------------------------------------------
 

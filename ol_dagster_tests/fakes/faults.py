@@ -6,7 +6,10 @@
   or the real time shifted by an offset), since clients read the catalog's time from it;
 * ``inject`` queues faults: the next requests matching a method and a path prefix are answered
   with a status (a 429 with ``Retry-After``, 5xx bursts...) or held for a delay first (a slow
-  answer, for client timeouts), each fault used once;
+  answer, for client timeouts), each fault used once; with ``after`` the request is carried out
+  first and its answer replaced (a gateway that lost the answer of a request that landed);
+* ``limit_body`` puts a proxy in front that refuses a body larger than its limit with 413 and its
+  own HTML page, before the server sees the request (nginx's ``client_max_body_size``);
 * routing sees the path as sent, still percent-encoded (as Jersey matches it), so a path segment
   may hold ``%2F``: fakes decode their path parameters themselves;
 * ``requests`` records (method, path, headers) of what arrived, and ``max_in_flight`` the most
@@ -63,6 +66,7 @@ class Fault:
     body: bytes = b""
     method: str | None = None  # only requests with this method
     path: str | None = None  # only requests whose (encoded) path starts with this
+    after: bool = False  # carry the request out, then answer ``status`` instead of its answer
 
 
 # (method, path as sent, body or None) -> what in the request breaks the server's definition
@@ -81,6 +85,12 @@ class Violation:
 
 
 CONTRACT_VIOLATIONS: list[Violation] = []
+# what nginx answers for a body over ``client_max_body_size``
+TOO_LARGE_PAGE = (
+    "<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n"
+    "<center><h1>413 Request Entity Too Large</h1></center>\r\n"
+    "<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+)
 _violations_lock = threading.Lock()
 
 
@@ -105,7 +115,13 @@ class FakeServer:
         self.requests: list[Seen] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.max_body_bytes: int | None = None
+        self.too_large: list[Seen] = []  # the requests the proxy refused (413)
         self._lock = threading.Lock()
+
+    def limit_body(self, max_bytes: int | None) -> None:
+        """Put a proxy in front that refuses a body larger than ``max_bytes`` (413)."""
+        self.max_body_bytes = max_bytes
 
     def inject(self, *faults: Fault) -> None:
         with self._lock:
@@ -135,8 +151,8 @@ class FakeServer:
                     return self.faults.pop(i)
         return None
 
-    async def _check(self, method: str, path: str, receive: Receive) -> Receive:
-        """Read the whole body, check it against the contract, hand the app a replay of it."""
+    async def _read(self, method: str, path: str, receive: Receive) -> tuple[bytes, Receive]:
+        """Read the whole body, check it against the contract (if any), hand the app a replay."""
         chunks: list[bytes] = []
         while True:
             message = await receive()
@@ -150,8 +166,7 @@ class FakeServer:
             body = json.loads(raw) if raw.strip() else None
         except ValueError:
             body = raw  # not JSON: the contract says whether that is allowed
-        assert self.contract is not None
-        errors = self.contract(method, path, body)
+        errors = self.contract(method, path, body) if self.contract is not None else []
         if errors:
             found = Violation(self.name, method, path, tuple(errors))
             self.violations.append(found)
@@ -166,7 +181,21 @@ class FakeServer:
             replayed = True
             return {"type": "http.request", "body": raw, "more_body": False}
 
-        return replay
+        return raw, replay
+
+    async def _answer(self, send: Send, status: int, body: bytes, headers: list) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"date", self._date()),
+                    (b"content-length", str(len(body)).encode()),
+                    *headers,
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
 
     def _date(self) -> bytes:
         return email.utils.format_datetime(self.clock.now().astimezone(UTC), usegmt=True).encode()
@@ -179,9 +208,15 @@ class FakeServer:
         path = raw.split(b"?", 1)[0].decode("latin-1")
         method = scope["method"]
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        self.requests.append(Seen(method, path, scope.get("query_string", b"").decode(), headers))
-        if self.contract is not None:
-            receive = await self._check(method, path, receive)
+        seen = Seen(method, path, scope.get("query_string", b"").decode(), headers)
+        self.requests.append(seen)
+        if self.contract is not None or self.max_body_bytes is not None:
+            raw_body, receive = await self._read(method, path, receive)
+            if self.max_body_bytes is not None and len(raw_body) > self.max_body_bytes:
+                self.too_large.append(seen)
+                page = TOO_LARGE_PAGE.encode()
+                await self._answer(send, 413, page, [(b"content-type", b"text/html")])
+                return
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -189,20 +224,15 @@ class FakeServer:
             if fault is not None and fault.delay:
                 await asyncio.sleep(fault.delay)
             if fault is not None and fault.status is not None:
+                if fault.after:  # carried out; the answer is lost on its way back
+
+                    async def dropped(message: Message) -> None:
+                        return None
+
+                    await self.app({**scope, "path": path}, receive, dropped)
                 extra = [(b"retry-after", fault.retry_after.encode())] if fault.retry_after else []
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": fault.status,
-                        "headers": [
-                            (b"date", self._date()),
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(fault.body)).encode()),
-                            *extra,
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": fault.body})
+                json_type = (b"content-type", b"application/json")
+                await self._answer(send, fault.status, fault.body, [json_type, *extra])
                 return
 
             async def dated(message: Message) -> None:

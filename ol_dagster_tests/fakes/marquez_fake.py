@@ -6,22 +6,26 @@ lists them all). Every request is checked against Marquez's own ``spec/openapi.y
 ``contract`` of the ``FakeServer``: ``contracts/marquez.py``), so a request the file does not
 describe fails the test that sent it.
 
-* ``POST /api/v1/lineage`` (``api/OpenLineageResource.java``). The event kind is the end of
-  ``schemaURL`` from its last ``/`` (``/DatasetEvent``, ``/JobEvent``; anything else, or no ``/``,
-  a RunEvent: ``service/models/EventTypeResolver.java``). Jackson reads the body first: what it
-  cannot read is 400 ``{"code":400,"message":"Unable to process JSON"}`` (Dropwizard's
-  ``JsonProcessingExceptionMapper``): not JSON; ``run``, ``job``, ``dataset`` or a typed facet
-  not an object; ``inputs``/``outputs`` not a list of objects; ``eventTime`` or a nominal time
-  its date parser refuses; a ``schemaURL``, ``_producer`` or ``_schemaURL`` ``java.net.URI``
-  refuses. Then bean validation (``service/models/LineageEvent.java``), 422
-  ``{"errors": [...]}`` for each ``@NotNull`` value missing or null (an empty string is not
-  null): eventTime (an empty one reads as null), producer, run, run.runId, job and dataset
-  namespace and name, a typed facet's ``_producer``/``_schemaURL`` and its own required fields
-  (``parentRun`` is read as ``parent``: ``@JsonAlias``). Then, while the event is written, an
-  ``IllegalArgumentException`` is 400 with an empty body (``determineStatusCode``): a namespace
-  breaking ``^[a-zA-Z:;=/0-9_\\-.@+]{1,1024}$`` (``common/models/NamespaceName.java``), a blank
-  job or dataset name (``JobName``, ``DatasetName``). A stored event is **201 with an empty body**
-  (the OpenAPI file says 200).
+* ``POST /api/v1/lineage`` (``api/OpenLineageResource.java``): ``@Consumes(APPLICATION_JSON)``, so a
+  body whose Content-Type is not ``application/json`` (``text/plain``, none) is **415**
+  ``{"code":415,"message":"HTTP 415 Unsupported Media Type"}`` before it is read. The event kind is
+  the end of ``schemaURL`` from its last ``/`` (``/DatasetEvent``, ``/JobEvent``; anything else, or
+  no ``/``, a RunEvent: ``service/models/EventTypeResolver.java``). Jackson reads the body first:
+  what it cannot read is **500** ``{"code":400,"message":<Jackson's message>}`` (Marquez's own
+  ``api/exceptions/JsonProcessingExceptionMapper.java`` answers ``Response.serverError()`` with an
+  ``ErrorMessage`` of 400, registered in ``MarquezContext.java``; its test
+  ``OpenLineageIntegrationTest .testSendOpenLineageEventFailsJsonProcessing`` reads the message):
+  not JSON, no body; ``run``, ``job``, ``dataset`` or a typed facet not an object;
+  ``inputs``/``outputs`` not a list of objects; ``eventTime`` or a nominal time its date parser
+  refuses; a ``schemaURL``, ``_producer`` or ``_schemaURL`` ``java.net.URI`` refuses. Then bean
+  validation (``service/models/LineageEvent.java``), 422 ``{"errors": [...]}`` for each ``@NotNull``
+  value missing or null (an empty string is not null): eventTime (an empty one reads as null),
+  producer, run, run.runId, job and dataset namespace and name, a typed facet's
+  ``_producer``/``_schemaURL`` and its own required fields (``parentRun`` is read as ``parent``:
+  ``@JsonAlias``). Then, while the event is written, an ``IllegalArgumentException`` is 400 with an
+  empty body (``determineStatusCode``): a namespace breaking ``^[a-zA-Z:;=/0-9_\\-.@+]{1,1024}$``
+  (``common/models/NamespaceName.java``), a blank job or dataset name (``JobName``,
+  ``DatasetName``). A stored event is **201 with an empty body** (the OpenAPI file says 200).
 * ``eventTime`` (``common/models/FlexibleDateTimeDeserializer.java``): ``marquez_time`` of the
   contract module; a time **without an offset is accepted**, in the server's zone (``zone``, UTC
   by default, as in Marquez's image).
@@ -60,6 +64,10 @@ describe fails the test that sent it.
   object. Lists and the lineage graph leave hidden and renamed jobs out (``jobs_view``).
 * ``GET /api/v1/namespaces`` (hidden namespaces included), ``GET /api/v1/namespaces/{ns}/jobs``
   and ``.../datasets`` (404 for an unknown namespace: ``DatasetResource``).
+* ``GET /api/v1/namespaces/{ns}/datasets/{name}`` (``currentVersion``, ``lastModifiedAt``,
+  ``columnLineage``) and ``GET .../versions/{version}`` (``createdByRun`` and its
+  ``jobVersion``): ``api/DatasetResource.java``, with the versions and column lineage of
+  ``marquez_versions``.
 * No authentication.
 
 Not modelled: an event naming the alias of a hidden job (the trigger then answers no row); the
@@ -92,6 +100,7 @@ from ol_dagster_tests.contracts.marquez import (
     request_errors,
 )
 from ol_dagster_tests.fakes.faults import Clock, FakeServer
+from ol_dagster_tests.fakes.marquez_versions import DatasetVersion, Versions
 
 Key = tuple[str, str]
 Version = tuple[frozenset[Key], frozenset[Key]]
@@ -116,7 +125,9 @@ TYPED_DATASET_FACETS: dict[str, tuple[str, ...]] = {
     "columnLineage": (),
     "symlinks": (),
 }
-UNREADABLE = {"code": 400, "message": "Unable to process JSON"}
+# Jersey's answer to a body whose Content-Type is not what ``@Consumes(APPLICATION_JSON)`` takes
+# (Dropwizard's LoggingExceptionMapper of the NotSupportedException)
+UNSUPPORTED = {"code": 415, "message": "HTTP 415 Unsupported Media Type"}
 _JAVA_WHITESPACE = "".join(chr(c) for c in range(33))
 # JobRedirectFilter acts on every JobResource path with {namespace} and {job}, and their methods
 _JOB_PATHS = re.compile(r"/api/v1/namespaces/(?P<ns>[^/]+)/jobs/(?P<job>[^/]+)(?P<rest>/.*)?")
@@ -127,6 +138,12 @@ _JOB_METHODS: dict[str, re.Pattern[str]] = {
     "POST": re.compile(r"/runs|/tags/[^/]+"),
 }
 _JERSEY_PATH_SEGMENT = "!$&'()*+,;=:@"  # sub-delims, ':' and '@' stay as they are
+
+
+def _json_media_type(value: str | None) -> bool:
+    """``application/json`` (any case, any parameters): what ``@Consumes(APPLICATION_JSON)``
+    matches; no Content-Type is ``application/octet-stream`` to Jersey."""
+    return value is not None and value.split(";")[0].strip().lower() == "application/json"
 
 
 def event_kind(event: dict[str, Any]) -> str:
@@ -302,21 +319,63 @@ def _uri_fields(event: dict[str, Any]) -> list[Any]:
     return [v for v in out if v is not None]
 
 
+_STREAM = "(org.glassfish.jersey.message.internal.ReaderInterceptorExecutor$UnCloseableInputStream)"
+_CLASSES = {
+    "run": "marquez.service.models.LineageEvent$Run",
+    "job": "marquez.service.models.LineageEvent$Job",
+    "dataset": "marquez.service.models.LineageEvent$Dataset",
+}
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, str):
+        return f"String value ('{value}')"
+    if isinstance(value, list):
+        return "Array value (token `JsonToken.START_ARRAY`)"
+    return f"{type(value).__name__} value"
+
+
+def _chain(path: str) -> str:
+    """Jackson's "through reference chain" of a field path (``run.facets.nominalTime...``)."""
+    parts = "".join(f'["{p}"]' for p in path.split("."))
+    return f" (through reference chain: marquez.service.models.LineageEvent{parts})"
+
+
+def _time_message(value: Any, path: str) -> str:
+    shown = json.dumps(value) if isinstance(value, str) else repr(value)
+    return (
+        f"Cannot deserialize value of type `java.time.ZonedDateTime` from String {shown}: Failed "
+        f"to deserialize java.time.ZonedDateTime: (java.time.format.DateTimeParseException) Text "
+        f"'{value}' could not be parsed{_chain(path)}"
+    )
+
+
 def unreadable(event: dict[str, Any], zone: tzinfo = UTC) -> str | None:
-    """Why Jackson cannot read the event into Marquez's classes (400 before validation)."""
+    """What Jackson says when it cannot read the event into Marquez's classes (the message of
+    the ``JsonProcessingException`` Marquez's mapper answers with a 500, before validation);
+    None when it can. Messages follow Jackson 2's wording, not byte for byte."""
     for key in ("run", "job", "dataset"):
         if event.get(key) is not None and not isinstance(event[key], dict):
-            return f"{key} is not an object"
+            return (
+                f"Cannot construct instance of `{_CLASSES[key]}`: no delegate- or "
+                f"property-based Creator to deserialize from {_json_type(event[key])}{_chain(key)}"
+            )
     for key in ("inputs", "outputs"):
         value = event.get(key)
         if value is not None and (
             not isinstance(value, list) or any(not isinstance(d, dict | None) for d in value)
         ):
-            return f"{key} is not a list of datasets"
-    times = [event.get("eventTime")]
+            return (
+                "Cannot deserialize value of type `java.util.ArrayList<marquez.service.models."
+                f"LineageEvent$Dataset>` from {_json_type(value)}{_chain(key)}"
+            )
+    times: list[tuple[Any, str]] = [(event.get("eventTime"), "eventTime")]
     run_facets = (event.get("run") or {}).get("facets")
     if run_facets is not None and not isinstance(run_facets, dict):
-        return "run.facets is not an object"
+        return (
+            "Cannot construct instance of `marquez.service.models.LineageEvent$RunFacet` from "
+            f"{_json_type(run_facets)}{_chain('run.facets')}"
+        )
     facet_groups = [
         (run_facets, {**TYPED_RUN_FACETS, "parentRun": ()}),
         ((event.get("job") or {}).get("facets"), TYPED_JOB_FACETS),
@@ -329,23 +388,52 @@ def unreadable(event: dict[str, Any], zone: tzinfo = UTC) -> str | None:
         if facets is None:
             continue
         if not isinstance(facets, dict):
-            return "facets are not an object"
-        for name in set(typed) & set(facets):
+            return f"Cannot construct instance of facets from {_json_type(facets)}"
+        for name in sorted(set(typed) & set(facets)):
             if facets[name] is not None and not isinstance(facets[name], dict):
-                return f"facet {name} is not an object"
+                return (
+                    f"Cannot construct instance of facet `{name}` from {_json_type(facets[name])}"
+                )
     nominal = (run_facets or {}).get("nominalTime")
     if isinstance(nominal, dict):
-        times += [nominal.get("nominalStartTime"), nominal.get("nominalEndTime")]
-    for value in times:
+        for key in ("nominalStartTime", "nominalEndTime"):
+            times.append((nominal.get(key), f"run.facets.nominalTime.{key}"))
+    for value, path in times:
         if not _blank(value):
             try:
                 marquez_time(value, zone)
-            except ValueError as exc:
-                return str(exc)
+            except ValueError:
+                return _time_message(value, path)
     for value in _uri_fields(event):
         if isinstance(value, dict | list) or (isinstance(value, str) and not is_uri(value)):
-            return f"{value!r} is not a java.net.URI"
+            return (
+                f"Cannot deserialize value of type `java.net.URI` from {_json_type(value)}: not a "
+                "valid textual representation"
+            )
     return None
+
+
+def not_json(raw: bytes) -> str:
+    """Jackson's message for a body that is no JSON value (``JsonParseException``, or a
+    ``MismatchedInputException`` for no content at all)."""
+    text = raw.decode("utf-8", "replace").strip()
+    if not text:
+        return f"No content to map due to end-of-input\n at [Source: {_STREAM}; line: 1, column: 0]"
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        c = text[exc.pos] if exc.pos < len(text) else ""
+        if not c:
+            return (
+                "Unexpected end-of-input: expected close marker for Object\n at [Source: "
+                f"{_STREAM}; line: {exc.lineno}, column: {exc.colno}]"
+            )
+        return (
+            f"Unexpected character ('{c}' (code {ord(c)})): expected a valid value (JSON String, "
+            "Number, Array, Object or token 'null', 'true' or 'false')\n at [Source: "
+            f"{_STREAM}; line: {exc.lineno}, column: {exc.colno}]"
+        )
+    return "Cannot construct instance of `marquez.service.models.BaseEvent` from a non-object"
 
 
 def _names(event: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -369,6 +457,15 @@ def refused_in_write(event: dict[str, Any]) -> bool:
         if not isinstance(name, str) or not name.strip():
             return True
     return False
+
+
+def _fields(ds: dict[str, Any]) -> tuple[str, ...]:
+    """The field names of a dataset's schema facet in this event."""
+    schema = (ds.get("facets") or {}).get("schema")
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    if not isinstance(fields, list):
+        return ()
+    return tuple(str(f.get("name")) for f in fields if isinstance(f, dict))
 
 
 def _streaming(job: dict[str, Any]) -> bool:
@@ -408,6 +505,7 @@ class RunRow:
     job: Key
     inputs: set[Key] = field(default_factory=set)
     outputs: set[Key] = field(default_factory=set)
+    job_version: uuid.UUID | None = None  # set once a version of its job links it
 
 
 class MarquezFake:
@@ -419,6 +517,7 @@ class MarquezFake:
         self.jobs: dict[Key, JobRow] = {}
         self.runs: dict[uuid.UUID, RunRow] = {}
         self.datasets: dict[Key, dict[str, Any]] = {}
+        self.versions = Versions()
         self.event_times: list[datetime] = []  # each stored event's eventTime as Marquez read it
         routes = Starlette(
             routes=[
@@ -433,8 +532,13 @@ class MarquezFake:
                 Route("/api/v1/namespaces/{ns}/datasets", self.list_datasets, methods=["GET"]),
                 Route(
                     "/api/v1/namespaces/{ns}/datasets/{name}",
-                    self.delete_dataset,
-                    methods=["DELETE"],
+                    self.dataset,
+                    methods=["GET", "DELETE"],
+                ),
+                Route(
+                    "/api/v1/namespaces/{ns}/datasets/{name}/versions/{version}",
+                    self.dataset_version,
+                    methods=["GET"],
                 ),
             ]
         )
@@ -523,11 +627,28 @@ class MarquezFake:
         key = (str(ds["namespace"]), str(ds["name"]))
         self._touch_namespace(key[0])
         row = self.datasets.setdefault(key, {"createdAt": when, "fields": []})
-        schema = (ds.get("facets") or {}).get("schema")
-        if isinstance(schema, dict):
-            row["fields"] = [f.get("name") for f in schema.get("fields") or []]
+        if isinstance((ds.get("facets") or {}).get("schema"), dict):
+            row["fields"] = list(_fields(ds))
         row.update(hidden=False, updatedAt=when)
         return key
+
+    def _version_datasets(
+        self, event: dict[str, Any], run: uuid.UUID | None, when: datetime
+    ) -> None:
+        """The dataset versions an event writes, and the column lineage of its outputs
+        (``marquez_versions``)."""
+        for ds in _datasets(event, "inputs"):
+            self.versions.read((str(ds["namespace"]), str(ds["name"])), _fields(ds), run, when)
+        read = (
+            {k: self.datasets[k]["fields"] for k in self.runs[run].inputs}
+            if run is not None
+            else {}
+        )
+        for ds in _datasets(event, "outputs"):
+            key = (str(ds["namespace"]), str(ds["name"]))
+            self.versions.write(key, _fields(ds), run, when)
+            if run is not None:
+                self.versions.add_column_lineage(key, ds.get("facets"), _fields(ds), read)
 
     def _upsert_job(
         self, namespace: str, name: str, parent: Key | None, job_type: str, facets: Any
@@ -589,7 +710,8 @@ class MarquezFake:
         self.event_times.append(when)
         kind = event_kind(event)
         if kind == "DatasetEvent":
-            self._touch_dataset(event["dataset"], when)
+            key = self._touch_dataset(event["dataset"], when)
+            self.versions.dataset_event(key, _fields(event["dataset"]), when)
             return
         job = event["job"]
         streaming = _streaming(job)
@@ -604,6 +726,7 @@ class MarquezFake:
             if outputs:
                 row.outputs = set(outputs)
             row.versions.add((frozenset(inputs), frozenset(outputs)))
+            self._version_datasets(event, None, when)
             return
         facet = parent_facet(event)
         parent = self._parent(event, facet, job_type) if isinstance(facet, dict) else None
@@ -617,10 +740,12 @@ class MarquezFake:
             job_type,
             job.get("facets"),
         )
-        run = self.runs.setdefault(run_uuid(str(event["run"]["runId"])), RunRow(row.key))
+        run_id = run_uuid(str(event["run"]["runId"]))
+        run = self.runs.setdefault(run_id, RunRow(row.key))
         run.job = row.key
         run.inputs.update(inputs)
         run.outputs.update(outputs)
+        self._version_datasets(event, run_id, when)
         event_type = event.get("eventType")
         terminal = str(event_type or "").upper() in TERMINAL
         streaming_idle = terminal and streaming and not inputs and not outputs
@@ -636,18 +761,26 @@ class MarquezFake:
             link = event_type is not None and str(event_type).lower() in DONE
         if link:
             row.versions.add(version)
+            run.job_version = run.job_version or uuid.uuid4()
             if run.inputs:
                 row.inputs = set(run.inputs)
             if run.outputs:
                 row.outputs = set(run.outputs)
+        if event_type is not None and (str(event_type).upper() == "COMPLETE" or streaming):
+            self.versions.complete(run_id)  # OpenLineageService.buildJobOutput
 
     async def post_lineage(self, request: Request) -> Response:
+        if not _json_media_type(request.headers.get("content-type")):
+            return JSONResponse(UNSUPPORTED, 415)
+        raw = await request.body()
         try:
-            event = json.loads(await request.body())
+            event = json.loads(raw)
         except ValueError:
-            return JSONResponse(UNREADABLE, 400)
-        if not isinstance(event, dict) or unreadable(event, self.zone) is not None:
-            return JSONResponse(UNREADABLE, 400)
+            return JSONResponse({"code": 400, "message": not_json(raw)}, 500)
+        jackson = not_json(raw) if not isinstance(event, dict) else unreadable(event, self.zone)
+        if jackson is not None:
+            # Marquez's JsonProcessingExceptionMapper: serverError(), with a 400 inside
+            return JSONResponse({"code": 400, "message": jackson}, 500)
         errors = validation_errors(event)
         if errors:
             return JSONResponse({"errors": errors}, 422)
@@ -704,6 +837,9 @@ class MarquezFake:
             "createdAt": ds["createdAt"].isoformat(),
             "updatedAt": ds["updatedAt"].isoformat(),
             "fields": [{"name": f} for f in ds["fields"]],
+            "lastModifiedAt": None,  # written by the legacy runs API only
+            "currentVersion": str(current) if (current := self.versions.current.get(key)) else None,
+            "columnLineage": self.versions.column_lineage_json(key),
         }
 
     async def list_namespaces(self, request: Request) -> Response:
@@ -757,15 +893,64 @@ class MarquezFake:
             row.hidden = True
         return JSONResponse(found)
 
-    async def delete_dataset(self, request: Request) -> Response:
+    def _visible_dataset(self, request: Request) -> Key | Response:
+        """``BaseResource.throwIfNotExists`` of the namespace, then of the (visible) dataset."""
         key = (unquote(request.path_params["ns"]), unquote(request.path_params["name"]))
         if key[0] not in self.namespaces:
             return JSONResponse({"code": 404, "message": f"Namespace '{key[0]}' not found."}, 404)
         if key not in self.visible_datasets():
             return JSONResponse({"code": 404, "message": f"Dataset '{key[1]}' not found."}, 404)
-        before = self._dataset_json(key)
-        self.datasets[key]["hidden"] = True
-        return JSONResponse(before)
+        return key
+
+    async def dataset(self, request: Request) -> Response:
+        """``getDataset`` and ``delete`` of DatasetResource: the dataset (a delete hides it)."""
+        key = self._visible_dataset(request)
+        if isinstance(key, Response):
+            return key
+        found = self._dataset_json(key)
+        if request.method == "DELETE":
+            self.datasets[key]["hidden"] = True
+        return JSONResponse(found)
+
+    async def dataset_version(self, request: Request) -> Response:
+        """``getVersion`` of DatasetResource: a version by its uuid, with the run that made it."""
+        key = self._visible_dataset(request)
+        if isinstance(key, Response):
+            return key
+        asked = request.path_params["version"]
+        try:
+            version = self.versions.by_uuid.get(uuid.UUID(asked))
+        except ValueError:
+            version = None
+        if version is None:
+            message = f"Dataset version '{asked}' not found."
+            return JSONResponse({"code": 404, "message": message}, 404)
+        return JSONResponse(self._version_json(version))
+
+    def _version_json(self, version: DatasetVersion) -> dict[str, Any]:
+        ns, name = version.key
+        run = self.runs.get(version.run) if version.run is not None else None
+        created_by: dict[str, Any] | None = None
+        if run is not None and version.run is not None:
+            created_by = {"id": str(version.run), "facets": {}}
+            if run.job_version is not None:  # Run.getJobVersion: null until a version links it
+                created_by["jobVersion"] = {
+                    "namespace": run.job[0],
+                    "name": run.job[1],
+                    "version": str(run.job_version),
+                }
+        return {
+            "id": {"namespace": ns, "name": name},
+            "type": "DB_TABLE",
+            "name": name,
+            "physicalName": name,
+            "namespace": ns,
+            "createdAt": version.created_at.isoformat(),
+            "version": str(version.uuid),
+            "fields": [{"name": f} for f in version.fields],
+            "createdByRun": created_by,
+            "facets": {},
+        }
 
     # -- the read of ``ol-dagster check`` (kept apart from the sync's endpoints) ---------------
     # MarquezProject/marquez api/src/main/java/marquez/api/OpenLineageResource.java (getLineage):

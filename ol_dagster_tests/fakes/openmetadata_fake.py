@@ -6,11 +6,19 @@ What it keeps:
 * **Auth**: ``Authorization: Bearer <JWT>``; an unknown or missing token is 401, on every path
   but ``/api/v1/system/version`` (openmetadata-service ``security/JwtFilter.java``:
   ``EXCLUDED_ENDPOINTS``, checked before the resource is called). ``GET
-  /api/v1/users/loggedInUser`` answers the token's user (``resources/teams/UserResource.java``).
+  /api/v1/users/loggedInUser`` answers the token's user (``resources/teams/UserResource.java``),
+  ``users`` names it (``ingestion-bot`` when not given).
   A token without ``EditLineage`` is 403 on the lineage endpoints, after the body is read and
   validated (``OpenLineageResource.java`` calls ``authorizer.authorize`` inside the method, which
   Jersey calls only with a valid ``@Valid`` body); auto-creating a table also needs ``Create``
   (refused: ``createNotAllowed``, not 403).
+* **Media type**: ``OpenLineageResource`` and ``LineageResource`` are
+  ``@Consumes(MediaType.APPLICATION_JSON)`` (``OpenLineageResource.java`` at
+  ``05534c735c571b1e6a59e9083782bbd288045589``, ``LineageResource.java`` listed at
+  ``01450e133c4d6f1ed18b6395a8c5c8594691c2b7``): Jersey matches the media type before any filter
+  runs, so a body sent as anything but ``application/json`` is 415 ``{"code":415,"message":"HTTP
+  415 Unsupported Media Type"}`` before the token is even looked at. The fake is stricter than
+  Jersey on one point: a body without a ``Content-Type`` is refused too.
 * ``POST /api/v1/openlineage/lineage/batch`` with ``{"events": [RunEvent, ...]}``: the body is
   checked against OpenMetadata's own schemas (``ol_dagster_tests/contracts/openmetadata.py``,
   the same check as the fake's ``contract``), and anything that breaks them is 400
@@ -20,7 +28,8 @@ What it keeps:
 * Events of a type the ``eventTypeFilter`` does not allow (COMPLETE only by default; an event with
   no type counts as COMPLETE), or without inputs or outputs, are skipped. Otherwise one edge per
   resolved input x resolved output, keyed by the (from FQN, to FQN) pair, with ``lineageDetails``
-  (source OpenLineage, pipeline, eventTime in ms).
+  (source OpenLineage, pipeline, sqlQuery; the writer and times as every write stamps them,
+  below).
 * Dataset resolution (2.1), as upstream open-metadata/OpenMetadata resolves it
   (``openmetadata-service/src/main/java/org/openmetadata/service/openlineage/``; the rules are
   re-expressed below, each citing its file): candidate names from the symlink identifiers first,
@@ -34,10 +43,30 @@ What it keeps:
   unparsableName, creationDisabled, serviceNotFound, missingDatabase, missingSchema,
   missingColumns, createNotAllowed, invalidEntity (a soft-deleted table). A job without a
   pipeline is reported in ``unresolvedJobs`` (pipelineNotFound), its edges are written all the
-  same. Containers (storage datasets a container matches) are not kept.
-* Edges (``LineageRepository``): one per (from, to) table pair, whatever wrote it last, with its
-  ``lineageDetails`` (``source`` OpenLineage for the batch endpoint; ``PUT /api/v1/lineage``, as a
-  user or another connector adds one, keeps the source it is given, Manual by default).
+  same.
+* Edges (``jdbi3/LineageRepository.java`` ``addLineage`` at
+  ``015f49b4999acbf63460f55ad16c60fbea68374d``; the row is ``CollectionDAO``'s
+  ``entity_relationship`` insert, ``ON DUPLICATE KEY UPDATE json`` / ``ON CONFLICT (fromId, toId,
+  relation) DO UPDATE``, at ``1a0490187a2e7e6c63cc7b25541efa381e38d4e6``): one per (from, to)
+  entity pair, replaced whole by whoever writes it last; every write stamps ``createdAt`` and
+  ``updatedAt`` with the server's time and ``createdBy`` and ``updatedBy`` with the caller
+  (``securityContext.getUserPrincipal().getName()``, which both ``OpenLineageResource`` and
+  ``LineageResource`` pass). ``source`` is OpenLineage for the batch endpoint; ``PUT
+  /api/v1/lineage``, as a user or another connector adds one, keeps the source it is given
+  (Manual by default).
+* Containers (2.1, ``OpenLineageEntityResolver.resolveContainer``, index id ``70775367420``): a
+  dataset of an object-storage namespace that no table matches resolves to the first container
+  whose ``fullPath`` is ``<namespace>/<name>``, else to the one of its parent path; containers are
+  never created. ``GET /api/v1/containers/{id}`` answers one (``fullPath`` included).
+* Pipelines (2.0, ``OpenLineageEntityResolver.resolveOrCreatePipeline`` / ``createPipeline`` at
+  ``2b0fe69050d547506724857ed20eacacf997f97a``): the parent job's (else the job's) pipeline is
+  looked up as ``<service>.<namespace with [^a-zA-Z0-9_-] as _>-<job>`` (unquoted) and created
+  under that name when missing, with no ``updatedBy``; its stored FQN quotes a name holding a
+  dot, so such a lookup never finds it again and the next creation fails (no pipeline on the
+  edge). 2.1 only looks pipelines up. ``GET /api/v1/pipelines/name/{fqn}`` answers one.
+* Slowness: the server answers a batch only after the last event (``postLineageBatch`` loops over
+  them); ``slow_after``/``slow_seconds`` make it write that many events at once and then take
+  ``slow_seconds`` before the rest and its answer.
 * The two answer generations behind ``generation``: 1 (OM 2.0: summary without ``partial``,
   unresolved datasets dropped silently, always 200, pipelines created) and 2 (OM 2.1: ``partial``,
   ``unresolvedDatasets``/``unresolvedJobs`` with ``eventIndex``, 400 only when every event failed).
@@ -61,6 +90,7 @@ What it keeps:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -79,6 +109,7 @@ from ol_dagster_tests.contracts.openmetadata import request_errors
 from ol_dagster_tests.fakes.faults import Clock, FakeServer
 
 EDIT_LINEAGE = "EditLineage"
+ADMIN = "Admin"  # the token's user is an admin (``authorizer.authorizeAdmin``)
 # lineageDetails.source (openmetadata-spec type/entityLineage.json, the version after the one
 # vendored in contracts/openmetadata/, which has no ``source`` yet: see SOURCE.md)
 LINEAGE_SOURCES = (
@@ -242,8 +273,10 @@ class OpenMetadataFake:
         mapping: dict[str, str] | None = None,
         services: dict[str, list[str]] | None = None,
         clock: Clock | None = None,
+        users: dict[str, str] | None = None,
     ) -> None:
         self.generation = generation
+        self.users = dict(users or {})  # token -> the user it authenticates
         self.clock = clock or Clock()
         self.tokens = dict(tokens or {})
         self.mapping = dict(mapping or {})  # namespaceToServiceMapping
@@ -253,10 +286,14 @@ class OpenMetadataFake:
         self.event_type_filter: list[str] | None = None  # None or []: COMPLETE only
         self.default_pipeline_service = "openlineage"
         self.tables: dict[str, dict[str, Any]] = {}  # FQN -> {"id", "columns", "deleted"}
-        self.pipelines: set[str] = set()  # pipeline FQNs
+        self.containers: dict[str, dict[str, Any]] = {}  # FQN -> {"id", "fullPath", "deleted"}
+        self.pipelines: dict[str, dict[str, Any]] = {}  # stored FQN -> {"id", "name", ...}
+        self.slow_after: int | None = None
+        self.slow_seconds = 0.0
         self.edges: dict[tuple[str, str], dict[str, Any]] = {}
         self.raise_for_jobs: dict[str, str] = {}  # job name -> exception message
         self.received: list[dict[str, Any]] = []  # every event of every accepted request
+        self.batches: list[list[dict[str, Any]]] = []  # the events of each, request by request
         app = Starlette(
             routes=[
                 Route("/api/v1/openlineage/lineage/batch", self.post_batch, methods=["POST"]),
@@ -286,6 +323,8 @@ class OpenMetadataFake:
                 Route("/api/v1/lineage/{entity}/name/{fqn}", self.get_lineage, methods=["GET"]),
                 Route("/api/v1/lineage", self.put_lineage, methods=["PUT"]),
                 Route("/api/v1/tables/name/{fqn}", self.get_table, methods=["GET"]),
+                Route("/api/v1/containers/{id}", self.get_container, methods=["GET"]),
+                Route("/api/v1/pipelines/name/{fqn}", self.get_pipeline, methods=["GET"]),
                 Route("/api/v1/databases", self.list_databases, methods=["GET"]),
             ]
         )
@@ -305,28 +344,68 @@ class OpenMetadataFake:
         self.tables[fqn] = {"id": table_id, "columns": list(columns), "deleted": deleted}
         return table_id
 
+    def add_container(self, fqn: str, full_path: str, deleted: bool = False) -> str:
+        """A container (an object-storage service's bucket or prefix) at ``full_path``."""
+        previous = self.containers.get(fqn)
+        container_id = previous["id"] if previous else str(uuid.uuid4())
+        self.containers[fqn] = {"id": container_id, "fullPath": full_path, "deleted": deleted}
+        return container_id
+
     def table_id(self, fqn: str) -> str:
-        return self.tables[fqn]["id"]
+        return self._entity(fqn)["id"]
 
-    def _by_id(self, table_id: str) -> str | None:
-        return next((f for f, t in self.tables.items() if t["id"] == table_id), None)
+    def _entity(self, fqn: str) -> dict[str, Any]:
+        return self.tables[fqn] if fqn in self.tables else self.containers[fqn]
 
-    def add_edge(self, src: str, dst: str, source: str = "Manual", **details: Any) -> None:
-        """An edge written the way ``PUT /api/v1/lineage`` writes it (another connector, a user)."""
+    def _type(self, fqn: str) -> str:
+        return "table" if fqn in self.tables else "container"
+
+    def _by_id(self, entity_id: str, kind: str | None = None) -> str | None:
+        """The FQN of the table or container with this id (of ``kind`` when given)."""
+        for entity, store in (("table", self.tables), ("container", self.containers)):
+            if kind in (None, entity):
+                found = next((f for f, t in store.items() if t["id"] == entity_id), None)
+                if found is not None:
+                    return found
+        return None
+
+    def user_of(self, token: str) -> str:
+        return self.users.get(token, "ingestion-bot")
+
+    def _write_edge(self, src: str, dst: str, by: str, **details: Any) -> None:
+        """LineageRepository.addLineage: the pair's row replaced whole, stamped with the
+        server's time and the caller."""
         now = int(self.clock.now().timestamp() * 1000)
         self.edges[(src, dst)] = {
-            "source": source,
+            **details,
             "createdAt": now,
             "updatedAt": now,
-            "createdBy": "admin",
-            "updatedBy": "admin",
-            **details,
+            "createdBy": by,
+            "updatedBy": by,
         }
+
+    def add_edge(
+        self, src: str, dst: str, source: str = "Manual", by: str = "admin", **details: Any
+    ) -> None:
+        """An edge written the way ``PUT /api/v1/lineage`` writes it (another connector, a user)."""
+        self._write_edge(src, dst, by, source=source, **details)
 
     def edge_pairs(self) -> set[tuple[str, str]]:
         return set(self.edges)
 
     # -- auth ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _not_json(request: Request) -> Response | None:
+        """Jersey's answer to a body of another media type than ``@Consumes`` names."""
+        kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if kind == "application/json":
+            return None
+        return JSONResponse({"code": 415, "message": "HTTP 415 Unsupported Media Type"}, 415)
+
+    def _caller(self, request: Request) -> str:
+        header = request.headers.get("authorization", "")
+        return self.user_of(header[7:] if header.startswith("Bearer ") else "")
 
     def _auth(self, request: Request, permission: str | None) -> tuple[set[str], Response | None]:
         header = request.headers.get("authorization", "")
@@ -404,6 +483,8 @@ class OpenMetadataFake:
         ns, name = str(ds["namespace"]), str(ds["name"])
         facets = ds.get("facets") or {}
         found = self._find(ns, name, facets)
+        if found is None and self.generation >= 2 and is_storage(ns):
+            found = self._container(ns, name)  # resolveExisting: a container, for storage
         if found is not None:
             return found, None
         candidates = dataset_candidates(ns, name, facets)
@@ -420,6 +501,39 @@ class OpenMetadataFake:
                 db = parts[-3] if len(parts) >= 3 else glue_catalog_id(cand_ns)
                 return self._create(service, db, parts[-2], parts[-1], facets, can_create)
         return None, "namespaceNotMapped"
+
+    def _container(self, ns: str, name: str) -> str | None:
+        """OpenLineageEntityResolver.resolveContainer: the first non-deleted container whose
+        fullPath is the dataset's path, else its parent path (``lastIndexOf('/')`` > 0)."""
+        full = ns + name if ns.endswith("/") else f"{ns}/{name}"
+        slash = full.rfind("/")
+        for path in [full] + ([full[:slash]] if slash > 0 and full[:slash] != full else []):
+            for fqn, c in self.containers.items():
+                if not c["deleted"] and c["fullPath"] == path:
+                    return fqn
+        return None
+
+    def _pipeline(self, namespace: str, name: str) -> str | None:
+        """The pipeline of a job: looked up by ``<service>.<pipeline name>`` unquoted (its hash,
+        as ``getEntityReferenceByName`` reads it), else ``<namespace>.<job>``; 2.0 creates it
+        when missing (``createPipeline``: no updatedBy), and a creation whose stored FQN exists
+        fails (no pipeline)."""
+        pname = f"{re.sub(r'[^a-zA-Z0-9_-]', '_', namespace)}-{name}" if namespace else name
+        service = self.default_pipeline_service
+        for wanted in (f"{service}.{pname}", f"{namespace}.{name}" if namespace else None):
+            if wanted is None:
+                continue
+            hashed = split_fqn(wanted)
+            found = next((f for f in self.pipelines if split_fqn(f) == hashed), None)
+            if found is not None:
+                return found
+        if self.generation >= 2:
+            return None
+        stored = build_fqn(service, pname)
+        if stored in self.pipelines:
+            return None  # a duplicate FQN: the creation throws, the edge has no pipeline
+        self.pipelines[stored] = {"id": str(uuid.uuid4()), "name": pname, "service": service}
+        return stored
 
     def _create(
         self,
@@ -460,7 +574,7 @@ class OpenMetadataFake:
         allowed = self.event_type_filter or ["COMPLETE"]
         return (event_type or "COMPLETE") in allowed
 
-    def _process(self, event: dict[str, Any], can_create: bool) -> Outcome:
+    def _process(self, event: dict[str, Any], can_create: bool, by: str) -> Outcome:
         out = Outcome()
         job = event["job"]
         if job["name"] in self.raise_for_jobs:
@@ -489,38 +603,26 @@ class OpenMetadataFake:
                 if seen[ident] is not None:
                     resolved[key].append(seen[ident])  # type: ignore[arg-type]
         parent = ((event.get("run") or {}).get("facets") or {}).get("parent") or {}
-        pjob = parent.get("job") if isinstance(parent.get("job"), dict) else job
-        pipeline = f"{self.default_pipeline_service}.{pjob['namespace']}-{pjob['name']}"
-        if pipeline not in self.pipelines:
-            if self.generation >= 2:
-                out.unresolved_jobs.append(
-                    {
-                        "namespace": pjob["namespace"],
-                        "name": pjob["name"],
-                        "reason": "pipelineNotFound",
-                        "message": MESSAGES["pipelineNotFound"],
-                    }
-                )
-                pipeline = None
-            else:
-                self.pipelines.add(pipeline)
-        when = _parse_time(event["eventTime"]) or self.clock.now()
-        millis = int(when.timestamp() * 1000)
+        pjob: dict[str, Any] = parent["job"] if isinstance(parent.get("job"), dict) else job
+        pipeline = self._pipeline(str(pjob["namespace"]), str(pjob["name"]))
+        if pipeline is None and self.generation >= 2:
+            out.unresolved_jobs.append(
+                {
+                    "namespace": pjob["namespace"],
+                    "name": pjob["name"],
+                    "reason": "pipelineNotFound",
+                    "message": MESSAGES["pipelineNotFound"],
+                }
+            )
         sql = ((job.get("facets") or {}).get("sql") or {}).get("query")
         for src in dict.fromkeys(resolved["inputs"]):
             for dst in dict.fromkeys(resolved["outputs"]):
                 if src == dst:
                     continue
-                previous = self.edges.get((src, dst), {})
-                self.edges[(src, dst)] = {
-                    "source": "OpenLineage",
-                    "pipeline": pipeline,
-                    "sqlQuery": sql,
-                    "createdAt": previous.get("createdAt", millis),
-                    "updatedAt": millis,
-                    "createdBy": "openlineage",
-                    "updatedBy": "openlineage",
-                }
+                # the mapper's eventTime and "openlineage" stamps are replaced by addLineage's
+                self._write_edge(
+                    src, dst, by, source="OpenLineage", pipeline=pipeline, sqlQuery=sql
+                )
                 out.edges += 1
         return out
 
@@ -535,18 +637,19 @@ class OpenMetadataFake:
         _, refused = self._auth(request, None)
         if refused is not None:
             return refused
+        name = self._caller(request)
         return JSONResponse(
             {
-                "id": "5f0a1c9e-3b7d-4c2a-9e1f-8d6b4a2c0e11",
-                "name": "ingestion-bot",
-                "fullyQualifiedName": "ingestion-bot",
-                "isBot": True,
+                "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"user:{name}")),
+                "name": name,
+                "fullyQualifiedName": name,
+                "isBot": name.endswith("-bot"),
                 "deleted": False,
             }
         )
 
     async def post_batch(self, request: Request) -> Response:
-        _, refused = self._auth(request, None)
+        refused = self._not_json(request) or self._auth(request, None)[1]
         if refused is not None:
             return refused
         try:
@@ -570,7 +673,13 @@ class OpenMetadataFake:
             )
         events = body["events"]
         self.received.extend(events)
-        outcomes = [self._process(e, CREATE in perms) for e in events]
+        self.batches.append(events)
+        by = self._caller(request)
+        outcomes: list[Outcome] = []
+        for i, event in enumerate(events):
+            if i == self.slow_after:  # one event after another: a big batch outlasts a timeout
+                await asyncio.sleep(self.slow_seconds)
+            outcomes.append(self._process(event, CREATE in perms, by))
         if self.generation >= 2:
             return self._answer_gen2(outcomes)
         return self._answer_gen1(outcomes)
@@ -668,24 +777,26 @@ class OpenMetadataFake:
             {"code": 404, "message": f"{entity} instance for {ident} not found"}, 404
         )
 
-    def _lookup(self, fqn: str, *, include: str = "non-deleted") -> str | None:
-        """A table by FQN as ``getEntityReferenceByName`` finds it: by the hash of its parts, so
-        quoting a part without a dot changes nothing (FullyQualifiedName.buildHash)."""
+    def _lookup(self, fqn: str, *, include: str = "non-deleted", kind: str = "table") -> str | None:
+        """A table (or container) by FQN as ``getEntityReferenceByName`` finds it: by the hash
+        of its parts, so quoting a part without a dot changes nothing
+        (FullyQualifiedName.buildHash)."""
         try:
             wanted = build_fqn(*split_fqn(fqn))
         except ValueError:
             return None
-        for f, t in self.tables.items():
+        store = {"table": self.tables, "container": self.containers}.get(kind, {})
+        for f, t in store.items():
             if build_fqn(*split_fqn(f)) == wanted:
                 shown = include == "all" or (include == "deleted") == bool(t["deleted"])
                 return f if shown else None
         return None
 
     def _ref(self, fqn: str) -> dict[str, Any]:
-        t = self.tables[fqn]
+        t = self._entity(fqn)
         return {
             "id": t["id"],
-            "type": "table",
+            "type": self._type(fqn),
             "name": split_fqn(fqn)[-1],
             "fullyQualifiedName": fqn,
             "deleted": bool(t["deleted"]),
@@ -698,7 +809,7 @@ class OpenMetadataFake:
         pipeline = details.get("pipeline")
         if isinstance(pipeline, str):
             details["pipeline"] = {
-                "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"pipeline:{pipeline}")),
+                "id": self.pipelines[pipeline]["id"] if pipeline in self.pipelines else "",
                 "type": "pipeline",
                 "fullyQualifiedName": pipeline,
             }
@@ -713,7 +824,7 @@ class OpenMetadataFake:
         p = request.path_params
         ends: list[str] = []
         for kind, raw in ((p["from_type"], p["from_fqn"]), (p["to_type"], p["to_fqn"])):
-            found = self._lookup(unquote(raw), include="all") if kind == "table" else None
+            found = self._lookup(unquote(raw), include="all", kind=kind)
             if found is None:
                 return self._not_found(kind, unquote(raw))
             ends.append(found)
@@ -738,7 +849,7 @@ class OpenMetadataFake:
                 return JSONResponse(
                     {"code": 400, "message": f"Invalid UUID string: {unquote(raw)}"}, 400
                 )
-            found = self._by_id(ident) if kind == "table" else None
+            found = self._by_id(ident, kind) if kind in ("table", "container") else None
             if found is None:
                 return self._not_found(kind, ident)
             ends.append(found)
@@ -791,7 +902,7 @@ class OpenMetadataFake:
             return refused
         entity = request.path_params["entity"]
         raw = unquote(request.path_params["fqn"])
-        fqn = self._lookup(raw) if entity == "table" else None
+        fqn = self._lookup(raw, kind=entity)
         if fqn is None:
             return self._not_found(entity, raw)
         depths: dict[str, int] = {}
@@ -824,8 +935,8 @@ class OpenMetadataFake:
                         other = src if upstream else dst
                         out.append(
                             {
-                                "fromEntity": self.tables[src]["id"],
-                                "toEntity": self.tables[dst]["id"],
+                                "fromEntity": self._entity(src)["id"],
+                                "toEntity": self._entity(dst)["id"],
                                 "lineageDetails": self._details((src, dst)),
                             }
                         )
@@ -845,7 +956,7 @@ class OpenMetadataFake:
         """addLineage: both ends looked up by id (non-deleted), the edge written with the
         lineageDetails given (source Manual when none: the schema's default), its times and
         author set by the server; an edge already on the pair is replaced."""
-        _, refused = self._auth(request, EDIT_LINEAGE)
+        refused = self._not_json(request) or self._auth(request, EDIT_LINEAGE)[1]
         if refused is not None:
             return refused
         try:
@@ -858,8 +969,9 @@ class OpenMetadataFake:
         edge = body["edge"]
         ends: list[str] = []
         for ref in (edge["fromEntity"], edge["toEntity"]):
-            found = self._by_id(str(ref["id"])) if ref["type"] == "table" else None
-            if found is None or self.tables[found]["deleted"]:
+            kind = str(ref["type"])
+            found = self._by_id(str(ref["id"]), kind) if kind in ("table", "container") else None
+            if found is None or self._entity(found)["deleted"]:
                 return self._not_found(str(ref["type"]), str(ref["id"]))
             ends.append(found)
         given = dict(edge.get("lineageDetails") or {})
@@ -871,8 +983,44 @@ class OpenMetadataFake:
                 f"[{', '.join(LINEAGE_SOURCES)}]"
             )
             return JSONResponse({"code": 400, "message": message}, 400)
-        self.add_edge(ends[0], ends[1], **{"source": "Manual", **given})
+        given = {"source": "Manual", **given}
+        self._write_edge(ends[0], ends[1], self._caller(request), **given)
         return Response(status_code=200)
+
+    async def get_container(self, request: Request) -> Response:
+        """ContainerResource.get: the entity by id (non-deleted), ``fullPath`` included."""
+        _, refused = self._auth(request, None)
+        if refused is not None:
+            return refused
+        raw = unquote(request.path_params["id"])
+        fqn = self._by_id(raw, "container")
+        if fqn is None or self.containers[fqn]["deleted"]:
+            return self._not_found("container", raw)
+        return JSONResponse({**self._ref(fqn), "fullPath": self.containers[fqn]["fullPath"]})
+
+    async def get_pipeline(self, request: Request) -> Response:
+        """PipelineResource.getByName: by the hash of the FQN's parts."""
+        _, refused = self._auth(request, None)
+        if refused is not None:
+            return refused
+        raw = unquote(request.path_params["fqn"])
+        try:
+            wanted = split_fqn(raw)
+        except ValueError:
+            wanted = []
+        found = next((f for f in self.pipelines if split_fqn(f) == wanted), None)
+        if found is None:
+            return self._not_found("pipeline", raw)
+        p = self.pipelines[found]
+        return JSONResponse(
+            {
+                "id": p["id"],
+                "name": p["name"],
+                "fullyQualifiedName": found,
+                "service": {"type": "pipelineService", "name": p["service"]},
+                "deleted": False,
+            }
+        )
 
     async def get_table(self, request: Request) -> Response:
         """TableResource.getByName (``include`` non-deleted by default)."""
@@ -950,6 +1098,12 @@ class OpenMetadataFake:
     #   dot is quoted in its FQN (FullyQualifiedName.quoteName).
     # Both need a valid token (security/JwtFilter.java: only EXCLUDED_ENDPOINTS go without).
 
+    # .../resources/system/SystemResource.java (getSettingByName): GET
+    #   /api/v1/system/settings/{name}, ``authorizer.authorizeAdmin`` first (403 otherwise), a
+    #   ``Settings`` ``{config_type, config_value}`` (openmetadata-spec settings/settings.json at
+    #   03c865295292b08eea509fb99f191b2ead3fa66e); the OpenLineage one's value holds the keys of
+    #   configuration/openLineageSettings.json the fake keeps.
+
     CHECK_OPERATIONS = ("ViewAll", "ViewBasic", CREATE, EDIT_LINEAGE)
 
     def check_routes(self) -> list[Route]:
@@ -958,7 +1112,27 @@ class OpenMetadataFake:
         return [
             Route(OM_PERMISSIONS, self.permissions, methods=["GET"]),
             Route(OM_DATABASE_SERVICE, self.database_service, methods=["GET"]),
+            Route("/api/v1/system/settings/{name}", self.setting, methods=["GET"]),
         ]
+
+    async def setting(self, request: Request) -> Response:
+        perms, refused = self._auth(request, None)
+        if refused is not None:
+            return refused
+        if ADMIN not in perms:
+            name = self._caller(request)
+            message = f"Principal: CatalogPrincipal{{name='{name}'}} is not admin"
+            return JSONResponse({"code": 403, "message": message}, 403)
+        if request.path_params["name"] != "openLineageSettings":
+            return self._not_found("setting", request.path_params["name"])
+        value = {
+            "enabled": self.enabled,
+            "autoCreateEntities": self.auto_create,
+            "defaultPipelineService": self.default_pipeline_service,
+            "namespaceToServiceMapping": dict(self.mapping),
+            "eventTypeFilter": list(self.event_type_filter or []),
+        }
+        return JSONResponse({"config_type": "openLineageSettings", "config_value": value})
 
     async def permissions(self, request: Request) -> Response:
         perms, refused = self._auth(request, None)

@@ -338,6 +338,10 @@ def test_purging_a_batch_removes_its_graph(event_store: EventStore):
     batch_id = event_store.add_posted_batch(d.name, events, received=1, snapshot=True)
     built = batch_graph(event_store, d, event_store.get_batch(batch_id))
     event_store.set_status(batch_id, BatchStatus.SYNCED)
+    # a newer snapshot synced since: retention keeps only the newest one
+    later = sort_events([job("etl", "kpi", [pg("kpi")], [pg("report")])], ["etl"]).accepted
+    newer = event_store.add_posted_batch(d.name, later, received=1, snapshot=True)
+    event_store.set_status(newer, BatchStatus.SYNCED)
 
     assert event_store.purge_synced(d.name, before=utcnow().replace(year=3000)) == [batch_id]
 

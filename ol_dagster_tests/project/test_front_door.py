@@ -81,3 +81,18 @@ def test_modules_cite_sections_the_page_has() -> None:
     assert cited, "no module cites a section of ARCHITECTURE.md: this check would prove nothing"
     missing = [(path, section) for path, section in cited if section not in headings]
     assert not missing, f"sections cited but not in ARCHITECTURE.md: {missing}"
+
+
+# what git leaves in a file whose merge it could not finish
+_UNMERGED = re.compile(r"^(<{7} |>{7} )", re.M)
+
+
+def unmerged(pages: dict[str, str]) -> list[str]:
+    return sorted(name for name, text in pages.items() if _UNMERGED.search(text))
+
+
+def test_no_page_holds_an_unfinished_merge() -> None:
+    pages = [ARCHITECTURE, ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    found = unmerged({p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8") for p in pages})
+    assert not found, f"pages with both sides of a merge still in them: {found}"
+    assert unmerged({"a.md": "x\n<<<<<<< HEAD\ny\n=======\nz\n>>>>>>> other\n"}) == ["a.md"]

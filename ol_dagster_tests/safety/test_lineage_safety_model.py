@@ -37,6 +37,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -60,12 +61,13 @@ from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.commands.headless import sync_batches
 from ol_dagster.receiver.intake import sort_events
-from ol_dagster.settings import SyncDefinition
+from ol_dagster.settings import Settings, SyncDefinition
 from ol_dagster.store import BatchStatus, EventStore
 from ol_dagster.store import schema as store_schema
 from ol_dagster.sync.batch import CleanupOverrides, SyncBusy, cleanup_batch, upload_batch
 from ol_dagster.sync.graph import batch_graph
 from ol_dagster_tests.model.generate import (
+    ALL_NAMESPACES,
     WAREHOUSE,
     EventFactory,
     definition_data,
@@ -81,6 +83,9 @@ from ol_dagster_tests.model.reference import (
     Event,
     Expectation,
     ReferenceModel,
+    data_flow,
+    link,
+    refused_at_load,
 )
 
 # Disagreements reported to the lead and not decided yet: the main tests leave these event shapes
@@ -177,7 +182,8 @@ def _queries() -> tuple[Any, Any, Any]:
     )
     flows = (
         select(
-            f.scope,
+            f.scope_namespace,
+            f.scope_job,
             f.kind,
             sa.c.name,
             a.c.ol_namespace,
@@ -198,25 +204,25 @@ _ENTITIES, _FLOWS, _SYSTEMS = _queries()
 
 
 def observe(catalog: EmbeddedCatalog, job_systems: set[str]) -> dict[str, Any]:
-    """The catalog's objects in the model's terms, read from its tables."""
+    """The catalog's objects in the model's terms, read from its tables: a flow's owner is the
+    job its row names (namespace and name columns, never parsed from a string) and its kind."""
     with catalog.engine.connect() as conn:
         entities = conn.execute(_ENTITIES).all()
         flows = conn.execute(_FLOWS).all()
         systems = conn.execute(_SYSTEMS).all()
-    data_flows, links = set(), set()
-    for scope, kind, s1, ns1, n1, s2, ns2, n2 in flows:
+    found = set()
+    for job_ns, job_name, kind, s1, ns1, n1, s2, ns2, n2 in flows:
         if kind == t.ORCHESTRATION:
-            links.add((ns1, n1, ns2, n2))
+            found.add(link((ns1, n1), (ns2, n2)))
+            assert (job_ns, job_name) == (ns2, n2), f"a link owned by {job_ns, job_name}"
         else:
-            job_ns, _, job_name = scope.removeprefix("ol:").partition("|")
-            data_flows.add((job_ns, job_name, (s1, ns1, n1), (s2, ns2, n2)))
+            found.add(data_flow((job_ns, job_name), (s1, ns1, n1), (s2, ns2, n2)))
     return {
         "jobs": {
             (sys, ns, n) for sys, typ, ns, n in entities if typ == t.JOB and sys in job_systems
         },
         "datasets": {(sys, ns, n) for sys, typ, ns, n in entities if typ != t.JOB},
-        "flows": data_flows,
-        "links": links,
+        "flows": found,
         "systems": {
             name: (props.get("openLineageOwner"), props.get("cleanupMode"))
             for name, props in systems
@@ -230,7 +236,6 @@ def expected(model: ReferenceModel) -> dict[str, Any]:
         "jobs": set(model.jobs),
         "datasets": set(model.datasets),
         "flows": set(model.flows),
-        "links": set(model.links),
         "systems": dict(model.systems),
     }
 
@@ -314,10 +319,19 @@ def _classify(record: dict[str, Any]) -> str:
     return "failed" if record.get("failed") else "uploaded"
 
 
+def _short(name: str | None) -> str:
+    """A name as a failing sequence prints it: ``repr`` (spaces, NFD and ``|`` show), a long one
+    cut with its length."""
+    if name is not None and len(name) > 40:
+        return f"{name[:12]!r}...({len(name)} characters)"
+    return repr(name)
+
+
 def _describe(events: list[Event]) -> str:
     def ds(items: tuple) -> str:
         return ",".join(
-            f"{d.namespace}/{d.name}" + (f"[{d.lifecycle}<-{d.previous}]" if d.lifecycle else "")
+            f"{_short(d.namespace)}/{_short(d.name)}"
+            + (f"[{d.lifecycle}<-{_short(d.previous)}]" if d.lifecycle else "")
             for d in items
         )
 
@@ -331,10 +345,9 @@ def _describe(events: list[Event]) -> str:
         else:
             head = "JobEvent" if e.kind == "job" else f"{e.event_type} run {e.run_id[:8]}"  # type: ignore[index]
             mode = "" if e.kind == "job" else f" {e.processing}/{e.trigger}/{e.content}"
-            parent = f" parent {e.parent[0]}.{e.parent[1]}" if e.parent else ""
-            out.append(
-                f"{head} {e.namespace}.{e.name}{mode}{parent} in {ds(e.inputs)} out {ds(e.outputs)}"
-            )
+            parent = f" parent {_short(e.parent[0])}.{_short(e.parent[1])}" if e.parent else ""
+            job = f"{_short(e.namespace)}.{_short(e.name)}"
+            out.append(f"{head} {job}{mode}{parent} in {ds(e.inputs)} out {ds(e.outputs)}")
     return "; ".join(out) or "(no events)"
 
 
@@ -373,31 +386,43 @@ class Driver:
         self.inflight: dict[str, tuple[str, int]] = {}  # definition -> (run, batch) past upload
         # the definitions' catalog this driver syncs (None: their primary, their only one)
         self.catalog_key: str | None = None
+        # (the model's count of syncs, the time just after that sync): a keepDays cutoff to draw
+        self.marks: list[tuple[int, datetime]] = []
 
     def _run_id(self) -> str:
         return f"run-{next(self.runs)}"
 
     # -- receiving ---------------------------------------------------------------------------
 
-    def post(self, name: str, events: list[Event]) -> int:
-        """A /lineage/batch post (a snapshot when the definition is BATCH_SNAPSHOT)."""
+    def _intake(self, name: str, events: list[dict[str, Any]]) -> Any:
+        """The receiver's check of a post's events, with the definition's patterns and limit."""
+        d = self.defs[name]
+        return sort_events(
+            events, list(d.namespace_patterns), max_name_length=d.limits.maxNameLength
+        )
+
+    def post(self, name: str, events: list[Event], sequence: int | None = None) -> int:
+        """A /lineage/batch post (a snapshot when the definition is BATCH_SNAPSHOT), with the
+        producer's ``OL-Snapshot-Sequence`` when it numbers its snapshots."""
         spec = self.specs[name]
-        intake = sort_events([to_json(e) for e in events], list(spec.allowed))
+        intake = self._intake(name, [to_json(e) for e in events])
         batch_id = self.env.store.add_posted_batch(
             name,
             intake.accepted,
             received=intake.received,
             rejections=[r.as_dict() for r in intake.rejected],
             snapshot=spec.snapshot,
+            sequence=sequence,
         )
-        _note(f"post to {name} -> batch {batch_id}: {_describe(events)}")
-        self.model.post(name, batch_id, events)
+        numbered = "" if sequence is None else f" (OL-Snapshot-Sequence {sequence})"
+        _note(f"post to {name}{numbered} -> batch {batch_id}: {_describe(events)}")
+        self.model.post(name, batch_id, events, sequence)
         return batch_id
 
     def stream(self, name: str, events: list[Event]) -> None:
         """Single events (POST /api/v1/lineage), collected in the definition's open batch."""
         for e in events:
-            intake = sort_events([to_json(e)], list(self.specs[name].allowed))
+            intake = self._intake(name, [to_json(e)])
             batch_id = self.env.store.add_stream_events(
                 name,
                 intake.accepted,
@@ -473,6 +498,7 @@ class Driver:
         """``cleanup_batch`` (by the run that uploaded, or a person re-running it)."""
         before = self.env.catalog.counts()
         done = self._cleanup_as_the_model(name, batch_id, run_id, overrides, rerun=rerun)
+        self.marks.append((self.model.syncs, datetime.now(UTC)))
         if done is not None:
             check_report(*done, before, self.env.catalog.counts())
 
@@ -553,12 +579,25 @@ class Driver:
         _note(f"  cleanup of batch {batch_id} run again, overrides {overrides}")
         self.cleanup(name, batch_id, self._run_id(), overrides, rerun=True)
 
+    def purge(self, name: str, mark: int | None) -> None:
+        """``retention.keepDays`` passed for the batches synced up to a mark (None: all): the
+        sensor's purge of the event store, against the model's."""
+        synced_by, before = self.marks[mark] if mark is not None else (None, datetime.now(UTC))
+        want = self.model.purge(name, synced_by)
+        got = sorted(self.env.store.purge_synced(name, before=before))
+        _note(f"  retention of {name}'s batches synced by sync {synced_by or 'now'}: {got}")
+        _event(f"retention removes {'some' if got else 'no'} batches")
+        assert got == want, f"retention removed batches {got}, the model: {want}"
+
     # -- the invariants ------------------------------------------------------------------------
 
     def check(self) -> None:
         diff = _diff(expected(self.model), observe(self.env.catalog, self.job_systems))
         assert not diff, "the catalog is not the model's:\n" + diff
         status = {b.id: b.status for b in self.env.store.batches()}
+        assert set(status) == set(self.model.batches), (
+            f"the store holds batches {sorted(status)}, the model {sorted(self.model.batches)}"
+        )
         want = {
             BatchStatus.OPEN: "open",
             BatchStatus.SEALED: "pending",
@@ -576,7 +615,7 @@ def _events(exp: Expectation, report: dict[str, Any], batch: Any) -> None:
     _event(f"cleanup: {report.get('skippedReason')}")
     for reason in exp.reasons:
         _event(f"cleanup, the model: {reason}")
-    for kind in ("jobs", "datasets", "flows", "links"):
+    for kind in ("jobs", "datasets", "flows"):
         if getattr(exp.removed, kind):
             _event(f"cleanup removes {kind}")
     desc = batch.upload.description if batch.upload else None
@@ -634,9 +673,32 @@ class DagsterDriver(Driver):
             _event(f"dagster upload: {got}")
             assert got == want, f"upload of batch {batch_id}: {got}, the model: {want}"
             exp = self.model.cleanup(name, batch_id, run_id, max_removals=cap, max_share=share)
+            self.marks.append((self.model.syncs, datetime.now(UTC)))
             report = line["cleanup"] or {}
             _events(exp, report, self.model.batches[batch_id])
             check_report(exp, report)  # the catalog itself: by the invariant
+
+
+def starting(universe: tuple[DefinitionSpec, ...]) -> tuple[DefinitionSpec, ...]:
+    """The definitions that start: the universe's settings file must load exactly when the model
+    says it does; settings refused leave the first definition alone (the user's fix)."""
+    clash = refused_at_load(universe, ALL_NAMESPACES)
+    data = {
+        "store": {"url": "sqlite:///store.db"},
+        "catalogs": {"main": {"kind": "embedded", "url": "sqlite:///catalog.db"}},
+        "definitions": [definition_data(s) for s in universe],
+    }
+    try:
+        Settings.model_validate(data)
+    except ValueError as exc:
+        assert clash is not None, f"settings refused, the model loads them: {exc}"
+        _note(f"settings refused ({clash}): {universe[0].name} alone starts")
+        _event("settings refused: two definitions admit a namespace")
+        return universe[:1]
+    assert clash is None, (
+        f"settings loaded where {clash[0]} and {clash[1]} both admit {clash[2]!r} on one catalog"
+    )
+    return universe
 
 
 # -- the machines: random sequences of those steps -------------------------------------------
@@ -658,9 +720,9 @@ class CoreMachine(RuleBasedStateMachine):
     def make_driver(self, universe: tuple[DefinitionSpec, ...]) -> Driver:
         return Driver(self.env, universe)
 
-    @initialize(universe=universes())
+    @initialize(universe=universes(overlap=True))
     def setup(self, universe: tuple[DefinitionSpec, ...]) -> None:
-        self.driver = self.make_driver(universe)
+        self.driver = self.make_driver(starting(universe))
 
     @property
     def d(self) -> Driver:
@@ -670,10 +732,24 @@ class CoreMachine(RuleBasedStateMachine):
     def _name(self, data: st.DataObject, names: list[str] | None = None) -> str:
         return data.draw(st.sampled_from(sorted(names or self.d.specs)), label="definition")
 
+    def _retention(self, data: st.DataObject, name: str) -> None:
+        """The sensor's next tick purges what ``retention.keepDays`` lets go, now and then: every
+        batch synced so far, or those synced before a moment drawn (later ones are within it)."""
+        if not self.d.marks or data.draw(st.integers(0, 2), label="keepDays passed") == 0:
+            return
+        marks = [None, *range(len(self.d.marks))]
+        self.d.purge(name, data.draw(st.sampled_from(marks), label="synced within keepDays after"))
+
+    def _post(self, data: st.DataObject) -> str:
+        name = self._name(data)
+        spec = self.d.specs[name]
+        events = self.factory.events(data, spec)
+        self.d.post(name, events, self.factory.sequence(data, spec))
+        return name
+
     @rule(data=st.data())
     def post(self, data: st.DataObject) -> None:
-        name = self._name(data)
-        self.d.post(name, self.factory.events(data, self.d.specs[name]))
+        self._post(data)
 
     @rule(data=st.data())
     def stream(self, data: st.DataObject) -> None:
@@ -690,9 +766,9 @@ class CoreMachine(RuleBasedStateMachine):
     @rule(data=st.data(), overrides=_OVERRIDES)
     def post_and_sync(self, data: st.DataObject, overrides: Overrides) -> None:
         """A post, then the sensor's runs: every pending batch of the definition, in order."""
-        name = self._name(data)
-        self.d.post(name, self.factory.events(data, self.d.specs[name]))
+        name = self._post(data)
         self.d.sync(name, overrides=overrides)
+        self._retention(data, name)
 
     @precondition(lambda self: any(self.d.waiting(n) for n in self.d.specs))
     @rule(data=st.data(), overrides=_OVERRIDES)
@@ -705,6 +781,7 @@ class CoreMachine(RuleBasedStateMachine):
             self.d.sync(name, overrides=overrides)
         else:
             self.d.sync(name, [data.draw(st.sampled_from(pending), label="batch")], overrides)
+        self._retention(data, name)
 
     @precondition(
         lambda self: any(self.d.waiting(n) and n not in self.d.inflight for n in self.d.specs)
@@ -755,16 +832,16 @@ class DagsterMachine(CoreMachine):
 
     @rule(data=st.data(), overrides=_OVERRIDES)
     def post_and_sync(self, data: st.DataObject, overrides: Overrides) -> None:
-        name = self._name(data)
-        self.d.post(name, self.factory.events(data, self.d.specs[name]))
+        name = self._post(data)
         self.d.sync(name, overrides=overrides)
+        self._retention(data, name)
 
     @precondition(lambda self: any(self.d.waiting(n) for n in self.d.specs))
     @rule(data=st.data(), overrides=_OVERRIDES)
     def sync(self, data: st.DataObject, overrides: Overrides) -> None:
-        self.d.sync(
-            self._name(data, [n for n in self.d.specs if self.d.waiting(n)]), None, overrides
-        )
+        name = self._name(data, [n for n in self.d.specs if self.d.waiting(n)])
+        self.d.sync(name, None, overrides)
+        self._retention(data, name)
 
     @precondition(lambda self: any(self.d.waiting(n) for n in self.d.specs))
     @rule(data=st.data(), trouble=st.sampled_from(["refuses writes", "403"]))

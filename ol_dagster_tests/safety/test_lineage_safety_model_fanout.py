@@ -42,7 +42,6 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import BatchStatus
 from ol_dagster.sync.batch import begin_run, cleanup_batch, fail_run, upload_batch
@@ -124,7 +123,7 @@ class FanoutDriver:
 
     def stream(self, name: str, events: list[Event]) -> None:
         for e in events:
-            intake = sort_events([to_json(e)], list(self.specs[name].allowed))
+            intake = self.drivers[0]._intake(name, [to_json(e)])
             batch_id = self.store.add_stream_events(
                 name,
                 intake.accepted,

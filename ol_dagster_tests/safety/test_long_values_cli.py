@@ -115,9 +115,10 @@ def _random_name(prefix: str, length: int, seed: int) -> str:
 
 def test_a_row_the_catalog_refuses_fails_alone_and_is_not_retried(site, tokens, instance):  # noqa: F811
     """A row count beyond 64 bits (SQLite and PostgreSQL refuse it) and, on PostgreSQL, a dataset
-    key beyond its btree's 2,704 bytes: those rows are the upload's failed rows, refused; every
-    other object of the batch is written; nothing is deleted (ROWS_REFUSED) and the batch is not
-    retried, so the next sync has nothing to do."""
+    key beyond its btree's 2,704 bytes: those rows are the upload's failed rows (DATABASE_REFUSED),
+    blocking nothing; every other object of the batch is written, its cleanup runs and the batch
+    is not retried, so the next sync has nothing to do. (Before, the object type's transaction
+    failed whole, and every retry the same way.)"""
     limits = {"maxNameLength": 5_000}
     s = site(_definition("snap", SNAP_UUID, "OL_TEST_TOKEN_SNAP", limits=limits))
     huge_name = _random_name("lake.", 5_000, seed=3)
@@ -129,14 +130,15 @@ def test_a_row_the_catalog_refuses_fails_alone_and_is_not_retried(site, tokens, 
     (line,) = s.cli_sync("snap")
     assert line["status"] == "synced", line
     failed = {(f["objectType"], f["key"][:40]): f for f in line["upload"]["failed"]}
-    assert all(f["refused"] for f in failed.values()), failed
+    assert all(f["code"] == "DATABASE_REFUSED" for f in failed.values()), failed
+    assert all(f["blocks"] is False for f in failed.values()), failed
     assert ("runMetrics", "etl:counted") in failed
     pg = s.catalog_url.startswith("postgresql")
     huge_refused = ("physicalEntities", f"{PG}:{huge_name}"[:40]) in failed
     assert huge_refused == pg, failed
     assert len(failed) == 1 + pg
-    assert line["cleanup"]["skippedReason"] == "ROWS_REFUSED"
-    assert line["checks"]["upload_succeeded"] is False
+    assert line["cleanup"]["skippedReason"] is None
+    assert line["checks"]["upload_succeeded"] is True
     assert {n for _, n in s.datasets()} == {"raw.a", "mart.a", "raw.b"} | (
         set() if pg else {huge_name}
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ol_dagster_tests.model.generate import BUCKET, CUTOFF, WAREHOUSE, definition_spec
-from ol_dagster_tests.model.reference import Dataset, Event
+from ol_dagster_tests.model.reference import Dataset, Event, data_flow
 from ol_dagster_tests.safety.test_lineage_safety_model import Driver, Env
 
 PG_A = Dataset(WAREHOUSE, "shop.public.a")
@@ -81,7 +81,7 @@ def test_a_dataset_renamed_by_another_definition_leaves_no_flow_at_its_new_name(
     assert RENAMED_KEY in d.model.datasets and B_KEY not in d.model.datasets  # it moved
     _sync(d, "multi", [window(time=4)])  # the run goes on: it still reads a, writes b
     own_b = ("bucket [multi]", BUCKET_B.namespace, BUCKET_B.name)
-    assert set(d.model.flows) == {("features", "f1", PG_A_KEY, own_b)}
+    assert set(d.model.flows) == {data_flow(("features", "f1"), PG_A_KEY, own_b)}
 
 
 def test_a_job_described_again_after_a_rename_in_an_earlier_upload_is_written_again(env: Env):
@@ -92,6 +92,26 @@ def test_a_job_described_again_after_a_rename_in_an_earlier_upload_is_written_ag
     d = Driver(env, (definition_spec("snap", snapshot=False),))
     _sync(d, "snap", [Event("job", "etl", "kpi", inputs=(PG_A,), outputs=(BUCKET_B,), time=1)])
     _sync(d, "snap", [Event("job", "etl", "load", outputs=(RENAMED_B,), time=2)])
-    assert set(d.model.flows) == {("etl", "kpi", PG_A_KEY, RENAMED_KEY)}  # it went along
+    assert set(d.model.flows) == {data_flow(("etl", "kpi"), PG_A_KEY, RENAMED_KEY)}  # it went
     _sync(d, "snap", [Event("job", "etl", "kpi", inputs=(PG_A,), outputs=(BUCKET_B,), time=3)])
-    assert set(d.model.flows) == {("etl", "kpi", PG_A_KEY, B_KEY)}
+    assert set(d.model.flows) == {data_flow(("etl", "kpi"), PG_A_KEY, B_KEY)}
+
+
+def test_a_snapshot_older_than_one_synced_stays_superseded_after_retention(env: Env):
+    """Snapshot order and retention together: the newer snapshot ``2`` (``OL-Snapshot-Sequence``
+    2) is synced and removes ``etl.old``; retention then purges its batch; the older snapshot
+    ``1``, still pending, is synced afterwards. It is older than one already synced, so it is
+    SUPERSEDED and never brings ``etl.old`` back."""
+    d = Driver(env, (definition_spec("snap"),))
+    d.post("snap", [Event("job", "etl", "old", inputs=(PG_A,), outputs=(BUCKET_B,), time=1)], 1)
+    d.sync("snap")
+    d.check()
+    older = d.post("snap", [Event("job", "etl", "old", outputs=(BUCKET_B,), time=2)], 5)
+    newer = d.post("snap", [Event("job", "etl", "new", outputs=(BUCKET_B,), time=3)], 9)
+    d.sync("snap", [newer])  # a person syncs the newer one first
+    d.check()
+    d.purge("snap", None)  # retention.keepDays passed for every synced batch
+    d.check()
+    d.sync("snap", [older])
+    d.check()
+    assert ("snap_jobs", "etl", "old") not in d.model.jobs

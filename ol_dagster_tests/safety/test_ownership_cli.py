@@ -248,3 +248,44 @@ def test_the_removal_share_counts_datasets_not_only_jobs(site, tokens, instance)
     assert report["heldByKind"]["datasets"] == 5  # raw.a too: a System it created
     assert "datasets" in report["shareExceeded"]
     assert {("lake", n) for n in ("a", "b", "c", "d")} <= s.datasets()
+
+
+def test_a_rename_moves_a_dataset_in_the_system_of_its_own_a_claimed_system_sent_it_to(
+    site, tokens, instance
+):
+    """``snap`` created ``lake`` (CUTOFF), so ``add``'s datasets of the same bucket live in
+    ``lake [add]``, a System ``add`` owns. A RENAME of one of them there is ``add``'s to apply:
+    the entity moves in place (its flow going along), instead of the new name being added beside
+    a stale old one (the previous name was looked up in ``lake``, which is not ``add``'s)."""
+    s = site(
+        _definition("snap", SNAP_UUID, "OL_TEST_TOKEN_SNAP", allowedJobNamespaces=["etl"]),
+        _definition(
+            "add",
+            ADD_UUID,
+            "OL_TEST_TOKEN_ADD",
+            allowedJobNamespaces=["ml"],
+            snapshotMode="ADDITIVE",
+        ),
+    )
+    s.post(tokens["snap"], [_load_a()])
+    s.sync("snap", instance)
+    s.post(tokens["add"], [run_event("ml", "train", inputs=[(PG, "raw.m")], outputs=[(LAKE, "m")])])
+    s.sync("add", instance)
+    renamed = run_event("ml", "train", inputs=[(PG, "raw.m")], outputs=[(LAKE, "m2")])
+    renamed["outputs"][0]["facets"] = {
+        "lifecycleStateChange": {
+            "_producer": "https://example.com/ol-dagster-tests",
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/"
+            "LifecycleStateChangeDatasetFacet.json#/$defs/LifecycleStateChangeDatasetFacet",
+            "lifecycleStateChange": "RENAME",
+            "previousIdentifier": {"namespace": LAKE, "name": "m"},
+        }
+    }
+    s.post(tokens["add"], [renamed])
+    (line,) = s.cli_sync("add")
+
+    assert line["status"] == "synced", line
+    assert line["upload"]["renamed"] == [f"{LAKE}:m -> {LAKE}:m2"], line["upload"]
+    held = s.datasets()
+    assert ("lake [add]", "m2") in held and ("lake [add]", "m") not in held
+    assert ("lake", "a") in held  # snap's own, untouched

@@ -103,3 +103,24 @@ def test_the_limit_counts_batches_and_keeps_a_linked_group_whole(event_store: Ev
     end = _batch(event_store, _event("r", "COMPLETE"))
     assert event_store.purge_synced("d", before=CUTOFF, limit=2) == single[:2]
     assert event_store.purge_synced("d", before=CUTOFF, limit=2) == [single[2], start, end]
+
+
+def test_retention_keeps_the_newest_synced_snapshot_for_a_late_older_one(event_store: EventStore):
+    """The newest synced whole snapshot stays past keepDays: an older snapshot synced after it
+    (a slower connection, a person syncing in another order) is still found SUPERSEDED by it."""
+
+    def post(run_id: str, *, snapshot: bool, sequence: int) -> int:
+        one = [_event(run_id, "COMPLETE")]
+        return event_store.add_posted_batch(
+            "d", one, received=1, snapshot=snapshot, sequence=sequence
+        )
+
+    older = post("r1", snapshot=True, sequence=1)
+    newest = post("r2", snapshot=True, sequence=2)
+    plain = post("r3", snapshot=False, sequence=9)  # not a whole snapshot: not ordered
+    for batch_id in (newest, plain):
+        event_store.set_status(batch_id, BatchStatus.SYNCED, now=LONG_AGO)
+
+    assert _purge(event_store) == [plain]
+    order = event_store.get_batch(older).order
+    assert event_store.newer_synced_snapshot(order, "d") == newest

@@ -9,7 +9,8 @@ Each entry says where it comes from:
   with counts out, 201/200/409/400) applied to what the connector needs. If a real server names
   something differently, change it here; nothing else in the client spells a path.
 
-Every ``[I]`` response field is read as optional, and unknown fields are ignored.
+Every ``[I]`` response field is read as optional, and unknown fields are ignored, except in the
+answers of the cleanup calls: those must confirm what was asked (``answers``), or the cleanup stops.
 """
 
 from __future__ import annotations

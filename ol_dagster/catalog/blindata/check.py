@@ -4,7 +4,10 @@ The client's clock call (reachable, credentials, ``Date``); ``SYSTEMS_ADMIN`` by
 dry-run flow cleanup with a cutoff nothing is older than (403: missing); and every call
 ``api.INFERRED_CALLS`` lists answers something other than 404/405: GETs directly,
 cleanups as dry runs, writes by ``OPTIONS`` (Spring MVC answers it with ``Allow`` for a mapped
-path; without an ``Allow`` the call is reported as not verified).
+path). A dry run whose answer does not confirm it (``answers``) is not ready: the server may
+delete when asked for a dry run. A write that cannot be verified without writing (``OPTIONS``
+without ``Allow``) is not ready either, unless the catalog's ``assumeEndpoints`` is true: then it
+is a warning.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ol_dagster.catalog.check.probe import (
 )
 from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable
 from ol_dagster.catalog.kind import CheckContext
-from ol_dagster.catalog.protocol import CleanupPermissionDenied
+from ol_dagster.catalog.protocol import CleanupNotConfirmed, CleanupPermissionDenied
 from ol_dagster.namespaces import is_literal
 from ol_dagster.sync_definition import SyncDefinition
 
@@ -85,6 +88,11 @@ def check_blindata(cfg: BlindataCatalogSettings, context: CheckContext) -> list[
             results[flows] = Finding(
                 label[flows], False, "not verified: 403 (SYSTEMS_ADMIN)", False
             )
+        except CleanupNotConfirmed as exc:
+            results[flows] = Finding(label[flows], False, prober.scrub(one_line(str(exc))))
+            findings.append(
+                Finding("SYSTEMS_ADMIN", False, "not verified: the dry run was not confirmed")
+            )
         except CatalogRefused as exc:
             results[flows] = Finding(label[flows], False, prober.scrub(_refused(exc)))
             findings.append(
@@ -97,7 +105,9 @@ def check_blindata(cfg: BlindataCatalogSettings, context: CheckContext) -> list[
             )
         else:
             findings.append(Finding("SYSTEMS_ADMIN", True, "a dry-run cleanup is allowed"))
-            results[flows] = Finding(label[flows], True, "a dry run answers (nothing matched)")
+            results[flows] = Finding(
+                label[flows], True, "a dry run answers, confirmed (dryRun: true, nothing matched)"
+            )
 
         system = _some_system(prober, definition)
         cleanup = ("POST", api.SYSTEM_CLEANUP)
@@ -108,19 +118,19 @@ def check_blindata(cfg: BlindataCatalogSettings, context: CheckContext) -> list[
                 results[cleanup] = Finding(
                     label[cleanup], False, "not verified: 403 (SYSTEMS_ADMIN)", False
                 )
+            except CleanupNotConfirmed as exc:
+                results[cleanup] = Finding(label[cleanup], False, prober.scrub(one_line(str(exc))))
             except (CatalogRefused, CatalogUnavailable) as exc:
                 detail = _refused(exc) if isinstance(exc, CatalogRefused) else str(exc)
                 results[cleanup] = Finding(label[cleanup], False, prober.scrub(detail))
             else:
                 results[cleanup] = Finding(
-                    label[cleanup], True, f"a dry run on System {system!r} answers"
+                    label[cleanup], True, f"a dry run on System {system!r} answers, confirmed"
                 )
 
         for call in api.INFERRED_CALLS:
             if call not in results:
-                results[call] = _inferred_call(
-                    prober, call, label[call], api.PAGE_PARAM, api.SIZE_PARAM
-                )
+                results[call] = _inferred_call(prober, call, label[call], cfg.assumeEndpoints)
         findings += [results[call] for call in api.INFERRED_CALLS]
         return findings
 
@@ -157,14 +167,14 @@ def _some_system(prober: Prober, definition: SyncDefinition | None) -> str | Non
     return None
 
 
-def _inferred_call(
-    prober: Prober, call: tuple[str, str], label: str, page: str, size: str
-) -> Finding:
+def _inferred_call(prober: Prober, call: tuple[str, str], label: str, assume: bool) -> Finding:
+    """One call ``api.INFERRED_CALLS`` lists: a GET asked, another method by ``OPTIONS``. A write
+    ``OPTIONS`` cannot show blocks the sync unless ``assume`` (``assumeEndpoints``)."""
     method, template = call
     path = template.format(uuid=NIL_UUID)
     try:
         if method == "GET":
-            answer = prober.ask("GET", path, params={page: 0, size: 1})
+            answer = prober.ask("GET", path, params={api.PAGE_PARAM: 0, api.SIZE_PARAM: 1})
             ok = 200 <= answer.status < 300
             return Finding(
                 label,
@@ -188,9 +198,11 @@ def _inferred_call(
         )
     if answer.status == 404:
         return Finding(label, False, f"OPTIONS {path}: {prober.said(answer)} (no such path)")
+    said = f"not verified without writing: OPTIONS answered {prober.said(answer)} without Allow"
+    if assume:
+        return Finding(label, False, f"{said}; assumed (assumeEndpoints: true)", False)
     return Finding(
         label,
         False,
-        f"not verified without writing: OPTIONS answered {prober.said(answer)} without Allow",
-        needed_by_sync=False,
+        f"{said}; set assumeEndpoints: true on this catalog if the server has it",
     )

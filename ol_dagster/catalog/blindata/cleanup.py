@@ -8,77 +8,120 @@ the server cannot decide from its own data (a routine whose job is gone: the lin
 naming; the entities a DROP named) is read here and deleted one by one. Every call that is refused
 with 403 raises ``CleanupPermissionDenied``, so the cleanup's guards see a missing permission before
 any call of the plan deletes anything.
+
+The cleanup calls and their ``dryRun`` are inferred, not documented: every answer is read strictly
+(``answers``), and the first dry run of a run on each call is preceded by one with a cutoff nothing
+is older than, so a server that ignores ``dryRun`` is found out before a dry run could delete.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
+
+import httpx
 
 from ol_dagster.catalog.blindata import api
+from ol_dagster.catalog.blindata.answers import flows_count, system_counts
 from ol_dagster.catalog.blindata.client import BlindataClient
 from ol_dagster.catalog.blindata.finders import find_entity, find_system
 from ol_dagster.catalog.blindata.shapes import (
     flow_owner,
     iso,
-    json_body,
     parse_when,
-    to_int,
     uuid_of,
 )
-from ol_dagster.catalog.http import CatalogRefused
+from ol_dagster.catalog.bounded import delete, post_bounded
+from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable, MayHaveLanded
 from ol_dagster.catalog.protocol import (
     CleanupCounts,
     CleanupPermissionDenied,
     DatasetRef,
     ObjectType,
+    Removal,
 )
 from ol_dagster.lineage.graph import NodeKey, flow_scope, orchestration_scope, scope_prefix
 
 _NEVER = datetime(1970, 1, 1, tzinfo=UTC)  # a cleanup cutoff nothing is older than
 _SCOPES_PER_CALL = 500  # exact scopes named in one flows cleanup call
 
-_RESULT_TYPES = {
-    api.RESOURCE_PHYSICAL_ENTITY: ObjectType.PHYSICAL_ENTITIES,
-    api.RESOURCE_PHYSICAL_FIELD: ObjectType.PHYSICAL_FIELDS,
-    api.RESOURCE_SYSTEM_ROUTINE: ObjectType.ROUTINES,
-    api.RESOURCE_STATEMENT: ObjectType.STATEMENTS,
-    api.RESOURCE_DATA_FLOW: ObjectType.DATA_FLOWS,
-}
+T = TypeVar("T")
+# a System call's counts by object type, and the items it lists by resource type
+SystemAnswer = tuple[dict[str, int], dict[str, list[dict[str, Any]]]]
 
 
-def _cleanup_call(client: BlindataClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
+def _answer_of(response: httpx.Response) -> Any:
+    """The answer's JSON; its text when it is not JSON (read strictly: ``answers``)."""
     try:
-        response = client.http.request("POST", path, json=body)
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+def _post(client: BlindataClient, path: str, body: dict[str, Any]) -> Any:
+    """One cleanup call. A dry run is sent again when its answer is lost (it changes nothing); a
+    real call is not: the journal entry written before it lets the next sync reconcile it."""
+    dry = body["dryRun"] is True
+    try:
+        response = client.http.request("POST", path, json=body, resend_after_timeout=dry)
     except CatalogRefused as exc:
         if exc.status == 403:
             raise CleanupPermissionDenied(client.reason(exc)) from None
         raise
-    answer = json_body(response)
-    return answer if isinstance(answer, dict) else {}
+    except MayHaveLanded as exc:
+        raise CatalogUnavailable(
+            client.scrub(f"{exc}: not sent again; the next sync reconciles this call")
+        ) from None
+    return _answer_of(response)
 
 
-def _delete(client: BlindataClient, path: str) -> None:
-    """A delete during a cleanup: 404 is what was wanted, 403 a refused cleanup."""
+def _cleanup_call(
+    client: BlindataClient,
+    endpoint: str,
+    path: str,
+    body: dict[str, Any],
+    read: Callable[[Any, bool], T],
+) -> T:
+    """A cleanup call whose answer ``read`` accepts (else ``CleanupNotConfirmed``).
+
+    The first dry run on an ``endpoint`` with a real cutoff is preceded by the same call with a
+    cutoff nothing is older than: a server that ignores ``dryRun`` deletes nothing with it, and
+    its answer, which cannot confirm the dry run, stops the cleanup before a dry run could
+    delete anything."""
+    dry = body["dryRun"] is True
+    harmless = body.get("updatedBefore") == iso(_NEVER)
+    if dry and not harmless and endpoint not in client.dry_runs_confirmed:
+        read(_post(client, path, {**body, "updatedBefore": iso(_NEVER)}), True)
+        client.dry_runs_confirmed.add(endpoint)
+    result = read(_post(client, path, body), dry)
+    if dry:
+        client.dry_runs_confirmed.add(endpoint)
+    return result
+
+
+def _remove(client: BlindataClient, path: str) -> Removal:
+    """A delete during a cleanup: 404 is ``notFound`` (unless an attempt that lost its answer
+    removed it), 403 a refused cleanup."""
     try:
-        client.http.request("DELETE", path, ok=frozenset({404}))
+        return delete(client.http, path)
     except CatalogRefused as exc:
         if exc.status == 403:
             raise CleanupPermissionDenied(client.reason(exc)) from None
         raise
 
 
-def _count(part: Any, dry_run: bool) -> int:
-    """``matched`` for a dry run, ``deleted`` (else ``matched``) for a real call."""
-    if not isinstance(part, dict):
-        return to_int(part)
-    if not dry_run and part.get("deleted") is not None:
-        return to_int(part["deleted"])
-    if part.get("matched") is not None:
-        return to_int(part["matched"])
-    items = part.get("items")
-    return len(items) if isinstance(items, list) else 0
+def _tally(removals: list[tuple[str, Removal]]) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Removed counts by object type, and the other outcomes (``notFound``) by object type."""
+    counts: dict[str, int] = {}
+    outcomes: dict[str, dict[str, int]] = {}
+    for object_type, removal in removals:
+        if removal is Removal.REMOVED:
+            counts[object_type] = counts.get(object_type, 0) + 1
+        else:
+            into = outcomes.setdefault(removal.value, {})
+            into[object_type] = into.get(object_type, 0) + 1
+    return counts, outcomes
 
 
 def owned_scopes(
@@ -120,12 +163,32 @@ def cleanup_flows(
     chunks; no call when there are none (nothing of theirs is older than ``before``)."""
     total = 0
     common = {"updatedBefore": iso(before), "dryRun": dry_run}
+    path = api.DATA_FLOWS_CLEANUP
+
+    def read(answer: Any, dry: bool) -> int:
+        return flows_count(answer, where=f"POST {path}", dry_run=dry, scrub=client.scrub)
+
+    def call(part: list[str]) -> int:
+        return _cleanup_call(client, path, path, {"scopes": part, **common}, read)
+
     scopes = owned_scopes(client, namespaces=namespaces, jobs=jobs, before=before)
     for i in range(0, len(scopes), _SCOPES_PER_CALL):
-        chunk = scopes[i : i + _SCOPES_PER_CALL]
-        answer = _cleanup_call(client, api.DATA_FLOWS_CLEANUP, {"scopes": chunk, **common})
-        total += _count(answer, dry_run)
+        total += sum(_split(client, "scope", scopes[i : i + _SCOPES_PER_CALL], call))
     return CleanupCounts({ObjectType.DATA_FLOWS: total})
+
+
+def _split(
+    client: BlindataClient, what: str, names: list[str], call: Callable[[list[str]], T]
+) -> list[T]:
+    """The answers of ``call`` on ``names``, in one call or, when its body is too large for
+    the server (or a proxy: 413), halved down to one name (``catalog.bounded``). A real call
+    whose answer was lost is never sent again (``_post``); one name too large alone stops the
+    cleanup."""
+    sent = post_bounded(names, call, read_back=None, pause=client.http.pause, max_lost=0)
+    if sent.failed:
+        name, why = sent.failed[0]
+        raise CatalogRefused(client.scrub(f"{why} ({what} {name!r})"), 413)
+    return [answer for _, answer in sent.answers]
 
 
 def _system_cleanup(
@@ -138,26 +201,33 @@ def _system_cleanup(
     counts: dict[str, int],
 ) -> dict[str, list[dict[str, Any]]]:
     """One System cleanup call; adds its counts to ``counts``; returns the items it lists,
-    by resource type (``[I]``: a server may list none)."""
+    by resource type (``[I]``: a server may list none; the counts it must give). A call on
+    schemas too large for the server is split by schemas (``_split``), as the flows call is by
+    scopes; a call on the whole System names none, and its body is small and fixed."""
     body: dict[str, Any] = {
         "level": api.CLEANUP_LEVEL_SCHEMA if schemas is not None else api.CLEANUP_LEVEL_SYSTEM,
         "resourceTypes": resources,
         "updatedBefore": iso(before),
         "dryRun": dry_run,
     }
-    if schemas is not None:
-        body["schemas"] = list(schemas)
-    answer = _cleanup_call(client, api.SYSTEM_CLEANUP.format(uuid=system_uuid), body)
-    results = answer.get("results")
-    if not isinstance(results, dict):
-        return {}
+    path = api.SYSTEM_CLEANUP.format(uuid=system_uuid)
+
+    def read(answer: Any, dry: bool) -> SystemAnswer:
+        return system_counts(answer, where=f"POST {path}", dry_run=dry, scrub=client.scrub)
+
+    def call(part: list[str]) -> SystemAnswer:
+        return _cleanup_call(client, api.SYSTEM_CLEANUP, path, {**body, "schemas": part}, read)
+
+    if schemas is None:
+        answers = [_cleanup_call(client, api.SYSTEM_CLEANUP, path, body, read)]
+    else:
+        answers = _split(client, "schema", list(schemas), call)
     items: dict[str, list[dict[str, Any]]] = {}
-    for resource, part in results.items():
-        object_type = _RESULT_TYPES.get(str(resource))
-        if object_type is not None:
-            counts[object_type] = counts.get(object_type, 0) + _count(part, dry_run)
-        listed = part.get("items") if isinstance(part, dict) else None
-        items[str(resource)] = [i for i in listed or [] if isinstance(i, dict)]
+    for found, listed in answers:
+        for object_type, n in found.items():
+            counts[object_type] = counts.get(object_type, 0) + n
+        for resource, entries in listed.items():
+            items.setdefault(resource, []).extend(entries)
     return items
 
 
@@ -213,6 +283,7 @@ def cleanup_job_system(
         ObjectType.STATEMENTS.value: 0,
         ObjectType.DATA_FLOWS.value: 0,
     }
+    outcomes: dict[str, dict[str, int]] = {}
     uid = uuid_of(find_system(client, system))
     if uid is None or schemas == []:
         return CleanupCounts(counts)
@@ -231,9 +302,12 @@ def cleanup_job_system(
         orphans = [
             r for r in _orphan_routines(client, uid, schemas, before) if uuid_of(r) not in counted
         ]
-        for r in orphans:
-            if not dry_run:
-                _delete(client, api.SYSTEM_ROUTINE.format(uuid=uuid_of(r)))
+        if not dry_run:
+            done = [
+                (r, _remove(client, api.SYSTEM_ROUTINE.format(uuid=uuid_of(r)))) for r in orphans
+            ]
+            orphans = [r for r, how in done if how is Removal.REMOVED]
+            outcomes = _tally([(ObjectType.ROUTINES.value, how) for _, how in done])[1]
         counts[ObjectType.ROUTINES.value] += len(orphans)
         counts[ObjectType.STATEMENTS.value] += sum(1 for r in orphans if r.get("definition"))
     names = sorted(
@@ -243,7 +317,7 @@ def cleanup_job_system(
             if i.get("name") and i.get("tableType") in (None, api.JOB_TABLE_TYPE)
         }
     )
-    return CleanupCounts(counts, names)
+    return CleanupCounts(counts, names, outcomes)
 
 
 def cleanup_dataset_system(
@@ -294,18 +368,19 @@ def drop_datasets(
             _system_cleanup(
                 client, system_uuid, schemas, [api.RESOURCE_PHYSICAL_ENTITY], _NEVER, True, {}
             )
-    fields: set[str] = set()
+    fields_of: dict[str, set[str]] = {}  # entity uuid -> its fields
     for uid, (system_uuid, schema, name) in targets.items():
         params = {
             "systemUuid": system_uuid,
             "physicalEntitySchema": schema,
             "physicalEntityName": name,
         }
-        fields |= {
+        fields_of[uid] = {
             str(uuid_of(f))
             for f in client.pages(api.PHYSICAL_FIELDS, params)
             if uuid_of(f) and uuid_of(f.get("physicalEntity")) == uid
         }
+    fields = set().union(*fields_of.values())
     flows = {
         str(uuid_of(f))
         for f in client.pages(api.DATA_FLOWS, {})
@@ -320,12 +395,19 @@ def drop_datasets(
     counts[ObjectType.PHYSICAL_ENTITIES.value] = len(targets)
     counts[ObjectType.PHYSICAL_FIELDS.value] = len(fields)
     counts[ObjectType.DATA_FLOWS.value] = len(flows)
-    if not dry_run:
-        for flow in sorted(flows):
-            _delete(client, api.DATA_FLOW.format(uuid=flow))
-        for uid in sorted(targets):
-            _delete(client, api.PHYSICAL_ENTITY.format(uuid=uid))
-    return CleanupCounts(counts)
+    if dry_run:
+        return CleanupCounts(counts)
+    removals = [
+        (ObjectType.DATA_FLOWS.value, _remove(client, api.DATA_FLOW.format(uuid=flow)))
+        for flow in sorted(flows)
+    ]
+    for uid in sorted(targets):
+        removal = _remove(client, api.PHYSICAL_ENTITY.format(uuid=uid))
+        removals.append((ObjectType.PHYSICAL_ENTITIES.value, removal))
+        # its fields went with it, or were gone with it already
+        removals += [(ObjectType.PHYSICAL_FIELDS.value, removal)] * len(fields_of[uid])
+    removed, outcomes = _tally(removals)
+    return CleanupCounts({**dict.fromkeys(counts, 0), **removed}, outcomes=outcomes)
 
 
 def count_held(

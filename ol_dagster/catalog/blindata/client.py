@@ -25,12 +25,14 @@ from ol_dagster.catalog.http import (
     CatalogRefused,
     CatalogUnavailable,
     HttpCatalogClient,
+    MayHaveLanded,
     server_time,
 )
 from ol_dagster.catalog.protocol import FailedRow, UploadResult
 from ol_dagster.settings_base import SettingsError
 
 Write = Callable[[], tuple[str, bool]]  # one row's write: its uuid, and whether it was created
+CREATED, EXISTED, LANDED = "created", "existed", "landed"  # what ``BlindataClient.create`` found
 
 
 class UploadStopped(Exception):
@@ -63,6 +65,8 @@ class BlindataClient:
             cfg, self.headers(cfg), transport=transport, sleep=sleep
         )
         self.workers = max(1, cfg.concurrency)
+        # cleanup endpoints whose answers confirmed a dry run (``cleanup._cleanup_call``)
+        self.dry_runs_confirmed: set[str] = set()
 
     def close(self) -> None:
         self.http.close()
@@ -141,11 +145,53 @@ class BlindataClient:
     def clock(self) -> datetime:
         """The server's time: the ``Date`` header of an authenticated cheap call (whole seconds,
         rounded down, so everything the server stamps after the call is at or after it)."""
+        # a run starts by reading the clock: each run has the server confirm its dry runs again
+        self.dry_runs_confirmed.clear()
         response = self.get(api.CLOCK_PATH, api.CLOCK_PARAMS)
         now = server_time(response)
         if now is None:
             raise CatalogUnavailable(f"GET {api.CLOCK_PATH}: the answer has no Date header")
         return now
+
+    def create(
+        self, collection: str, body: dict[str, Any], find: Callable[[], str | None]
+    ) -> tuple[str, str]:
+        """POST one object, created by its natural key: its uuid and ``CREATED``, ``EXISTED``
+        (409: read back) or ``LANDED`` (the answer was lost and the object found).
+
+        A create whose answer was lost may have landed, or may still be running: it is never
+        sent again before the object was looked for (``find``). Found, the lost attempt made it;
+        not found, it is sent again, and if the lost attempt lands first the new one is a 409,
+        read back."""
+        where = f"POST {collection}"
+        retries = self.http.policy.max_retries
+        for lost in range(retries + 1):
+            try:
+                response = self.http.request(
+                    "POST", collection, json=body, ok=frozenset({409}), resend_after_timeout=False
+                )
+            except MayHaveLanded as exc:
+                if lost == retries:
+                    raise CatalogUnavailable(f"{exc} ({lost + 1} attempt(s))") from None
+                self.http.pause(lost)
+                uid = find()
+                if uid is not None:
+                    return uid, LANDED
+                continue
+            if response.status_code == 409:
+                uid = find()
+                if uid is None:
+                    raise CatalogRefused(
+                        f"{where}: HTTP 409 for an object that cannot be found", 409
+                    )
+                return uid, EXISTED
+            uid = uuid_of(json_body(response)) or find()
+            if uid is None:
+                raise CatalogRefused(
+                    f"{where}: created, but the object cannot be found", response.status_code
+                )
+            return uid, CREATED
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def upsert(
         self,
@@ -155,23 +201,16 @@ class BlindataClient:
         existing: str | None,
         find: Callable[[], str | None],
     ) -> tuple[str, bool]:
-        """Create or update one object; returns its uuid and whether this call created it."""
+        """Create or update one object; returns its uuid and whether this call created it. A
+        create found after its answer was lost is written once more by ``PUT`` (idempotent), so
+        what the server holds is this body whoever made it."""
         for _ in range(3):
+            created = False
             if existing is None:
-                response = self.http.request("POST", collection, json=body, ok=frozenset({409}))
-                if response.status_code != 409:
-                    uid = uuid_of(json_body(response)) or find()
-                    if uid is None:
-                        raise CatalogRefused(
-                            f"POST {collection}: created, but the object cannot be found",
-                            response.status_code,
-                        )
-                    return uid, True
-                existing = find()  # a retried create the server had carried out
-                if existing is None:
-                    raise CatalogRefused(
-                        f"POST {collection}: HTTP 409 for an object that cannot be found", 409
-                    )
+                existing, how = self.create(collection, body, find)
+                if how == CREATED:
+                    return existing, True
+                created = how == LANDED
             response = self.http.request(
                 "PUT",
                 item.format(uuid=existing),
@@ -179,7 +218,7 @@ class BlindataClient:
                 ok=frozenset({404}),
             )
             if response.status_code != 404:
-                return existing, False
+                return existing, created
             existing = None  # deleted in the meantime: create it again
         raise CatalogRefused(f"POST {collection}: the object keeps disappearing", 404)
 

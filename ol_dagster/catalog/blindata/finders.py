@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ol_dagster.catalog.blindata import api
-from ol_dagster.catalog.blindata.client import BlindataClient
+from ol_dagster.catalog.blindata.client import CREATED, BlindataClient
 from ol_dagster.catalog.blindata.shapes import (
     EntityKey,
     FlowKey,
@@ -47,15 +47,15 @@ def ensure_systems(client: BlindataClient, wanted: dict[str, dict]) -> dict[str,
             }
             if want.get("kind") == "job":
                 body["subtype"] = api.SYSTEM_SUBTYPE_JOB
-            response = client.http.request("POST", api.SYSTEMS, json=body, ok=frozenset({409}))
-            uid = uuid_of(json_body(response)) if response.status_code != 409 else None
-            if uid is None:
-                found = find_system(client, name)
-                if found is None or not uuid_of(found):
-                    raise CatalogRefused(f"POST {api.SYSTEMS}: {name!r} cannot be found", 409)
-            else:
+            uid, how = client.create(
+                api.SYSTEMS, body, lambda n=name: uuid_of(find_system(client, n))
+            )
+            if how == CREATED:
                 out[name] = {"uuid": uid, "props": props_of(body)}
                 continue
+            found = find_system(client, name)
+            if found is None or not uuid_of(found):
+                raise CatalogRefused(f"POST {api.SYSTEMS}: {name!r} cannot be found", 409)
         uid = uuid_of(found)
         assert found is not None and uid is not None
         props = props_of(found)

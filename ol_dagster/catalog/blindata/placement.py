@@ -20,7 +20,7 @@ from ol_dagster.catalog.blindata.finders import (
     find_job_entity,
     find_system,
 )
-from ol_dagster.catalog.blindata.shapes import EntityKey, json_body, prop_list, props_of, uuid_of
+from ol_dagster.catalog.blindata.shapes import EntityKey, prop_list, props_of, uuid_of
 from ol_dagster.catalog.http import CatalogRefused
 from ol_dagster.catalog.protocol import FailedRow, ObjectType, UploadResult
 from ol_dagster.catalog.renames import may_move, renames
@@ -144,11 +144,7 @@ def _create_job_entity(client: BlindataClient, system_uuid: str, namespace: str,
         "tableType": api.JOB_TABLE_TYPE,
         "additionalProperties": prop_list({api.PROP_NAMESPACE: namespace, api.PROP_NAME: name}),
     }
-    response = client.http.request("POST", api.PHYSICAL_ENTITIES, json=body, ok=frozenset({409}))
-    uid = uuid_of(json_body(response)) if response.status_code != 409 else None
-    uid = uid or find_entity(client, (system_uuid, namespace, name))
-    if uid is None:
-        raise CatalogRefused(
-            f"POST {api.PHYSICAL_ENTITIES}: {namespace}.{name} cannot be found", 409
-        )
+    uid, _ = client.create(
+        api.PHYSICAL_ENTITIES, body, lambda: find_entity(client, (system_uuid, namespace, name))
+    )
     return uid

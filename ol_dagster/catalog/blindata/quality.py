@@ -3,7 +3,9 @@
 One suite per job (code ``<namespace>.<name>``) holds that job's assertions; both directions go
 through the suite bulk import, so a job that comes back gets its checks enabled again and a job
 that is gone has its checks disabled, with ``PUT checks/{uuid}`` as the fallback for a server
-that refuses an import without checks.
+that refuses an import without checks. An import too large for the server is halved, and one
+whose answer was lost is read back (the suite's checks) before anything is sent again
+(``catalog.bounded``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from ol_dagster.catalog.blindata.shapes import (
     to_int,
     uuid_of,
 )
+from ol_dagster.catalog.bounded import post_bounded
 from ol_dagster.catalog.http import CatalogRefused, CatalogUnavailable
-from ol_dagster.catalog.protocol import UploadResult
+from ol_dagster.catalog.protocol import FailedRow, UploadResult
 from ol_dagster.lineage import LineageGraph
 
 # the logger keeps the name it had before the package (one module), so log filters still match
@@ -62,14 +65,17 @@ def upload_quality(
         suites.setdefault(suite, []).append(check)
 
     def write(suite: str, checks: list[dict[str, Any]]) -> Write:
-        def run() -> tuple[str, bool]:
+        def post(part: list[dict[str, Any]]) -> dict[str, Any]:
             body = {
                 "qualitySuite": {"code": suite, "name": suite, "published": True},
-                "qualityChecks": checks,
+                "qualityChecks": part,
                 "issuePoliciesByCheckCodes": {},
             }
-            answer = json_body(client.http.request("POST", api.QUALITY_IMPORT, json=body))
-            created = to_int(answer.get("rowCreated"))
+            answer = json_body(
+                client.http.request(
+                    "POST", api.QUALITY_IMPORT, json=body, resend_after_timeout=False
+                )
+            )
             discarded = to_int(answer.get("rowDiscarded"))
             if discarded:
                 message = client.scrub(str(answer.get("message") or ""))[:300]
@@ -77,10 +83,31 @@ def upload_quality(
                     f"POST {api.QUALITY_IMPORT}: {discarded} check(s) discarded {message}",
                     422,
                 )
+            return answer
+
+        def run() -> tuple[str, bool]:
+            # too large for the server: halved; an answer lost: read back before anything is
+            # sent again (``catalog.bounded``)
+            sent = post_bounded(
+                checks,
+                post,
+                read_back=lambda part: imported(client, suite, part),
+                pause=client.http.pause,
+                max_lost=client.http.policy.max_retries,
+            )
+            created = sum(to_int(answer.get("rowCreated")) for _, answer in sent.answers)
             with counts_lock:
                 counts["written"] += created
-                counts["touched"] += max(len(checks) - created, 0)
-            return str(answer.get("qualitySuiteUuid") or suite), False
+                counts["touched"] += max(len(checks) - len(sent.failed) - created, 0)
+                result.failed.extend(
+                    FailedRow(QUALITY, str(check["code"]), client.scrub(why)[:500])
+                    for check, why in sent.failed
+                )
+            suite_uuid = next(
+                (a.get("qualitySuiteUuid") for _, a in sent.answers if a.get("qualitySuiteUuid")),
+                None,
+            )
+            return str(suite_uuid or suite), False
 
         return run
 
@@ -95,6 +122,35 @@ def upload_quality(
     result.touched.pop("qualitySuites", None)
     result.written[QUALITY] = counts["written"]
     result.touched[QUALITY] = counts["touched"]
+
+
+def _same(sent: dict[str, Any], held: dict[str, Any]) -> bool:
+    """A check the server holds as it was sent (what a user reads of it)."""
+
+    def props(check: dict[str, Any]) -> list[tuple[str, str]]:
+        listed = check.get("additionalProperties") or []
+        return sorted((str(p.get("name")), str(p.get("value"))) for p in listed)
+
+    return (
+        held.get("name") == sent.get("name")
+        and held.get("enabled", True) == sent.get("enabled", True)
+        and props(held) == props(sent)
+    )
+
+
+def imported(client: BlindataClient, suite: str, checks: list[dict[str, Any]]) -> list[bool]:
+    """Which of ``checks`` the suite ``suite`` (a code) holds as sent: the read-back of an
+    import whose answer was lost."""
+    found = [s for s in client.pages(api.QUALITY_SUITES, {}) if s.get("code") == suite]
+    suite_uuid = uuid_of(found[0]) if found else None
+    if suite_uuid is None:
+        return [False] * len(checks)
+    held = {
+        c.get("code"): c
+        for c in client.pages(api.QUALITY_CHECKS, {api.QUALITY_SUITE_FILTER: suite_uuid})
+        if uuid_of(c.get("qualitySuite")) in (suite_uuid, None)
+    }
+    return [c["code"] in held and _same(c, held[c["code"]]) for c in checks]
 
 
 def disable_quality_checks(client: BlindataClient, jobs: list[str]) -> int:
@@ -124,6 +180,8 @@ def disable_quality_checks(client: BlindataClient, jobs: list[str]) -> int:
             if not enabled:
                 continue
             try:
+                # sent again after a lost answer: disabling what the payload lacks is the same
+                # however often it is done
                 client.http.request(
                     "POST",
                     api.QUALITY_IMPORT,

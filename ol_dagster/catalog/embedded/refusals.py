@@ -5,8 +5,10 @@ number beyond its column's range, a key longer than PostgreSQL's btree index tak
 the driver cannot encode) failed the whole statement, so the whole object type: nothing of the
 batch after it was written, and every retry failed the same way. Now a statement that fails so
 is split in halves, each under a savepoint, until the refused rows stand alone: those are the
-upload's failed rows (``FailedRow.refused``), the others are written. Any other error (a lost
-connection, a locked database) still fails the object type, for a retry.
+upload's failed rows (code ``DATABASE_REFUSED``, blocking nothing: the rest of the batch is
+written, its cleanup runs and it is synced, not retried), the others are written. What needs a
+refused row's id is left out with it (an entity's fields and flows), said in its reason. Any
+other error (a lost connection, a locked database) still fails the object type, for a retry.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from sqlalchemy.exc import DataError, DBAPIError
 
 from ol_dagster.catalog.protocol import FailedRow, ObjectType
 
+# the code of a refused row: it blocks nothing (the catalog would refuse it on every run), so the
+# batch's cleanup runs and the batch is synced, as for any catalog that refuses an event's content
+DATABASE_REFUSED = "DATABASE_REFUSED"
 # SQLSTATE classes of a refusal: data exception (22: out of range, bad encoding, too long) and
 # program limit exceeded (54: an index entry over the btree's maximum)
 _REFUSING_CLASSES = ("22", "54")
@@ -146,5 +151,6 @@ def failed_rows(
             case _:
                 key = ", ".join(str(k) for k in r.key) if isinstance(r.key, tuple) else str(r.key)
         reason = r.reason if r.table not in _WITH_IT else f"{r.reason}; {_WITH_IT[r.table]}"
-        out.append(FailedRow(_OBJECT_TYPES.get(r.table, r.table), label(key), reason, refused=True))
+        object_type = _OBJECT_TYPES.get(r.table, r.table)
+        out.append(FailedRow(object_type, label(key), reason, code=DATABASE_REFUSED, blocks=False))
     return out

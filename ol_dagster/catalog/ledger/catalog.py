@@ -42,6 +42,7 @@ from ol_dagster.catalog.protocol import (
     FailedRow,
     ObjectType,
     Removal,
+    Removed,
     UploadResult,
 )
 from ol_dagster.catalog.settings import HttpCatalogSettings
@@ -71,6 +72,12 @@ class SendOutcome:
     # the documents sent, as sent (OpenMetadata: the RunEvents, conformed), for the read-back:
     # each event is parsed and conformed once per upload
     docs: list[dict[str, Any]] = field(default_factory=list)
+    # events refused for their content alone (the catalog would refuse them on every run): failed
+    # rows that block nothing, the others sync and the cleanup runs
+    refused: list[FailedRow] = field(default_factory=list)
+    # what the catalog needs to know of a dataset at its cleanup, merged into its DATASET entry
+    # (Marquez: which of this definition's jobs wrote it, and when)
+    dataset_payload: dict[NodeKey, dict[str, Any]] = field(default_factory=dict)
 
 
 def node_identity(key: NodeKey) -> str:
@@ -125,7 +132,9 @@ class LedgerCatalog(ABC, Generic[CfgT]):
         """The ``Date`` of ``clock_call``; never earlier than a time this catalog already read,
         so what an upload touches is never older than the cutoff read before it."""
         path, params = self.clock_call
-        when = server_time(self.http.request("GET", path, params=params or None))
+        response = self.http.request("GET", path, params=params or None)
+        self.clock_answer(response)
+        when = server_time(response)
         if when is None:
             raise CatalogUnavailable(f"GET {path}: the answer has no Date header")
         if self._last_clock is not None and when < self._last_clock:
@@ -133,19 +142,23 @@ class LedgerCatalog(ABC, Generic[CfgT]):
         self._last_clock = when
         return when
 
+    def clock_answer(self, response: httpx.Response) -> None:
+        """What a backend reads beside the time from its clock's answer (who it is)."""
+
     @abstractmethod
     def send(self, events: Sequence[bytes]) -> SendOutcome: ...
 
-    # a delete answers what it did (None: removed); a ``CatalogRefused`` 404 is ``NOT_FOUND``
+    # a delete answers what it did (None: removed; ``Removed``: with who owns what it kept, or
+    # what it left on purpose); a ``CatalogRefused`` 404 is ``NOT_FOUND``
 
     @abstractmethod
-    def delete_edge(self, item: LedgerItem) -> Removal | None: ...
+    def delete_edge(self, item: LedgerItem) -> Removal | Removed | None: ...
 
     @abstractmethod
-    def delete_job(self, item: LedgerItem) -> Removal | None: ...
+    def delete_job(self, item: LedgerItem) -> Removal | Removed | None: ...
 
     @abstractmethod
-    def delete_dataset(self, item: LedgerItem) -> Removal | None: ...
+    def delete_dataset(self, item: LedgerItem) -> Removal | Removed | None: ...
 
     def edge_payload(self, source: NodeKey, target: NodeKey) -> dict[str, Any]:
         """The catalog identity of an edge, kept in the ledger for its delete."""
@@ -180,11 +193,12 @@ class LedgerCatalog(ABC, Generic[CfgT]):
             return result
         for index, reason in outcome.failed:
             result.failed.append(FailedRow("events", f"event {index}", reason))
+        result.failed.extend(outcome.refused)
         for reason in outcome.unresolved.values():
             result.dropped[reason] = result.dropped.get(reason, 0) + 1
         for reason, count in outcome.skipped.items():
             result.dropped[reason] = result.dropped.get(reason, 0) + count
-        if result.failed:
+        if not result.succeeded:
             return result  # nothing is recorded as touched: the cleanup is blocked anyway
 
         resolved = {k for k in graph.datasets if k not in outcome.unresolved}
@@ -219,7 +233,7 @@ class LedgerCatalog(ABC, Generic[CfgT]):
             LedgerItem(
                 DATASET,
                 node_identity(key),
-                {"namespace": key[0], "name": key[1]},
+                {"namespace": key[0], "name": key[1], **outcome.dataset_payload.get(key, {})},
                 system=graph.datasets[key].system,
             )
             for key in resolved
@@ -261,7 +275,7 @@ class LedgerCatalog(ABC, Generic[CfgT]):
     def _remove(
         self,
         entries: list[Entry],
-        delete: Callable[[LedgerItem], Removal | None],
+        delete: Callable[[LedgerItem], Removal | Removed | None],
         dry_run: bool,
         object_type: str,
     ) -> CleanupCounts:
@@ -287,7 +301,10 @@ class LedgerCatalog(ABC, Generic[CfgT]):
         for entry in entries:
             objects.setdefault(self.held_key(entry.item), []).append(entry)
         tally: Counter[Removal] = Counter()
+        kept_by: Counter[str] = Counter()
+        left: Counter[str] = Counter()
         removed: list[Entry] = []
+        kept: list[str] = []
         # what another entry still holds is removed from this definition by forgetting alone
         released = [e for key, group in objects.items() if key in held for e in group]
         if released:
@@ -298,12 +315,20 @@ class LedgerCatalog(ABC, Generic[CfgT]):
             if key in held:
                 continue
             try:
-                outcome = Removal(delete(group[0].item) or Removal.REMOVED)
+                answer = delete(group[0].item) or Removal.REMOVED
             except CatalogRefused as exc:
                 if exc.status == 403:
                     raise CleanupPermissionDenied(str(exc)) from None
-                outcome = Removal.NOT_FOUND if exc.status == 404 else Removal.REFUSED
+                answer = Removal.NOT_FOUND if exc.status == 404 else Removal.REFUSED
+            said = answer if isinstance(answer, Removed) else Removed(Removal(answer))
+            outcome = said.outcome
             tally[outcome] += len(group)
+            if outcome is Removal.KEPT:
+                kept_by[said.owner or "unknown"] += len(group)
+            if said.left:
+                left[said.left] += 1
+            if said.why:
+                kept.append(said.why)
             if outcome is not Removal.REFUSED:
                 self.ledger.forget([e.id for e in group])
             if outcome is Removal.REMOVED:
@@ -312,11 +337,13 @@ class LedgerCatalog(ABC, Generic[CfgT]):
         counts.outcomes = {
             str(o): {object_type: n} for o, n in tally.items() if o is not Removal.REMOVED and n
         }
+        counts.kept_by, counts.left = dict(kept_by), dict(left)
         counts.removed_jobs = sorted(
             f"{e.item.payload['namespace']}.{e.item.payload['name']}"
             for e in removed
             if e.item.kind == JOB
         )
+        counts.kept = kept
         return counts
 
     def cleanup_flows(

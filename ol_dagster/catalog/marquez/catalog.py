@@ -1,22 +1,29 @@
 """Marquez (and any server with the OpenLineage API): events in one by one, soft deletes out.
 
-Upload: every accepted event of the batch is posted to ``POST /api/v1/lineage`` as sent by its
-producer (Marquez has no batch endpoint, MarquezProject/marquez#2918), several at a time on a
-bounded pool (``concurrency``), but the events of one job one after the other, in batch order:
-Marquez makes a job's current inputs and outputs from its events in the order it stores them.
-Marquez answers 201 with an empty body (its OpenAPI file says 200: any 2xx is taken). 422 (bean
-validation) and 400 (what Jackson cannot read, a namespace outside
-``^[a-zA-Z:;=/0-9_\\-.@+]{1,1024}$``) reject one event: a failed row with the server's message.
-A time without an offset is sent as it is: Marquez reads it in its own zone. Connection errors,
-timeouts, 429 and 5xx are retried by ``HttpCatalogClient``; if they persist the whole upload fails,
-so nothing is deleted.
+Upload: every accepted event of the batch is first made into what Marquez reads (``events``: a
+time its date reader refuses is written again in UTC; a namespace or name it refuses keeps the
+event here, one failed row ``MARQUEZ_SCHEMA``), then posted to ``POST /api/v1/lineage`` as
+``application/json`` (Marquez has no batch endpoint, MarquezProject/marquez#2918), several at a
+time on a bounded pool (``concurrency``), but the events of one job one after the other, in batch
+order: Marquez makes a job's current inputs and outputs from its events in the order it stores
+them. Marquez answers 201 with an empty body (its OpenAPI file says 200: any 2xx is taken).
+
+Marquez's refusal of one event (422 of its bean validation, its 400, the 500 of an event Jackson
+cannot read) is that event's failed row (``MARQUEZ_SCHEMA``), never retried, and it blocks
+nothing: the others are stored, the batch is done, and the cleanup runs (the refused event's job
+and datasets are still this batch's, so none of them is stale). Another 400 or 422 (a proxy's) is
+a failed row that fails the upload, and so is a 413 of a proxy in front whose body limit the event
+passes (``catalog.bounded``: the event alone is too large; the others are stored). Connection
+errors, timeouts, 429 and other 5xx are retried by ``HttpCatalogClient`` (storing an event twice
+stores nothing more); if they persist the whole upload fails, so nothing is deleted.
 
 The name Marquez holds a job under is not always the event's (``OpenLineageDao``): a run with a
 parent facet makes the job ``<parent>.<job>`` (the parent is the facet's job name, or that name up
 to its last dot when it names the child itself; a child name already starting with
-``<parent>.`` is not prefixed twice). The upload computes that name for every event it sent and
+``<parent>.`` is not prefixed twice). The upload computes that name for every event it stored and
 records it with the job's ledger entry (``heldAs``, together with the names recorded before), so
-the cleanup deletes what Marquez really holds.
+the cleanup deletes what Marquez really holds. Each dataset's entry records which of this
+definition's jobs wrote it (under those names) and when the upload was (``holders``).
 
 Cleanup, through the sync ledger (Marquez keeps no scope ol-dagster could clean by):
 
@@ -24,14 +31,19 @@ Cleanup, through the sync ledger (Marquez keeps no scope ol-dagster could clean 
   delete (``is_hidden``). The job leaves the lists and the lineage graph, and its edges go with
   it. A job renamed in Marquez (an alias: ``JobRedirectFilter``) answers 301 with the current
   name in ``Location``; the client takes the name from it and sends the DELETE again there (never
-  a GET, never to another host). 404 for every name is "not found", not removed;
+  a GET, never to another host). 404 for every name is "not found", not removed, unless a
+  DELETE lost its answer before (``bounded.removal``: it removed the job then);
 * a dataset of a dataset System the cleanup may clean (CUTOFF owned, or DAYS), or one a DROP
-  event named (the cleanup's ``drop_datasets`` call):
-  ``DELETE /api/v1/namespaces/{ns}/datasets/{name}``, also a soft delete;
+  event named (the cleanup's ``drop_datasets`` call): first read (``holders``): when another job
+  wrote its current version, or it changed after this definition's last upload, it is **kept**
+  (the report names the writer); otherwise ``DELETE /api/v1/namespaces/{ns}/datasets/{name}``,
+  also a soft delete;
 * an edge: **no call**. Marquez has no edge delete: a job's edges are the inputs and outputs of its
   current version, made current by a COMPLETE, FAIL or ABORT of one of its runs (the run's
   datasets). An edge a job no longer has disappears when that job's next such event is stored,
-  and every edge of a removed job disappears with it.
+  and every edge of a removed job disappears with it. Its column lineage does not: Marquez keeps
+  it until a dataset is deleted, so a flow whose column lineage Marquez still shows is **kept**
+  in the report, not removed.
 
 Two Marquez rules to know when reading the result: a later event naming a deleted job or dataset
 undeletes it (``is_hidden`` is set back to false), and a run event with empty or missing ``inputs``
@@ -49,55 +61,53 @@ import logging
 import re
 from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from datetime import datetime
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
+import httpx
+
+from ol_dagster.catalog.bounded import delete, post_bounded, removal
 from ol_dagster.catalog.http import CatalogRefused
 from ol_dagster.catalog.ledger.catalog import LedgerCatalog, SendOutcome
-from ol_dagster.catalog.ledger.entries import JOB, LedgerItem
+from ol_dagster.catalog.ledger.entries import DATASET, JOB, LedgerItem
+from ol_dagster.catalog.marquez.events import (
+    MARQUEZ_SCHEMA,
+    REJECTED,
+    NotConformable,
+    conform,
+    is_jackson_error,
+    refusal,
+    server_message,
+)
+from ol_dagster.catalog.marquez.holders import (
+    UPLOADED,
+    WRITERS,
+    Job,
+    dataset_holder,
+    dataset_path,
+    flow_holder,
+    segment,
+)
 from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
-from ol_dagster.catalog.protocol import Removal
+from ol_dagster.catalog.protocol import CleanupCounts, DatasetRef, FailedRow, Removal, Removed
 from ol_dagster.lineage.graph import NodeKey
 
 log = logging.getLogger(__name__)
 
 LINEAGE = "/api/v1/lineage"
 CLOCK = "/api/v1/namespaces"
-REJECTED = frozenset({400, 422})  # one event refused; other 4xx refuse the client itself
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 HELD_AS = "heldAs"  # JOB payload: the names Marquez holds the job under
 _MAX_HOPS = 3
-_REASON_CHARS = 300
 # a job path of JobResource, as JobRedirectFilter builds its Location
 _JOB_LOCATION = re.compile(r".*/namespaces/([^/]+)/jobs/([^/]+)/?")
-
-
-def segment(value: str) -> str:
-    """One path segment, percent-encoded whole (``/``, ``:`` and spaces included)."""
-    return quote(value, safe="")
+# what one post came to: None (stored), or (index, why, refused for its content alone)
+Posted = tuple[int, str, bool] | None
 
 
 def job_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{segment(namespace)}/jobs/{segment(name)}"
-
-
-def _server_message(text: str) -> str:
-    """The server's reason for a rejected event, on one line."""
-    try:
-        body = json.loads(text) if text.strip() else None
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        errors = body.get("errors")
-        if isinstance(errors, list) and errors:
-            text = "; ".join(str(e) for e in errors)
-        elif body.get("message"):
-            text = str(body["message"])
-    return " ".join(text.split())
-
-
-def _trim(text: str) -> str:
-    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 3] + "..."
 
 
 def event_kind(event: dict[str, Any]) -> str:
@@ -152,56 +162,106 @@ class MarquezCatalog(LedgerCatalog[MarquezCatalogSettings]):
 
     # -- upload ------------------------------------------------------------------------------
 
-    def _post(self, index: int, event: Any) -> tuple[int, str] | None:
-        response = self.http.request("POST", LINEAGE, json=event, ok=REJECTED)
-        if response.status_code in REJECTED:
-            message = _server_message(response.text)
-            reason = f"HTTP {response.status_code}" + (f": {message}" if message else "")
-            return index, _trim(reason)
-        return None
+    def _post(self, index: int, event: Any) -> Posted:
+        def post(_: list[Any]) -> httpx.Response:
+            return self.http.request(
+                "POST", LINEAGE, json=event, ok=REJECTED, final=is_jackson_error
+            )
 
-    def _post_in_order(self, events: list[tuple[int, Any]]) -> list[tuple[int, str]]:
-        rejected = [self._post(index, event) for index, event in events]
-        return [r for r in rejected if r is not None]
+        # one event: a 413 (a proxy's body limit) is its failed row, not the upload's failure
+        sent = post_bounded([event], post, read_back=None, pause=self.http.pause, max_lost=0)
+        if sent.failed:
+            return index, sent.failed[0][1], False
+        ((_, response),) = sent.answers
+        if response.is_success:
+            return None
+        why = refusal(response)
+        if why is None:  # a 400 or 422 that is not Marquez's (a proxy's): the upload fails
+            return index, server_message(response), False
+        return index, why, True
+
+    def _post_in_order(self, events: list[tuple[int, Any]]) -> list[Posted]:
+        return [self._post(index, event) for index, event in events]
+
+    @staticmethod
+    def _conformed(events: Sequence[bytes]) -> tuple[dict[int, Any], dict[int, str]]:
+        """The events Marquez can read, by index, and why the others are not sent."""
+        docs: dict[int, Any] = {}
+        refused: dict[int, str] = {}
+        for i, raw in enumerate(events):
+            doc = json.loads(raw)
+            try:
+                docs[i] = conform(doc) if isinstance(doc, dict) else doc
+            except NotConformable as exc:
+                refused[i] = f"not sent, Marquez would refuse it: {exc}"
+        return docs, refused
 
     def send(self, events: Sequence[bytes]) -> SendOutcome:
         outcome = SendOutcome()
         if not events:
             return outcome
-        docs = [json.loads(raw) for raw in events]
+        docs, refused = self._conformed(events)
         lanes: dict[tuple[str, ...], list[tuple[int, Any]]] = {}
-        for i, doc in enumerate(docs):
+        for i, doc in docs.items():
             lanes.setdefault(_job_key(doc), []).append((i, doc))
+        failed: dict[int, str] = {}
+        for answer in self._post_lanes(list(lanes.values())) if lanes else []:
+            if answer is not None:
+                index, why, content = answer
+                (refused if content else failed)[index] = why
+        outcome.sent = len(docs)
+        outcome.failed = sorted(failed.items())
+        # refused for its content: Marquez would refuse it on every run; the others sync
+        outcome.refused = [
+            FailedRow("events", f"event {i}", why, code=MARQUEZ_SCHEMA, blocks=False)
+            for i, why in sorted(refused.items())
+        ]
+        for i, why in sorted((failed | refused).items()):
+            log.warning("marquez did not take event %d: %s", i, why)
+        named = [doc for doc in docs.values() if isinstance(doc, dict)]
+        stored = [
+            doc
+            for i, doc in docs.items()
+            if i not in failed and i not in refused and isinstance(doc, dict)
+        ]
+        # what an event Marquez did not take names keeps what was recorded of it before: its
+        # entry is touched all the same (it is still this batch's)
+        named += [json.loads(events[i]) for i in refused if i not in docs]
+        outcome.job_payload = self._held_names(stored, named)
+        outcome.dataset_payload = self._writers(stored, named)
+        return outcome
+
+    def _post_lanes(self, lanes: list[list[tuple[int, Any]]]) -> list[Posted]:
         pool = ThreadPoolExecutor(
             max_workers=max(1, min(self.cfg.concurrency, len(lanes))),
             thread_name_prefix="ol-dagster-marquez",
         )
         try:
-            futures: list[Future[list[tuple[int, str]]]] = [
-                pool.submit(self._post_in_order, lane) for lane in lanes.values()
+            futures: list[Future[list[Posted]]] = [
+                pool.submit(self._post_in_order, lane) for lane in lanes
             ]
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             for future in done:
                 error = future.exception()
                 if error is not None:
                     raise error  # unreachable or refusing: the whole upload fails
-            for future in futures:
-                outcome.failed.extend(future.result())
+            return [p for future in futures for p in future.result()]
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-        outcome.failed.sort()
-        outcome.sent = len(docs)
-        if outcome.failed:
-            log.warning("marquez rejected %d of %d event(s)", len(outcome.failed), len(docs))
-        outcome.job_payload = self._held_names(docs, {i for i, _ in outcome.failed})
-        return outcome
 
-    def _held_names(self, docs: list[Any], failed: set[int]) -> dict[NodeKey, dict[str, Any]]:
-        """For each job the stored events name, the names Marquez holds it under, with those the
-        ledger already recorded: a name Marquez made once stays until the job is deleted."""
+    def _held_names(
+        self, stored: list[dict[str, Any]], named: list[Any]
+    ) -> dict[NodeKey, dict[str, Any]]:
+        """For each job the events name, the names Marquez holds it under (from the stored
+        events), with those the ledger already recorded: a name Marquez made once stays until
+        the job is deleted."""
         held: dict[NodeKey, set[str]] = {}
-        for i, doc in enumerate(docs):
-            name = held_name(doc) if i not in failed and isinstance(doc, dict) else None
+        for doc in named:
+            job = doc.get("job") if isinstance(doc, dict) else None
+            if isinstance(job, dict):
+                held.setdefault((str(job.get("namespace")), str(job.get("name"))), set())
+        for doc in stored:
+            name = held_name(doc)
             if name is None:
                 continue
             key = (str(doc["job"].get("namespace")), str(doc["job"].get("name")))
@@ -212,7 +272,39 @@ class MarquezCatalog(LedgerCatalog[MarquezCatalogSettings]):
             key = (item.payload["namespace"], item.payload["name"])
             if key in held:
                 held[key].update(item.payload.get(HELD_AS) or [])
-        return {key: {HELD_AS: sorted(names)} for key, names in held.items()}
+        return {key: {HELD_AS: sorted(names)} for key, names in held.items() if names}
+
+    def _writers(
+        self, stored: list[dict[str, Any]], named: list[Any]
+    ) -> dict[NodeKey, dict[str, Any]]:
+        """For each dataset the events name: this definition's jobs that wrote it (as Marquez
+        holds them, from the stored events), with those recorded before, and the time of this
+        upload (the catalog's clock read before it): what tells its cleanup who else wrote it
+        since."""
+        writers: dict[NodeKey, set[Job]] = {}
+        for doc, wrote in [*((d, False) for d in named), *((d, True) for d in stored)]:
+            job = held_name(doc) if wrote and isinstance(doc, dict) else None
+            for side in ("inputs", "outputs", "dataset"):
+                value = doc.get(side) if isinstance(doc, dict) else None
+                for ds in value if isinstance(value, list) else [value]:
+                    if not isinstance(ds, dict):
+                        continue
+                    found = writers.setdefault(
+                        (str(ds.get("namespace")), str(ds.get("name"))), set()
+                    )
+                    if side == "outputs" and job is not None:
+                        found.add((str(doc["job"].get("namespace")), job))
+        if not writers:
+            return {}
+        for item in self.ledger.all(DATASET, self.definition_name):
+            key = (item.payload["namespace"], item.payload["name"])
+            if key in writers:
+                writers[key].update(tuple(w) for w in item.payload.get(WRITERS) or [])
+        uploaded = self._last_clock.isoformat() if self._last_clock else None
+        return {
+            key: {WRITERS: [list(w) for w in sorted(found)], UPLOADED: uploaded}
+            for key, found in writers.items()
+        }
 
     # -- deletes -------------------------------------------------------------------------------
 
@@ -231,12 +323,10 @@ class MarquezCatalog(LedgerCatalog[MarquezCatalogSettings]):
         seen = {(namespace, name)}
         path = job_path(namespace, name)
         for _ in range(_MAX_HOPS):
-            response = self.http.request("DELETE", path, ok=REDIRECTS | {404})
-            status = response.status_code
-            if status == 404:
-                return Removal.NOT_FOUND
+            sent = self.http.send("DELETE", path, ok=REDIRECTS | {404})
+            response, status = sent.response, sent.response.status_code
             if status not in REDIRECTS:
-                return Removal.REMOVED
+                return removal(sent)
             target = self._redirected_job(response.headers.get("location"))
             if target is None or target in seen:
                 raise CatalogRefused(f"DELETE {path}: HTTP {status} to no other job", status)
@@ -256,13 +346,42 @@ class MarquezCatalog(LedgerCatalog[MarquezCatalogSettings]):
             return None
         return unquote(m.group(1)), unquote(m.group(2))
 
-    def delete_dataset(self, item: LedgerItem) -> None:
-        ns, name = item.payload["namespace"], item.payload["name"]
-        self.http.request("DELETE", f"/api/v1/namespaces/{segment(ns)}/datasets/{segment(name)}")
+    _ours: set[Job] | None = None
 
-    def delete_edge(self, item: LedgerItem) -> None:
-        """Nothing to call: Marquez derives a job's edges from its current version (the last
+    def _our_jobs(self) -> set[Job]:
+        """The jobs this definition describes, under every name Marquez holds them: read once
+        a cleanup call (a job removed before a dataset stays among them)."""
+        if self._ours is None:
+            self._ours = {
+                (item.payload["namespace"], name)
+                for item in self.ledger.all(JOB, self.definition_name)
+                for name in item.payload.get(HELD_AS) or [item.payload["name"]]
+            }
+        return self._ours
+
+    def cleanup_dataset_system(
+        self, system: str, *, before: datetime, dry_run: bool
+    ) -> CleanupCounts:
+        self._ours = None
+        return super().cleanup_dataset_system(system, before=before, dry_run=dry_run)
+
+    def drop_datasets(self, datasets: Sequence[DatasetRef], *, dry_run: bool) -> CleanupCounts:
+        self._ours = None
+        return super().drop_datasets(datasets, dry_run=dry_run)
+
+    def delete_dataset(self, item: LedgerItem) -> Removal | Removed | None:
+        """Deleted only when no job outside this definition wrote it since its last upload
+        (``holders.dataset_holder``): otherwise kept, with who wrote it."""
+        ours = self._our_jobs() | {(w[0], w[1]) for w in item.payload.get(WRITERS) or []}
+        held = dataset_holder(self.http, item.payload, ours)
+        if held is not None:
+            return held
+        return delete(self.http, dataset_path(item.payload["namespace"], item.payload["name"]))
+
+    def delete_edge(self, item: LedgerItem) -> Removed | None:
+        """Nothing to delete: Marquez derives a job's edges from its current version (the last
         COMPLETE, FAIL or ABORT of one of its runs), so a stale edge either went with a newer
-        event of its job or goes with the job's own delete. The ledger entry is forgotten all
-        the same."""
-        return None
+        event of its job or goes with the job's own delete. Its column lineage stays in Marquez:
+        a flow whose column lineage Marquez still shows is kept (``holders.flow_holder``). The
+        ledger entry is forgotten all the same."""
+        return flow_holder(self.http, item.payload)

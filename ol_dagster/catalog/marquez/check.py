@@ -2,8 +2,11 @@
 
 ``GET /api/v1/namespaces`` (the client's clock call) and its ``Date``; ``GET /api/v1/lineage``
 answers (Marquez's own 404 for a node that does not exist counts); the job and dataset deletes
-reach Marquez (``DELETE`` of a fresh name: its 404 names it, a proxy's refusal does not). Marquez
-has no authentication of its own: said, not checked.
+reach Marquez (``DELETE`` of a fresh name: its 404 names it, a proxy's refusal does not). The
+dataset probe's namespace holds ``/`` (``ol-dagster-check://probe``, as ``s3://bucket`` does),
+sent as ``%2F`` in one path segment: a proxy or server that decodes it, or refuses it, answers for
+another path, and the datasets of such namespaces could never be cleaned. Marquez has no
+authentication of its own: said, not checked.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from ol_dagster.catalog.marquez.settings import MarquezCatalogSettings
 # Marquez: the deletes of the client (by namespace and name)
 MARQUEZ_JOB = "/api/v1/namespaces/{namespace}/jobs/{name}"
 MARQUEZ_DATASET = "/api/v1/namespaces/{namespace}/datasets/{name}"
+# a namespace with "/" (and ":"), as dataset namespaces have them: encoded whole in its segment
+SLASHED_NAMESPACE = f"{PROBE_NAMESPACE}://probe"
 
 
 def check_marquez(cfg: MarquezCatalogSettings, context: CheckContext) -> list[Finding]:
@@ -89,9 +94,10 @@ def check_marquez(cfg: MarquezCatalogSettings, context: CheckContext) -> list[Fi
             (
                 "dataset delete",
                 "DELETE",
-                MARQUEZ_DATASET.format(namespace=segment(PROBE_NAMESPACE), name=segment(probe)),
+                MARQUEZ_DATASET.format(namespace=segment(SLASHED_NAMESPACE), name=segment(probe)),
                 None,
-                "DELETE reaches Marquez (a dataset that cannot exist: nothing removed)",
+                "DELETE reaches Marquez, a namespace with '/' included (a dataset that cannot "
+                "exist: nothing removed)",
             ),
         ]
         for label, method, path, params, meaning in checks:
@@ -101,13 +107,20 @@ def check_marquez(cfg: MarquezCatalogSettings, context: CheckContext) -> list[Fi
                 findings.append(Finding(label, False, str(exc)))
                 continue
             good = marquez_answered(answer)
+            slashed = "%2F" in path
             findings.append(
                 Finding(
                     label,
                     good,
                     meaning
                     if good
-                    else f"{method} {path.replace(probe, '<probe>')}: {prober.said(answer)}",
+                    else f"{method} {path.replace(probe, '<probe>')}: {prober.said(answer)}"
+                    + (
+                        " (a namespace with '/' must reach Marquez as %2F in one path segment: "
+                        "a proxy decoding it answers for another path)"
+                        if slashed
+                        else ""
+                    ),
                 )
             )
         findings.append(

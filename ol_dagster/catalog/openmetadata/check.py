@@ -9,6 +9,13 @@ event without datasets, which the server authorizes (EditLineage) and then skips
 anything (``OpenLineageMapper.mapRunEvent``): 503 means it is disabled; and each dataset
 namespace of the definition's stored RunEvents: its ``serviceMapping`` entry and ``GET
 /api/v1/services/databaseServices/name/{service}``.
+
+Two warnings about whose edges are whose: the token's user should be ol-dagster's own (edges are
+deleted only when OpenMetadata says that user wrote them last, and ``ingestion-bot`` is the user
+OpenMetadata's connectors write as); and ``serviceMapping``, ``eventTypeFilter`` and
+``pipelineService`` are compared with the server's OpenLineage settings
+(``GET /api/v1/system/settings/openLineageSettings``: ``SystemResource.getSettingByName``, an
+admin's read; a ``Settings`` is ``{config_type, config_value}``, ``settings/settings.json``).
 """
 
 from __future__ import annotations
@@ -37,12 +44,14 @@ from ol_dagster.catalog.openmetadata.catalog import (
     OpenMetadataCatalog,
     service_for,
 )
+from ol_dagster.catalog.openmetadata.owners import INGESTION_BOT
 from ol_dagster.catalog.openmetadata.settings import OpenMetadataCatalogSettings
 
 # OpenMetadata reads of the check (the client's own paths are imported from its module)
 OM_LOGGED_IN_USER = "/api/v1/users/loggedInUser"
 OM_PERMISSIONS = "/api/v1/permissions/{resource}"
 OM_DATABASE_SERVICE = "/api/v1/services/databaseServices/name/{name}"
+OM_SETTINGS = "/api/v1/system/settings/openLineageSettings"
 OM_EDIT_LINEAGE = "EditLineage"
 OM_CREATE = "Create"
 OM_GRANTED = frozenset({"allow", "conditionalAllow"})
@@ -84,6 +93,8 @@ def check_openmetadata(cfg: OpenMetadataCatalogSettings, context: CheckContext) 
                 Finding("token", False, f"GET {OM_LOGGED_IN_USER}: {what} ({prober.said(me)})")
             )
         token_holds = findings[-1].holds
+        if token_holds:
+            findings.append(_own_user(str(me.json().get("name") or "")))
         # the client's clock is the Date of its authenticated read (the version needs no token)
         dated = (me, OM_LOGGED_IN_USER) if token_holds else (version, VERSION)
         findings.append(clock(dated[0], f"GET {dated[1]}"))
@@ -97,6 +108,7 @@ def check_openmetadata(cfg: OpenMetadataCatalogSettings, context: CheckContext) 
 
         findings += _permissions(prober)
         findings.append(_openlineage_endpoint(prober, BATCH))
+        findings.append(_server_settings(prober, cfg))
         if definition is not None and events is not None:
             findings += _namespaces(prober, dataset_namespaces(events()), cfg, service_for)
         elif definition is not None:
@@ -104,6 +116,52 @@ def check_openmetadata(cfg: OpenMetadataCatalogSettings, context: CheckContext) 
                 Finding("namespaces", False, "not checked: the event store does not open", False)
             )
         return findings
+
+
+def _own_user(name: str) -> Finding:
+    shared = name == INGESTION_BOT
+    detail = (
+        f"{name!r} is the user OpenMetadata's connectors write as: their OpenLineage edges "
+        "would read as ol-dagster's; give ol-dagster a bot of its own"
+        if shared
+        else f"edges are deleted only when OpenMetadata says {name!r} wrote them last"
+    )
+    return Finding("own user", not shared, detail, needed_by_sync=False)
+
+
+def _server_settings(prober: Prober, cfg: OpenMetadataCatalogSettings) -> Finding:
+    """This catalog's view of the server's OpenLineage settings against the server's own."""
+    name = "server's OpenLineage settings"
+    try:
+        answer = prober.ask("GET", OM_SETTINGS)
+    except NoAnswer as exc:
+        return Finding(name, False, str(exc), needed_by_sync=False)
+    if answer.status in (401, 403):
+        return Finding(
+            name,
+            True,
+            f"not compared: GET {OM_SETTINGS} needs an admin ({prober.said(answer)})",
+            needed_by_sync=False,
+        )
+    body = answer.json()
+    value = body.get("config_value") if isinstance(body, dict) else None
+    if answer.status != 200 or not isinstance(value, dict):
+        return Finding(name, False, f"GET {OM_SETTINGS}: {prober.said(answer)}", False)
+    theirs = {k: v for k, v in (value.get("namespaceToServiceMapping") or {}).items() if k and v}
+    ours = {k: v for k, v in cfg.serviceMapping.items() if k and v}
+    differ = [
+        f"serviceMapping[{ns!r}] is {ours.get(ns)!r}, the server's {theirs.get(ns)!r}"
+        for ns in sorted(set(ours) | set(theirs))
+        if ours.get(ns) != theirs.get(ns)
+    ]
+    types = sorted(value.get("eventTypeFilter") or ["COMPLETE"])
+    if types != sorted(cfg.eventTypeFilter or ["COMPLETE"]):
+        differ.append(f"eventTypeFilter is {sorted(cfg.eventTypeFilter)}, the server's {types}")
+    service = value.get("defaultPipelineService") or "openlineage"
+    if service != cfg.pipelineService:
+        differ.append(f"pipelineService is {cfg.pipelineService!r}, the server's {service!r}")
+    detail = "; ".join(differ) or "serviceMapping, eventTypeFilter and pipelineService match"
+    return Finding(name, not differ, detail, needed_by_sync=False)
 
 
 def _permissions(prober: Prober) -> list[Finding]:

@@ -26,15 +26,18 @@ first, then the name itself, each with the namespace it came from):
 5. any FQN ending ``<schema>.<table>``.
 
 Then a bare table name (one token) in a mapped namespace matches ``S.%.<table>`` when exactly one
-table does; then the table is created under the first candidate's mapped service (a two-part name
-under the service's only database). Every search is a SQL ``LIKE`` over the stored FQN, and takes
-the first table it lists.
+table does; then, for an object-storage namespace (``s3://``, ``gs://``...), the container whose
+``fullPath`` is ``<namespace>/<name>``, else the one of its parent path (2.1,
+``OpenLineageEntityResolver.resolveContainer``; containers are never created); then the table is
+created under the first candidate's mapped service (a two-part name under the service's only
+database). Every search is a SQL ``LIKE`` over the stored FQN, and takes the first table it lists.
 
 The client repeats steps 1 and the creation with ``GET /api/v1/tables/name/{fqn}`` (and
 ``GET /api/v1/databases?service=`` for the ``%`` in the database place); the others are matched
-against the neighbours the lineage API lists (``GET /api/v1/lineage/table/name/{fqn}``). An end
-that neither finds, or that stays ambiguous, is not recorded: ol-dagster cannot name it, so it
-never deletes it. Everything is read once per dataset and per upload.
+against the neighbours the lineage API lists (``GET /api/v1/lineage/table/name/{fqn}``), and a
+container neighbour by its ``fullPath`` (``GET /api/v1/containers/{id}``). An end that neither
+finds, or that stays ambiguous, is not recorded: ol-dagster cannot name it, so it never deletes
+it. Everything is read once per dataset and per upload.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ log = logging.getLogger(__name__)
 
 TABLES = "/api/v1/tables/name/"
 DATABASES = "/api/v1/databases"
-LINEAGE = "/api/v1/lineage/table/name/"
+LINEAGE = "/api/v1/lineage/{type}/name/"
+CONTAINERS = "/api/v1/containers/"
 _PAGE = 1000
 # OpenLineageDatasetNameNormalizer: object-storage namespaces (the name is then no table name)
 _STORAGE_SCHEMES = ("gs://", "s3://", "s3a://", "abfss://", "abfs://", "wasbs://", "adl://")
@@ -186,6 +190,7 @@ EXACT = "exact"  # one FQN in a mapped service: the table API answers it
 IN_SERVICE = "inService"  # S.%.%schema.table: the service's databases, each asked by name
 CREATED = "created"  # where the server creates the table when nothing matched
 CATALOG = "catalog"  # a LIKE over every table: only the lineage of the other end can answer
+CONTAINER = "container"  # a container whose fullPath is the pattern: likewise
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +242,7 @@ def search_steps(
         pattern = f"{like_escape(service)}.%.{like_escape(token)}"
         # the server takes it only when it is the only match; among neighbours, as every step
         steps.append(Step(CATALOG, pattern, escaped=True))
+    steps += [Step(CONTAINER, path) for path in container_paths(namespace, name)]
     for c in found:
         service = service_for(c.namespace, mapping)
         if service is not None:
@@ -245,6 +251,17 @@ def search_steps(
             steps.append(Step(CREATED, "", service, db, parts[-2], parts[-1]))
             break
     return steps
+
+
+def container_paths(namespace: str, name: str) -> list[str]:
+    """The ``fullPath`` values the server looks a storage dataset's container up by, in its order
+    (``OpenLineageEntityResolver.resolveContainer``): the path, then its parent."""
+    if not is_storage(namespace) or not namespace or not name:
+        return []
+    full = namespace + name if namespace.endswith("/") else f"{namespace}/{name}"
+    slash = full.rfind("/")
+    parent = full[:slash] if slash > 0 else None
+    return [full] if parent is None or parent == full else [full, parent]
 
 
 # -- reading back -------------------------------------------------------------------------------
@@ -285,6 +302,31 @@ class TableReader:
         self._databases: dict[str, list[str]] = {}
         self._lineage: dict[str, dict[str, Any]] = {}
         self._found: dict[tuple[str, str, str], Found] = {}
+        self._paths: dict[str, str | None] = {}
+
+    def carry(self) -> TableReader:
+        """A reader for after an upload: the tables found before it are still there (an upload
+        creates tables, never removes them), the rest (databases, tables not found, every
+        lineage) is read again."""
+        out = TableReader(self.http, self.mapping)
+        out._tables = {fqn: t for fqn, t in self._tables.items() if t is not None}
+        out._paths = dict(self._paths)
+        return out
+
+    def absent(self) -> set[str]:
+        """The FQNs the table API did not find."""
+        return {fqn for fqn, t in self._tables.items() if t is None}
+
+    def container_path(self, container_id: str) -> str | None:
+        """A container's ``fullPath``, what the server matches a storage dataset against."""
+        if container_id not in self._paths:
+            response = self.http.request(
+                "GET", CONTAINERS + quote(container_id, safe=""), ok=frozenset({404})
+            )
+            body = response.json() if response.status_code == 200 else None
+            path = body.get("fullPath") if isinstance(body, dict) else None
+            self._paths[container_id] = path if isinstance(path, str) else None
+        return self._paths[container_id]
 
     def table(self, fqn: str) -> Table | None:
         if fqn not in self._tables:
@@ -314,17 +356,35 @@ class TableReader:
             self._databases[service] = names
         return self._databases[service]
 
-    def neighbours(self, table: Table, *, upstream: bool) -> list[Table]:
-        """The tables with an edge into ``table`` (upstream) or out of it."""
+    def _lineage_of(self, table: Table) -> dict[str, Any]:
         if table.fqn not in self._lineage:
             response = self.http.request(
                 "GET",
-                LINEAGE + quote(table.fqn, safe=""),
+                LINEAGE.format(type=table.type) + quote(table.fqn, safe=""),
                 params={"upstreamDepth": 1, "downstreamDepth": 1},
                 ok=frozenset({404}),  # gone since it was found: no neighbours to tell by
             )
             self._lineage[table.fqn] = response.json() if response.status_code == 200 else {}
-        lineage = self._lineage[table.fqn]
+        return self._lineage[table.fqn]
+
+    def edges_around(self, table: Table) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The lineageDetails of every edge out of ``table`` and into it, by the other end's id."""
+        lineage = self._lineage_of(table)
+        down = {
+            str(e.get("toEntity")): e.get("lineageDetails") or {}
+            for e in lineage.get("downstreamEdges") or []
+            if str(e.get("fromEntity")) == table.id
+        }
+        up = {
+            str(e.get("fromEntity")): e.get("lineageDetails") or {}
+            for e in lineage.get("upstreamEdges") or []
+            if str(e.get("toEntity")) == table.id
+        }
+        return down, up
+
+    def neighbours(self, table: Table, *, upstream: bool) -> list[Table]:
+        """The entities with an edge into ``table`` (upstream) or out of it."""
+        lineage = self._lineage_of(table)
         edges = lineage.get("upstreamEdges" if upstream else "downstreamEdges") or []
         ends = {
             str(e.get("fromEntity") if upstream else e.get("toEntity"))
@@ -349,7 +409,7 @@ class TableReader:
 
     def _walk(self, steps: list[Step]) -> Found:
         for i, step in enumerate(steps):
-            if step.kind == CATALOG:
+            if step.kind in (CATALOG, CONTAINER):
                 return Found([], steps[i:])
             assert step.service is not None and step.schema is not None and step.table is not None
             if step.kind != CREATED and ("." in step.service or '"' in step.service):
@@ -409,7 +469,7 @@ class TableReader:
         elif dst is None and src is not None:
             dst = self._among(target, self.neighbours(src, upstream=False))
         elif src is None and dst is None and not source.tables and not target.tables:
-            probe = self._mapped_place(source)
+            probe = self.mapped_place(source)
             dst = self._among(target, self.neighbours(probe, upstream=False)) if probe else None
             back = self._among(source, self.neighbours(dst, upstream=True)) if dst else None
             src = probe if back is not None and probe is not None and back.id == probe.id else None
@@ -426,7 +486,7 @@ class TableReader:
             db = names[0] if len(names) == 1 else None
         return build_fqn(step.service, db, step.schema, step.table) if db is not None else None
 
-    def _mapped_place(self, end: Found) -> Table | None:
+    def mapped_place(self, end: Found) -> Table | None:
         """The table where the server would have created the dataset, if it is there."""
         for step in end.rest:
             if step.kind == CREATED:
@@ -442,11 +502,18 @@ class TableReader:
             picked = [n for n in neighbours if n.id in ids]
             return picked[0] if len(picked) == 1 else None
         for step in end.rest:
+            tables = [n for n in neighbours if n.type == "table"]
             if step.kind == CREATED:
                 place = self._place(step)
-                picked = [n for n in neighbours if n.fqn == place]
+                picked = [n for n in tables if n.fqn == place]
+            elif step.kind == CONTAINER:
+                picked = [
+                    n
+                    for n in neighbours
+                    if n.type == "container" and self.container_path(n.id) == step.pattern
+                ]
             else:
-                picked = [n for n in neighbours if step.matches(n.fqn)]
+                picked = [n for n in tables if step.matches(n.fqn)]
             if picked:
                 return picked[0] if len(picked) == 1 else None
         return None
