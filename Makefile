@@ -30,7 +30,8 @@ PG_PASS := ol_dagster_tests/dagster/test_end_to_end.py ol_dagster_tests/safety/t
 	ol_dagster_tests/dagster/test_failed_runs.py ol_dagster_tests/dagster/test_analysis_assets.py \
 	ol_dagster_tests/dagster/test_retention.py ol_dagster_tests/dagster/test_lineage_assets.py \
 	ol_dagster_tests/safety/test_fanout.py ol_dagster_tests/safety/test_ownership_cli.py \
-	ol_dagster_tests/safety/test_ownership_scopes_cli.py ol_dagster_tests/safety/test_ownership_overlap_cli.py
+	ol_dagster_tests/safety/test_ownership_scopes_cli.py ol_dagster_tests/safety/test_ownership_overlap_cli.py \
+	ol_dagster_tests/safety/test_long_values_cli.py
 
 # Both passes always run (a failure in the first still shows the PostgreSQL results); the target
 # fails if either did.

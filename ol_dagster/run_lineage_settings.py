@@ -15,7 +15,9 @@ batch, synced by the next run, for ever). Several definitions share one block wi
 Secrets are never literal. Any value may be ``{env: NAME}``, resolved from the environment when
 an event is sent (never when the settings load: the Dagster UI loads them without the secrets);
 a value under a key that names a secret (``apiKey``, ``token``, ``password``, ``sasl.password``,
-``clientSecret``...) must be one, and no URL may carry a password. The transport is checked at
+``clientSecret``...) must be one, and so must every value of ``custom_headers`` (an
+``Authorization`` or ``X-Api-Key`` header); no URL may carry a password or a query parameter
+named like a credential (``?token=``, ``?api_key=``...). The transport is checked at
 load with placeholders in place of the secrets, so a wrong option fails there, with its key.
 """
 
@@ -28,7 +30,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ol_dagster.settings_base import EnvSecret
+from ol_dagster.settings_base import EnvSecret, url_secret_problem
 
 INSTALL_HINT = "pip install 'ol-dagster[openlineage]'"
 DEFAULT_NAMESPACE = "ol-dagster"
@@ -37,7 +39,9 @@ DEFAULT_NAMESPACE = "ol-dagster"
 # ``apiKey``, Kafka's ``sasl.password`` / ``ssl.key.password``, an OAuth ``clientSecret``; not
 # ``messageKey`` (a Kafka message key) nor ``ssl.key.location`` (a file's path)
 _SECRET_KEY = re.compile(r"(api_?key|token|password|passwd|secret|credentials?)$", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@\s]*:[^/@\s]*@")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+# the HTTP transport's extra headers: every value is {env: NAME}
+_HEADERS = "custom_headers"
 _PLACEHOLDER = "ol-dagster-placeholder"
 
 
@@ -65,14 +69,17 @@ def _walk(value: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
         yield path, path.rsplit(".", 1)[-1], value
 
 
-def _substitute(value: Any, leaf: Callable[[dict[str, Any]], str]) -> Any:
-    """``value`` with every ``{env: NAME}`` replaced by ``leaf(ref)``."""
+def _substitute(
+    value: Any, leaf: Callable[[dict[str, Any], bool], str], header: bool = False
+) -> Any:
+    """``value`` with every ``{env: NAME}`` replaced by ``leaf(ref, header)``; ``header``: the
+    reference is a value of ``custom_headers`` (a whole header's value, spaces allowed)."""
     if _is_env_ref(value):
-        return leaf(value)
+        return leaf(value, header)
     if isinstance(value, dict):
-        return {k: _substitute(v, leaf) for k, v in value.items()}
+        return {k: _substitute(v, leaf, header or k == _HEADERS) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute(v, leaf) for v in value]
+        return [_substitute(v, leaf, header) for v in value]
     return value
 
 
@@ -106,17 +113,24 @@ class RunLineageSettings(BaseModel):
                     raise ValueError(f"{path}: {{env: NAME}} expected ({reason})") from None
             elif _SECRET_KEY.search(key) and isinstance(leaf, str):
                 raise ValueError(f"{path}: a secret is written as {{env: NAME}}, never literally")
-            elif isinstance(leaf, str) and _URL_PASSWORD.match(leaf):
+            elif _HEADERS in path.split(".")[:-1]:
+                # a header's value is a credential more often than not (Authorization, X-Api-Key)
                 raise ValueError(
-                    f"{path}: a URL must not carry a password (put it in {{env: NAME}})"
+                    f"{path}: a header's value is written as {{env: NAME}}, never literally"
                 )
+            elif (
+                isinstance(leaf, str) and _URL.match(leaf) and (problem := url_secret_problem(leaf))
+            ):
+                raise ValueError(f"{path}: the URL {problem}")
         _check_transport(value)
         return value
 
     def transport_config(self) -> dict[str, Any]:
         """The transport configuration with its secrets read from the environment, for the
         client's factory (raises ``SettingsError`` naming the variable that is not set)."""
-        return _substitute(self.transport, lambda ref: _env_secret(ref).resolve())
+        return _substitute(
+            self.transport, lambda ref, header: _env_secret(ref).resolve(spaces=header)
+        )
 
     def secret_values(self) -> list[str]:
         """The values of the transport's secrets that are set: a message quoting one is scrubbed
@@ -125,7 +139,7 @@ class RunLineageSettings(BaseModel):
         for _, _, leaf in _walk(self.transport):
             if _is_env_ref(leaf):
                 try:
-                    values.append(_env_secret(leaf).resolve())
+                    values.append(_env_secret(leaf).resolve(spaces=True))
                 except ValueError:  # not set: it hides nothing
                     continue
         return values
@@ -156,7 +170,7 @@ def _check_transport(value: dict[str, Any]) -> None:
             raise TypeError(f"{kind} is not a Transport class")
         if not (inspect.isclass(config_class) and issubclass(config_class, Config)):
             raise TypeError(f"{kind} has no Config class")
-        config = _substitute(value, lambda _ref: _PLACEHOLDER)
+        config = _substitute(value, lambda _ref, _header: _PLACEHOLDER)
         config = {k: v for k, v in config.items() if k not in ("name", "priority")}
         config_class.from_dict(config)
     except Exception as exc:  # the client's own words: the option and why

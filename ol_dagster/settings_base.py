@@ -14,8 +14,10 @@ Dagster UI never requires the receiver's tokens.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,14 +33,45 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-def secret_problem(value: str) -> str | None:
+def secret_problem(value: str, *, spaces: bool = False) -> str | None:
     """Why a secret's value can never work, without showing it. A bearer token or an API key is
     one header word: a blank or a control character (the trailing newline of ``$(cat file)`` or
-    of a Kubernetes secret made with ``echo``) makes every request fail, or match nothing."""
+    of a Kubernetes secret made with ``echo``) makes every request fail, or match nothing.
+    ``spaces``: a whole header's value (``Bearer <token>``), which may hold single spaces."""
     if value != value.strip():
         return "has blanks or a line break around its value (a header cannot carry them)"
-    if any(c.isspace() or not c.isprintable() for c in value):
+    if any((c.isspace() and not (spaces and c == " ")) or not c.isprintable() for c in value):
         return "holds a blank or a control character (a header cannot carry them)"
+    return None
+
+
+# a query parameter whose name says it holds a credential (matched anywhere in the name,
+# case-insensitive): ?token=, ?api_key=, ?apikey=, ?access_token=, ?password=, ?client_secret=,
+# ?sig= (a signed URL's signature), ?auth=...
+_SECRET_PARAMETER = re.compile(
+    r"token|key|pass(word|wd)?|pwd|secret|auth|credential|signature|^sig$|^code$", re.IGNORECASE
+)
+
+
+def url_secret_problem(url: str) -> str | None:
+    """Why a URL written in the settings file would hold a secret, naming the part, never its
+    value: a password in its user part (``https://user:pass@host``), or a query parameter named
+    like a credential. None when it holds none."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None  # not a URL: its own check says why
+    if parts.password is not None:
+        return (
+            "carries a password in its user part (user:password@): a secret is read from the "
+            "environment, never written in the file"
+        )
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if _SECRET_PARAMETER.search(name):
+            return (
+                f"query parameter {name[:50]!r} would hold a secret in the file: a secret is "
+                "read from the environment ({env: NAME}), never written in the file"
+            )
     return None
 
 
@@ -47,11 +80,12 @@ class EnvSecret(StrictModel):
 
     env: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
-    def resolve(self) -> str:
+    def resolve(self, *, spaces: bool = False) -> str:
+        """The value; ``spaces``: a whole header's value, which may hold single spaces."""
         value = os.environ.get(self.env)
         if not value:
             raise SettingsError(f"environment variable {self.env} is not set (it holds a secret)")
-        if problem := secret_problem(value):
+        if problem := secret_problem(value, spaces=spaces):
             raise SettingsError(f"environment variable {self.env} {problem}")
         return value
 

@@ -23,6 +23,14 @@ from ol_dagster.settings_base import EnvSecret, StrictModel
 
 # Sync definition names become Dagster asset-key prefixes, group names and partition-set names.
 DAGSTER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# the event store keeps definition names and catalog keys in columns of this many characters
+MAX_KEY_LENGTH = 200
+
+
+def _too_long(value: str) -> str | None:
+    if len(value) <= MAX_KEY_LENGTH:
+        return None
+    return f"is {len(value)} characters long; at most {MAX_KEY_LENGTH} are allowed"
 
 
 class SnapshotMode(StrEnum):
@@ -131,6 +139,8 @@ class SyncDefinition(StrictModel):
                 "must start with a letter or '_' and hold only letters, digits and '_' "
                 "(it becomes a Dagster asset-key prefix and group name)"
             )
+        if problem := _too_long(value):
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
@@ -148,6 +158,12 @@ class SyncDefinition(StrictModel):
                 )
             if key in keys[:i]:
                 raise ValueError(f"catalogs.{i}: {key!r} is listed twice")
+        for where, key in (
+            ("catalog", self.catalog),
+            *((f"catalogs.{i}", k) for i, k in enumerate(keys)),
+        ):
+            if key is not None and (problem := _too_long(key)):
+                raise ValueError(f"{where}: {problem}")
         return self
 
     @property

@@ -16,7 +16,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, field_validator
 
-from ol_dagster.settings_base import EnvSecret, StrictModel
+from ol_dagster.settings_base import EnvSecret, StrictModel, url_secret_problem
 
 
 class CatalogSettings(StrictModel):
@@ -76,6 +76,9 @@ class HttpCatalogSettings(CatalogSettings):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
+        if problem := url_secret_problem(value):
+            raise ValueError(f"{problem}; give the catalog's credential as token: {{env: NAME}}")
         if not value.startswith(("http://", "https://")):
-            raise ValueError(f"needs an http(s) URL, not {value!r}")
+            scheme = value.partition("://")[0] if "://" in value else value[:20]
+            raise ValueError(f"needs an http(s) URL, not one starting {scheme!r}")
         return value

@@ -113,18 +113,24 @@ def received_batch_result(
                 check_name=C.WHOLE_SNAPSHOT,
                 passed=(not snapshot) or batch.rejected_count == 0,
                 severity=dg.AssetCheckSeverity.WARN,
-                description=(
-                    "not a snapshot definition"
-                    if not snapshot
-                    else "every event accepted: a whole snapshot"
-                    if batch.rejected_count == 0
-                    else f"{batch.rejected_count} event(s) rejected: the batch is not a "
-                    "snapshot and gets the day-based cleanup only"
-                ),
+                description=_snapshot_description(batch, snapshot),
                 metadata={"rejected": batch.rejected_count},
             ),
             *([log_store_check(logged)] if logged is not None else []),
         ],
+    )
+
+
+def _snapshot_description(batch: BatchRecord, snapshot: bool) -> str:
+    if not snapshot:
+        return "not a snapshot definition"
+    if batch.rejected_count == 0:
+        return "every event accepted: a whole snapshot"
+    # the first reason says why (a rejected event, or a Kafka snapshot cut by a bound)
+    first = next((str(r.get("reason")) for r in batch.rejections if r.get("reason")), None)
+    return (
+        f"{batch.rejected_count} rejection(s): the batch is not a snapshot and gets the "
+        "day-based cleanup only" + (f"; first: {first[:300]}" if first else "")
     )
 
 

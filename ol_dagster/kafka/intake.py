@@ -19,18 +19,28 @@ topic (``snapshot: true``) carries whole snapshots, framed by headers on its mes
 A snapshot's messages follow each other in one partition (one producer, one key). At its end
 marker it is stored as one sealed batch, a whole snapshot when every message was accepted and
 ``n`` were received; else (a rejected message, a count that does not match, another snapshot
-beginning before the end marker, more than ``limits.maxEventsPerBatch`` messages, a message whose
-``ol-snapshot-sequence`` is malformed or differs from its first message's) its accepted
-events are stored all the same, as a batch that is not a snapshot, with the reason. Until its
-end marker nothing of its partition from its first message on is stored, so the partition's
-committed offset stays before it and a consumer that stops re-reads it whole.
+beginning before the end marker, a message whose ``ol-snapshot-sequence`` is malformed or
+differs from its first message's) its accepted events are stored all the same, as a batch that
+is not a snapshot, with the reason. Until its end marker nothing of it is stored, so the
+partition's committed offset stays before its first message and a consumer that stops re-reads
+it whole.
+
+What an open snapshot holds is bounded, so that a producer that never sends the end marker cannot
+take the consumer's memory (300 messages of 1 MB held 300 MB; killed, the consumer read the same
+snapshot again at its restart): past ``kafka.maxSnapshotEvents`` messages (or the definition's
+``limits.maxEventsPerBatch``, if fewer) or ``kafka.maxSnapshotBytes`` bytes, and after
+``kafka.maxSnapshotIdleSeconds`` without a message of it (``expire``), what it holds is stored
+as a batch that is not a snapshot, its offset committed, and a warning is logged; its later
+messages make its next parts, none a snapshot. A message without the snapshot header is a dead
+letter stored at once, never held with an open snapshot.
 
 Pure: no Kafka client, no database. ``consumer`` feeds it and stores what it hands back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -100,27 +110,46 @@ class _OpenSnapshot:
     first_offset: int
     events: list[NewEvent] = field(default_factory=list)
     rejections: list[dict] = field(default_factory=list)
-    dead: list[DeadLetter] = field(default_factory=list)  # of it, and strays held back with it
+    dead: list[DeadLetter] = field(default_factory=list)  # its rejected messages
     received: int = 0
-    part: int = 0  # >0: the earlier parts were stored already (too many messages)
+    held: int = 0  # bytes of its events and dead letters, held until it is stored
+    part: int = 0  # >0: the earlier parts were stored already (a bound cut it)
     sequence: int | None = None  # its first message's ol-snapshot-sequence
     produced_at: datetime | None = None  # its first message's timestamp
+    last_seen: float = 0.0  # when its last message was read (the assembler's clock)
 
 
 class Assembler:
     """Turns the messages of each poll into one ``KafkaWrite``, keeping open snapshots (per
-    partition) from one poll to the next."""
+    partition) from one poll to the next, each within ``kafka.maxSnapshotBytes`` and
+    ``kafka.maxSnapshotEvents``, and no longer than ``kafka.maxSnapshotIdleSeconds`` without a
+    message (``expire``). ``clock``: seconds, for the idle time (monotonic)."""
 
-    def __init__(self, kafka: KafkaSettings, definitions: Mapping[str, SyncDefinition]) -> None:
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        definitions: Mapping[str, SyncDefinition],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.kafka = kafka
         self.definitions = definitions
+        self._clock = clock
         self._open: dict[tuple[str, int], _OpenSnapshot] = {}
+        # a snapshot a bound cut: its next messages are its next part (never a whole snapshot)
+        self._cut: dict[tuple[str, int], _OpenSnapshot] = {}
+        self._last_offset: dict[tuple[str, int], int] = {}  # of snapshot topics' partitions
 
     def drop(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Forget the open snapshots of partitions this consumer no longer reads: nothing of
         them was stored or committed, so their next reader reads them whole."""
         for key in partitions:
             self._open.pop(key, None)
+            self._cut.pop(key, None)
+            self._last_offset.pop(key, None)
+
+    def held_bytes(self) -> int:
+        """Bytes the open snapshots hold, every partition's."""
+        return sum(o.held for o in self._open.values())
 
     def add(self, messages: Iterable[Message]) -> KafkaWrite:
         write = KafkaWrite()
@@ -129,6 +158,7 @@ class Assembler:
             topic = self.kafka.topic(m.topic)
             definition = self.definitions[topic.definition]
             if topic.snapshot:
+                self._last_offset[key] = m.offset
                 self._snapshot_message(m, definition, write)
                 opened = self._open.get(key)
                 write.next_offsets[key] = opened.first_offset if opened else m.offset + 1
@@ -139,6 +169,28 @@ class Assembler:
             else:
                 write.stream.append(StreamEvent(definition.name, *key, m.offset, outcome))
             write.next_offsets[key] = m.offset + 1
+        return write
+
+    def expire(self) -> KafkaWrite:
+        """Store the open snapshots that read no message for ``kafka.maxSnapshotIdleSeconds``
+        (their producer stopped before the end marker): each as a batch that is not a snapshot,
+        its partition's offset past it. A consumer calls it between polls."""
+        write = KafkaWrite()
+        idle = self.kafka.maxSnapshotIdleSeconds
+        now = self._clock()
+        for key, opened in list(self._open.items()):
+            if now - opened.last_seen < idle:
+                continue
+            definition = self.definitions[self.kafka.topic(key[0]).definition]
+            self._cut_short(
+                key,
+                definition,
+                write,
+                f"snapshot {opened.id!r} read no message for {idle:g} s after offset "
+                f"{self._last_offset[key]} and no {SNAPSHOT_END_HEADER} message "
+                "(kafka.maxSnapshotIdleSeconds): stored as it is, not a whole snapshot",
+            )
+            write.next_offsets[key] = self._last_offset[key] + 1
         return write
 
     def _dead(self, m: Message, definition: SyncDefinition, reason: str) -> DeadLetter:
@@ -153,14 +205,16 @@ class Assembler:
         opened = self._open.get(key)
         snapshot_id = m.header(SNAPSHOT_HEADER)
         if not snapshot_id:
-            letter = self._dead(
-                m,
-                definition,
-                f"topic {m.topic} carries snapshots: every message needs the header "
-                f"{SNAPSHOT_HEADER}: <snapshot id>",
+            # a dead letter at once, even inside an open snapshot: nothing of it is held (the
+            # store skips it when the snapshot is read again, from its first message)
+            write.dead_letters.append(
+                self._dead(
+                    m,
+                    definition,
+                    f"topic {m.topic} carries snapshots: every message needs the header "
+                    f"{SNAPSHOT_HEADER}: <snapshot id>",
+                )
             )
-            # held back with an open snapshot: nothing after its first message is stored yet
-            (opened.dead if opened else write.dead_letters).append(letter)
             return
         if opened is not None and opened.id != snapshot_id:
             opened.rejections.append(
@@ -173,36 +227,68 @@ class Assembler:
             self._close(key, definition, write, whole=False)
             opened = None
         if opened is None:
-            opened = self._open[key] = _OpenSnapshot(snapshot_id, m.offset, produced_at=m.timestamp)
+            opened = self._open[key] = self._begin(key, snapshot_id, m)
         outcome = self._sequence_problem(m, opened) or judge(m.value, definition)
         if isinstance(outcome, str):
             opened.rejections.append(
                 {"index": opened.received, "reason": f"offset {m.offset}: {outcome}"}
             )
-            opened.dead.append(self._dead(m, definition, outcome))
+            letter = self._dead(m, definition, outcome)
+            opened.dead.append(letter)
+            opened.held += len(letter.raw)
         else:
             opened.events.append(outcome)
+            opened.held += len(outcome.raw)
         opened.received += 1
+        opened.last_seen = self._clock()
         end = m.header(SNAPSHOT_END_HEADER)
         if end is not None:
             self._end(key, definition, write, end)
-        elif opened.received >= definition.limits.maxEventsPerBatch:
-            opened.rejections.append(
-                {
-                    "index": opened.received,
-                    "reason": f"snapshot {opened.id!r} has more than {opened.received} "
-                    "messages (limits.maxEventsPerBatch): stored in parts, none a whole snapshot",
-                }
-            )
-            part = opened.part + 1
-            self._close(key, definition, write, whole=False)
-            self._open[key] = _OpenSnapshot(
+        elif reason := self._over_bounds(opened, definition):
+            self._cut_short(key, definition, write, reason)
+
+    def _begin(self, key: tuple[str, int], snapshot_id: str, m: Message) -> _OpenSnapshot:
+        """A snapshot's first message, or the first of its next part after a bound cut it."""
+        cut = self._cut.pop(key, None)
+        if cut is not None and cut.id == snapshot_id:
+            return _OpenSnapshot(
                 snapshot_id,
-                m.offset + 1,
-                part=part,
-                sequence=opened.sequence,
-                produced_at=opened.produced_at,
+                m.offset,
+                part=cut.part + 1,
+                sequence=cut.sequence,
+                produced_at=cut.produced_at,
             )
+        return _OpenSnapshot(snapshot_id, m.offset, produced_at=m.timestamp)
+
+    def _over_bounds(self, opened: _OpenSnapshot, definition: SyncDefinition) -> str | None:
+        """Why the open snapshot may hold no more, else None."""
+        kafka = self.kafka
+        events, events_key = kafka.maxSnapshotEvents, "kafka.maxSnapshotEvents"
+        if definition.limits.maxEventsPerBatch < events:
+            events, events_key = definition.limits.maxEventsPerBatch, "limits.maxEventsPerBatch"
+        if opened.received >= events:
+            return (
+                f"snapshot {opened.id!r} has more than {opened.received} messages "
+                f"({events_key}): stored in parts, none a whole snapshot"
+            )
+        if opened.held >= kafka.maxSnapshotBytes:
+            return (
+                f"snapshot {opened.id!r} holds {opened.held} bytes after {opened.received} "
+                f"messages, more than {kafka.maxSnapshotBytes} (kafka.maxSnapshotBytes): "
+                "stored in parts, none a whole snapshot"
+            )
+        return None
+
+    def _cut_short(
+        self, key: tuple[str, int], definition: SyncDefinition, write: KafkaWrite, reason: str
+    ) -> None:
+        """Store what the open snapshot holds as a batch that is not a snapshot, with ``reason``
+        (a warning too); its next messages are its next part."""
+        opened = self._open[key]
+        opened.rejections.append({"index": opened.received, "reason": reason})
+        write.warnings.append(f"{key[0]}[{key[1]}]: {reason}")
+        self._close(key, definition, write, whole=False)
+        self._cut[key] = opened
 
     @staticmethod
     def _sequence_problem(m: Message, opened: _OpenSnapshot) -> str | None:
@@ -253,6 +339,7 @@ class Assembler:
                 }
             )
         self._close(key, definition, write, whole=not opened.part)
+        self._cut.pop(key, None)
 
     def _close(
         self,
@@ -277,3 +364,4 @@ class Assembler:
             )
         )
         write.dead_letters.extend(opened.dead)
+        opened.events, opened.dead = [], []  # a cut snapshot is kept for its next part only

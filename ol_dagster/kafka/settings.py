@@ -132,6 +132,15 @@ class KafkaSettings(StrictModel):
     pollTimeoutSeconds: Annotated[float, Field(gt=0)] = 1.0
     sessionTimeoutSeconds: Annotated[float, Field(ge=1)] = 45.0
     deadLetterMaxBytes: Annotated[int, Field(ge=0)] = 65_536  # of a rejected message's bytes
+    # what one open snapshot (no end marker yet) may hold in the consumer's memory; beyond, what
+    # it holds is stored as a batch that is not a snapshot. The bytes: the receiver's default
+    # limits.maxBodyBytes, the most a snapshot posted over HTTP carries; the messages: its
+    # default limits.maxEventsPerBatch.
+    maxSnapshotBytes: Annotated[int, Field(ge=1024)] = 64 * 1024 * 1024
+    maxSnapshotEvents: Annotated[int, Field(ge=1)] = 100_000
+    # an open snapshot that reads no message for this long is stored so too (its producer
+    # stopped before the end marker)
+    maxSnapshotIdleSeconds: Annotated[float, Field(gt=0)] = 600.0
     # other librdkafka consumer properties; a secret's value as {env: NAME}
     properties: dict[str, str | int | float | bool | KafkaSecret] = {}
 

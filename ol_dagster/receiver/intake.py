@@ -94,9 +94,6 @@ def _serialize(event: object) -> bytes:
 # a pause pays for itself on batches, not on the single events of a stream (issue 15)
 _PAUSE_FROM = 1000
 
-# The store's run_id column is VARCHAR(200), which PostgreSQL enforces (the spec's runId is a UUID).
-MAX_RUN_ID = 200
-
 
 def sort_events(
     events: Iterable[object],
@@ -120,6 +117,9 @@ def _sort_events(
     events: Iterable[object], job_namespaces: Sequence[str], max_name_length: int
 ) -> Intake:
     intake = Intake()
+    # a run id is bounded like a name (the spec's runId is a UUID), and a definition that lowers
+    # its names' limit still takes UUIDs
+    max_run_id = max(max_name_length, DEFAULT_MAX_NAME_LENGTH)
     # one string object for the values a batch repeats (20 MB of a 100,000-event post's memory)
     shared: dict[str | None, str | None] = {}
     for index, event in enumerate(events):
@@ -130,11 +130,12 @@ def _sort_events(
             header = check_event(event, max_name_length=max_name_length)
             namespace = header.job_namespace
             check_job_namespace(namespace, job_namespaces)
-            if header.run_id is not None and len(header.run_id) > MAX_RUN_ID:
+            if header.run_id is not None and len(header.run_id) > max_run_id:
                 raise EventRejected(
                     "run.runId",
-                    f"is {len(header.run_id)} characters long; at most {MAX_RUN_ID} are stored "
-                    "(the spec's runId is a UUID)",
+                    f"is {len(header.run_id)} characters long; at most {max_run_id} are "
+                    "accepted (limits.maxNameLength, never under "
+                    f"{DEFAULT_MAX_NAME_LENGTH})",
                 )
             raw = _serialize(event)
             # a cheap test first (strings may hold these words), the walk only when it matches

@@ -71,7 +71,7 @@ _EVENT_PG_TYPES = (
     "text",
     "text",
     "text",
-    "varchar",
+    "text",
     "bytea",
 )
 

@@ -66,6 +66,7 @@ def _write_kafka(
         stored.snapshot_batches.append(_insert_snapshot(conn, snap, values, now))
         stored.events += len(values)
     letters = [d for d in write.dead_letters if fresh(d.topic, d.partition, d.offset)]
+    letters = _not_stored(conn, letters)
     stored.skipped += len(write.dead_letters) - len(letters)
     if letters:
         _insert_dead_letters(conn, letters, now)
@@ -111,6 +112,30 @@ def _insert_snapshot(
     if values:
         insert_events(conn, batch_id, 0, values)
     return int(batch_id)
+
+
+def _not_stored(conn: Connection, letters: Sequence[KafkaDeadLetter]) -> Sequence[KafkaDeadLetter]:
+    """The dead letters not stored yet. A message without the snapshot header inside an open
+    snapshot is stored at once, while its partition's offset stays before the snapshot: read
+    again with it (a restart), it is found here."""
+    if not letters:
+        return letters
+    d = kafka_dead_letters.c
+    found: set[tuple[str, int, int]] = set()
+    by_partition: dict[tuple[str, int], list[int]] = {}
+    for letter in letters:
+        by_partition.setdefault((letter.topic, letter.partition), []).append(letter.offset)
+    for (topic, partition), offsets in by_partition.items():
+        for start in range(0, len(offsets), 500):
+            rows = conn.execute(
+                select(d.message_offset).where(
+                    d.topic == topic,
+                    d.partition == partition,
+                    d.message_offset.in_(offsets[start : start + 500]),
+                )
+            ).scalars()
+            found.update((topic, partition, int(o)) for o in rows)
+    return [x for x in letters if (x.topic, x.partition, x.offset) not in found]
 
 
 def _insert_dead_letters(

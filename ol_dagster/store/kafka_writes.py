@@ -68,6 +68,8 @@ class KafkaWrite:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     # (topic, partition) -> the offset after the last message these items cover
     next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    # what the consumer logs as warnings once the write is stored (a snapshot cut by a bound)
+    warnings: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.next_offsets)

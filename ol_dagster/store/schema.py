@@ -39,7 +39,7 @@ from sqlalchemy.schema import CreateTable
 from ol_dagster.db import AUTO_ID as _Id
 from ol_dagster.db import lock_schema
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 
 class BatchKind(StrEnum):
@@ -125,11 +125,14 @@ events = Table(
     Column("producer", Text),
     Column("job_namespace", Text),
     Column("job_name", Text),
-    Column("run_id", String(200)),
+    # version 13: unbounded (PostgreSQL enforced the 200 characters of a VARCHAR(200))
+    Column("run_id", Text),
     Index("ix_ol_events_batch_position", "batch_id", "position"),
     Index("ix_ol_events_time", "event_time"),
-    # version 6: a run split over batches is judged whole, so its earlier events are found by run
-    Index("ix_ol_events_run", "run_id"),
+    # version 6: a run split over batches is judged whole, so its earlier events are found by run.
+    # Version 13: a hash index on PostgreSQL, which refuses a btree entry over 2,704 bytes (a run
+    # id of 2,048 characters that do not compress); the index is only ever asked for equality.
+    Index("ix_ol_events_run", "run_id", postgresql_using="hash"),
     # version 7: SHA-256 of ``raw`` (128 bits), written with it: what a batch's graph was built
     # from is told (and a re-sent event recognized) without reading the events back. NULL on
     # rows stored before version 7: their digest is computed from ``raw`` when needed.
@@ -402,6 +405,16 @@ def _autoincrement_batch_ids(conn: Connection) -> None:
     )
 
 
+def _v12_to_v13(conn: Connection) -> None:
+    """Run ids of any length on PostgreSQL: ``run_id`` becomes TEXT (no table rewrite) and its
+    index a hash index (a btree refuses long entries). SQLite enforces neither."""
+    if conn.dialect.name != "postgresql":
+        return
+    conn.exec_driver_sql("ALTER TABLE ol_events ALTER COLUMN run_id TYPE TEXT")
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_ol_events_run")
+    conn.exec_driver_sql("CREATE INDEX ix_ol_events_run ON ol_events USING hash (run_id)")
+
+
 # steps that change a table other tables refer to: on SQLite they run with foreign keys off
 WITHOUT_FOREIGN_KEYS = {11}
 
@@ -418,6 +431,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     9: _v9_to_v10,
     10: _v10_to_v11,
     11: _v11_to_v12,
+    12: _v12_to_v13,
 }
 
 

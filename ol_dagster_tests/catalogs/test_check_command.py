@@ -479,3 +479,19 @@ def test_an_unknown_definition_is_a_settings_error(
     code, out, err = check(capsys, fakes.settings(), "--definition", "nope")
     assert code == 2 and out == ""
     assert "no definition named 'nope'" in err
+
+
+def test_urls_are_printed_without_their_secrets(
+    fakes: Fakes, capsys: pytest.CaptureFixture[str], closed_port: int
+):
+    """A database URL may carry a password, in its user part or its query (libpq's
+    ``sslpassword``, ``password``): ``check`` masks both, in the table and in ``--json``."""
+    fakes.store_url = (
+        f"postgresql+psycopg://ol:pw-in-user@127.0.0.1:{closed_port}/ol"
+        "?sslpassword=pw-in-query&application_name=check"
+    )
+    for args in ((), ("--json",)):
+        code, out, err = check(capsys, fakes.settings(), "--definition", "check_marquez", *args)
+        assert code == 1
+        assert "pw-in-user" not in out + err and "pw-in-query" not in out + err
+        assert f"ol:***@127.0.0.1:{closed_port}/ol?sslpassword=***&application_name=***" in out

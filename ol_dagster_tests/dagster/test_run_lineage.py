@@ -159,7 +159,18 @@ def _definition(**extra: Any) -> dict[str, Any]:
             {"type": "kafka", "topicName": "t", "config": {"sasl.password": "literal"}},
             "config.sasl.password: a secret is written as {env: NAME}",
         ),
-        ({"type": "http", "url": "http://u:pw@h"}, "url: a URL must not carry a password"),
+        (
+            {"type": "http", "url": "http://u:literal@h"},
+            "url: the URL carries a password in its user part",
+        ),
+        (
+            {"type": "http", "url": "http://h/api?api_key=literal"},
+            "url: the URL query parameter 'api_key' would hold a secret",
+        ),
+        (
+            {"type": "http", "url": "http://h", "custom_headers": {"X-Team": "literal"}},
+            "custom_headers.X-Team: a header's value is written as {env: NAME}, never literally",
+        ),
         ({"type": "htp"}, "type: 'htp' is not a transport of the client"),
         ({"type": "http"}, "openlineage-python refuses it: `url` key not passed to HttpConfig"),
         ({"url": "http://h"}, "'type' is required"),
@@ -176,6 +187,20 @@ def test_a_wrong_transport_fails_at_load_with_its_key(transport: dict, message: 
     text = str(info.value)
     assert "definitions.0.openLineage.transport" in text and message in text
     assert "\n" not in text and "literal" not in text.replace("never literally", "")
+
+
+def test_custom_headers_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    transport = {
+        "type": "http",
+        "url": "http://h",
+        "custom_headers": {"Authorization": {"env": "OL_RL_HEADER"}},
+    }
+    settings = parse_settings({"definitions": [_definition(openLineage={"transport": transport})]})
+    block = settings.definition("shop").openLineage
+    assert block is not None
+    monkeypatch.setenv("OL_RL_HEADER", "Bearer the-token")  # a whole header: a space in it
+    assert block.transport_config()["custom_headers"] == {"Authorization": "Bearer the-token"}
+    assert block.secret_values() == ["Bearer the-token"]
 
 
 def test_secrets_are_read_when_used_not_when_loaded(monkeypatch: pytest.MonkeyPatch) -> None:

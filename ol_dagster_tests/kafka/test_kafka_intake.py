@@ -461,7 +461,7 @@ def test_a_snapshot_larger_than_max_events_per_batch_is_stored_in_parts_none_who
         store.dispose()
 
 
-def test_a_message_without_the_snapshot_header_is_a_dead_letter_held_with_an_open_snapshot(
+def test_a_message_without_the_snapshot_header_is_a_dead_letter_stored_at_once(
     tmp_path: Path,
 ):
     assembler, store = _framing(tmp_path)
@@ -470,13 +470,18 @@ def test_a_message_without_the_snapshot_header_is_a_dead_letter_held_with_an_ope
         jobs, headers = _snapshot("s1", _jobs(2, "s"), announce=2)
         snapshot = _messages(1, jobs, headers)
         lone = Message(SNAPS, 0, 3, json.dumps(_jobs(1, "lone")[0]).encode(), [("x", None)])
-        # a stray before the snapshot is a dead letter at once; one inside it waits for its end
+        # a stray before the snapshot is a dead letter at once, and so is one inside it: an open
+        # snapshot holds none (the partition's offset stays at the snapshot's start)
         first = store.add_kafka_write(assembler.add([stray, snapshot[0]]))
         assert first.dead_letters == 1
         inside = Message(SNAPS, 0, 2, b'{"no": "header"}')
+        assert store.add_kafka_write(assembler.add([inside, lone])).dead_letters == 2
+        assert store.kafka_offsets([SNAPS]) == {(SNAPS, 0): 1}
+        # read again from the snapshot's start (a restart): the strays are not stored twice
+        again = Assembler(assembler.kafka, assembler.definitions)
         ending = Message(SNAPS, 0, 4, snapshot[1].value, snapshot[1].headers)
-        second = store.add_kafka_write(assembler.add([inside, lone, ending]))
-        assert second.dead_letters == 2
+        second = store.add_kafka_write(again.add([snapshot[0], inside, lone, ending]))
+        assert (second.dead_letters, second.skipped) == (0, 2)
         (batch_id,) = second.snapshot_batches
         # the strays are not part of the snapshot: it is whole with its own two messages
         assert store.get_batch(batch_id).whole_snapshot is True

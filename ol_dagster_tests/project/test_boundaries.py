@@ -80,17 +80,18 @@ def _due(store: EventStore, t0: datetime, minutes: int) -> bool:
 # -- the run id's length ---------------------------------------------------------------------------
 
 
-def test_a_run_id_of_200_characters_is_stored_and_one_of_201_is_refused(
+def test_a_run_id_as_long_as_a_name_is_stored_and_one_longer_is_refused(
     event_store: EventStore,
 ) -> None:
-    """The store's run_id column holds 200 characters (PostgreSQL enforces it): the longest
-    accepted run id goes through whole; one character more is refused by name, never truncated."""
-    longest, too_long = "r" * 200, "s" * 201
+    """A run id is bounded like a name (``limits.maxNameLength``, 2,048 by default): the longest
+    accepted run id goes through whole (PostgreSQL's column is unbounded since store version
+    13); one character more is refused by name, never truncated."""
+    longest, too_long = "r" * 2048, "s" * 2049
     intake = sort_events([run_event(run_id=longest), run_event(run_id=too_long)], ["*"])
 
     assert [r.reason for r in intake.rejected] == [
-        "event 1: run.runId: is 201 characters long; at most 200 are stored "
-        "(the spec's runId is a UUID)"
+        "event 1: run.runId: is 2049 characters long; at most 2048 are accepted "
+        "(limits.maxNameLength, never under 2048)"
     ]
     batch_id = event_store.add_posted_batch("snap", intake.accepted, received=intake.received)
     (stored,) = event_store.iter_events(batch_id)

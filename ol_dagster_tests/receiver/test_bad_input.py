@@ -872,9 +872,9 @@ CASES: list[Case] = [
         note="PostgreSQL stores it too since store schema v4 dropped the job-name btree index",
     ),
     Case(
-        "huge-run-id-over-200-chars",
-        one_bad(put(ev(), "run.runId", "r" * 201), "run.runId", "201 characters", "at most 200"),
-        note="run ids are VARCHAR(200) in the store (a UUID by the spec)",
+        "huge-run-id-over-the-name-limit",
+        one_bad(put(ev(), "run.runId", "r" * 2049), "run.runId", "2049 characters", "at most 2048"),
+        note="run ids are bounded like names (limits.maxNameLength; a UUID by the spec)",
     ),
     # -- names over limits.maxNameLength: the event rejected alone, naming path and numbers -------
     *[

@@ -1,6 +1,8 @@
 """What ``ol-dagster check`` reports: findings, one report per catalog, the table a person reads.
 
-A finding carries whether the sync needs it (``needed_by_sync``): only those decide the exit
+Every URL it prints, in a finding's words too, has its user part's secret and its query's values
+masked (``safe_url``): a report is pasted into tickets and chats. A finding carries whether the
+sync needs it (``needed_by_sync``): only those decide the exit
 code; the others (clock skew, an unmapped namespace, ``Create``) are warnings. Nothing here asks
 anything: each kind's checker (``catalog/<kind>/check.py``) makes findings, and
 ``ol_dagster/commands/check.py`` gathers them into reports.
@@ -8,12 +10,11 @@ anything: each kind's checker (``catalog/<kind>/check.py``) makes findings, and
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-import httpx
-from sqlalchemy.engine import make_url
+from urllib.parse import parse_qsl
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,7 @@ class Finding:
         return {
             "check": self.name,
             "holds": self.holds,
-            "detail": self.detail,
+            "detail": mask_urls(self.detail),
             "neededBySync": self.needed_by_sync,
         }
 
@@ -66,9 +67,9 @@ class Report:
             "definition": self.definition,
             "catalog": self.catalog,
             "kind": self.kind,
-            "url": self.url,
+            "url": safe_url(self.url),
             "ok": self.ok,
-            "summary": self.summary(),
+            "summary": mask_urls(self.summary()),
             "findings": [f.as_dict() for f in self.findings],
         }
 
@@ -76,27 +77,51 @@ class Report:
 def render(report: Report) -> str:
     """The table a person reads: check, holds, detail; then the summary line."""
     scope = f"definition {report.definition!r}, " if report.definition else ""
-    head = f"{scope}catalog {report.catalog!r} ({report.kind} at {report.url})"
+    head = f"{scope}catalog {report.catalog!r} ({report.kind} at {safe_url(report.url)})"
     rows = [("check", "holds", "detail")]
     for f in report.findings:
         holds = "yes" if f.holds else "no"
+        detail = mask_urls(f.detail)
         rows.append(
-            (f.name, holds, f.detail if f.needed_by_sync or f.holds else f"(warning) {f.detail}")
+            (f.name, holds, detail if f.needed_by_sync or f.holds else f"(warning) {detail}")
         )
     width = min(max(len(r[0]) for r in rows), 48)
     lines = [head, ""]
     lines += [f"{name:<{width}}  {holds:<5}  {detail}" for name, holds, detail in rows]
-    lines += ["", report.summary()]
+    lines += ["", mask_urls(report.summary())]
     return "\n".join(lines)
 
 
 def safe_url(url: str) -> str:
-    """A URL without its password (a database URL may hold one)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a database URL: an HTTP one, shown without userinfo
-        parts = httpx.URL(url)
-        return str(parts.copy_with(username=None, password=None)) if parts.userinfo else url
+    """A URL as it is shown: its password (a database URL may hold one), a user part without one
+    (which may be a token: ``https://<token>@host``) and its query's values (``?token=...``)
+    masked; its query's names kept, so a person still sees which parameters it has. The rest is
+    left exactly as written (``sqlite:////abs/path.db`` keeps its four slashes)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority, tail = rest[:end], rest[end:]
+    user, at, host = authority.rpartition("@")
+    if at:
+        name, colon, _ = user.partition(":")
+        authority = f"{name}:***@{host}" if colon else f"***@{host}"
+    path, question, query = tail.partition("?")
+    if question:
+        query, hash_, fragment = query.partition("#")
+        names = [n for n, _ in parse_qsl(query, keep_blank_values=True)]
+        query = "&".join(f"{n}=***" for n in names) if names else ("***" if query else "")
+        tail = f"{path}?{query}{hash_}{fragment}"
+    return f"{scheme}://{authority}{tail}"
+
+
+# a URL inside a message (an error quoting the address it failed on)
+_URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def mask_urls(text: str) -> str:
+    """``text`` with every URL in it shown as ``safe_url`` shows it."""
+    return _URL_IN_TEXT.sub(lambda m: safe_url(m.group(0)), text)
 
 
 def one_line(text: str, limit: int = 200) -> str:

@@ -14,7 +14,7 @@ and processes a parameter dict per row, half the time of a 300,000-row upload.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from functools import cache
 from itertools import chain, islice
@@ -34,6 +34,8 @@ from sqlalchemy import (
     Table,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+
+from ol_dagster.catalog.embedded.refusals import Refused, isolated
 
 CHUNK = 500
 STAMP_CHUNK = 5_000  # values of an IN list, well within SQLite's 32,766 variables
@@ -66,6 +68,15 @@ def batched(items: Iterable[Any], size: int = CHUNK) -> Iterator[list[Any]]:
         yield batch
 
 
+def _refuser(
+    table: Table, refused: list[Refused] | None
+) -> Callable[[tuple[tuple, dict[str, Any]], str], None] | None:
+    """What ``isolated`` calls with a refused ``(key, row)``: it is listed in ``refused``."""
+    if refused is None:
+        return None
+    return lambda item, reason: refused.append(Refused(table.name, item[0], item[1], reason))
+
+
 class Bulk:
     """The catalog database's dialect, as raw statements need it: placeholders, quoting, the
     upsert statement, the chunk size, and the bulk upsert itself."""
@@ -90,7 +101,9 @@ class Bulk:
         keys: list[str],
         refresh: list[str],
         upload_id: str,
-    ) -> tuple[list[int], int]: ...
+        *,
+        refused: list[Refused] | None = None,
+    ) -> tuple[list[int | None], int]: ...
 
     @overload
     def upsert(
@@ -104,6 +117,7 @@ class Bulk:
         *,
         keyed: Literal[True],
         want_ids: bool = True,
+        refused: list[Refused] | None = None,
     ) -> tuple[dict[tuple, int], int]: ...
 
     def upsert(
@@ -117,6 +131,7 @@ class Bulk:
         *,
         keyed: bool = False,
         want_ids: bool = True,
+        refused: list[Refused] | None = None,
     ) -> tuple[Any, int]:
         """Upsert ``rows``; returns their ids in order and how many this upload inserted.
 
@@ -127,17 +142,20 @@ class Bulk:
 
         ``keyed``: ``rows`` are ``(key, row)`` pairs of distinct keys, possibly a generator (a
         large snapshot's fields and flows are built a chunk at a time); the ids come back by key
-        (an empty dict unless ``want_ids``)."""
+        (an empty dict unless ``want_ids``).
+
+        ``refused``: rows the database refuses for their content are left out and listed there
+        (``refusals``), the others written; their ids are missing (None in the list)."""
         if keyed:
             return self.upsert_unique(
-                conn, table, rows, keys, refresh, upload_id, want_ids=want_ids
+                conn, table, rows, keys, refresh, upload_id, want_ids=want_ids, refused=refused
             )
         row_keys = [tuple(r[c] for c in keys) for r in rows]
         unique = dict(zip(row_keys, rows, strict=True))  # the last row of a key, at its first place
         ids, written = self.upsert_unique(
-            conn, table, unique.items(), keys, refresh, upload_id, want_ids=True
+            conn, table, unique.items(), keys, refresh, upload_id, want_ids=True, refused=refused
         )
-        return [ids[k] for k in row_keys], written
+        return [ids.get(k) for k in row_keys], written
 
     def upsert_unique(
         self,
@@ -149,6 +167,7 @@ class Bulk:
         upload_id: str,
         *,
         want_ids: bool,
+        refused: list[Refused] | None = None,
     ) -> tuple[dict[tuple, int], int]:
         """Upsert ``(key, row)`` pairs of distinct keys, a chunk at a time (``rows`` may be a
         generator: only a chunk of rows is ever built); returns the ids by key (when wanted) and
@@ -159,16 +178,20 @@ class Bulk:
         returning = [table.c.created_by]
         if want_ids:
             returning = [id_col, table.c.created_by, *(table.c[c] for c in keys)]
-        for chunk in batched(rows, self.chunk):
-            returned = self.bulk_upsert(
+
+        def write(part: Sequence[tuple[tuple, dict[str, Any]]]) -> list[Sequence[Any]]:
+            return self.bulk_upsert(
                 conn,
                 table,
-                [r for _, r in chunk],
+                [r for _, r in part],
                 keys,
                 refresh,
                 {"created_by": upload_id},
                 returning,
             )
+
+        for chunk in batched(rows, self.chunk):
+            returned = isolated(conn, chunk, write, _refuser(table, refused))
             if not want_ids:
                 written += sum(1 for (created_by,) in returned if created_by == upload_id)
                 continue
@@ -177,6 +200,34 @@ class Bulk:
                 ids[mine[tuple(key)]] = rid
                 written += created_by == upload_id
         return ids, written
+
+    def upsert_plain(
+        self,
+        conn: Connection,
+        table: Table,
+        rows: list[dict[str, Any]],
+        keys: list[str],
+        refused: list[Refused] | None = None,
+    ) -> None:
+        """Upsert rows that carry no ``created_by`` (run results), a chunk a statement; every
+        column but ``keys`` is refreshed. ``refused`` as for ``upsert``."""
+        if not rows:
+            return
+        refresh = [c for c in rows[0] if c not in keys]
+
+        def write(part: Sequence[dict[str, Any]]) -> list[Sequence[Any]]:
+            return self.bulk_upsert(conn, table, list(part), keys, refresh, {}, [])
+
+        on_refused = _refuser(table, refused)
+        for chunk in batched(rows, self.chunk):
+            isolated(
+                conn,
+                chunk,
+                write,
+                None
+                if on_refused is None
+                else lambda row, reason: on_refused((tuple(row[k] for k in keys), row), reason),
+            )
 
     def bulk_upsert(
         self,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Self
+from typing import Annotated, Self
+
+from pydantic import Field
 
 from ol_dagster.catalog.settings import CatalogSettings
 from ol_dagster.settings_base import anchor_sqlite
@@ -16,7 +18,8 @@ class EmbeddedCatalogSettings(CatalogSettings):
 
     kind: str = "embedded"
     url: str = DEFAULT_CATALOG_URL
-    user: str = "ol-dagster"  # the cleanup user: the catalog checks its SYSTEMS_ADMIN permission
+    # the cleanup user: the catalog checks its SYSTEMS_ADMIN permission (kept in 200 characters)
+    user: Annotated[str, Field(min_length=1, max_length=200)] = "ol-dagster"
 
     def anchored(self, base: Path) -> Self:
         return self.model_copy(update={"url": anchor_sqlite(self.url, base)})

@@ -37,6 +37,9 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 # made of them (a scope, a quality suite's code): unbounded, so that PostgreSQL takes the longest
 # name the receiver accepts (``schema.prepare`` widens the columns of an earlier version)
 Name = Text
+# what an event says in its own words (a field's type, a statement's dialect, a column lineage's
+# transformation, a quality assertion): unbounded too, whatever its length
+Said = Text
 
 JOB = "job"  # entity type of jobs; datasets carry table / file / folder / topic / other
 DATA = "data"
@@ -98,7 +101,7 @@ fields = Table(
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("entity_id", Id, _fk("cat_physical_entities"), nullable=False),
     Column("name", Name, nullable=False),
-    Column("type", String(500)),
+    Column("type", Said),
     Column("description", Text),
     Column("ordinal_position", Integer),
     Column("last_update", DateTime, nullable=False),
@@ -124,7 +127,7 @@ statements = Table(
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("routine_id", Id, _fk("cat_routines"), nullable=False, unique=True),
     Column("text", Text, nullable=False),
-    Column("dialect", String(100)),
+    Column("dialect", Said),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
 )
@@ -159,8 +162,8 @@ field_flows = Table(
     Column("scope_job", Name, nullable=False),
     Column("from_field", Id, _fk("cat_physical_fields"), nullable=False),
     Column("to_field", Id, _fk("cat_physical_fields"), nullable=False),
-    Column("transformation", String(32)),
-    Column("subtype", String(64)),
+    Column("transformation", Said),
+    Column("subtype", Said),
     Column("statement_id", Id, _fk("cat_statements")),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
@@ -184,7 +187,7 @@ quality_checks = Table(
     Column("suite_id", Id, _fk("cat_quality_suites"), nullable=False),
     Column("code", Name, nullable=False),  # dataset | assertion | column
     Column("dataset", Name, nullable=False),
-    Column("assertion", String(1000), nullable=False),
+    Column("assertion", Said, nullable=False),
     Column("column_name", Name),
     Column("enabled", Boolean, nullable=False, default=True),
     Column("last_success", Boolean),

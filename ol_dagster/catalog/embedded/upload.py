@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
 from operator import itemgetter
@@ -32,6 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ol_dagster.catalog.embedded import changes, clock, placement, stamps
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.bulk import STAMP_CHUNK, Bulk, Stamp, batched, naive
+from ol_dagster.catalog.embedded.refusals import Refused, failed_rows, isolated
 from ol_dagster.catalog.embedded.tables import DATA, JOB, ORCHESTRATION
 from ol_dagster.catalog.protocol import FailedRow, ObjectType, UploadResult
 from ol_dagster.catalog.systems import owned_jobs, wanted_systems
@@ -126,6 +127,9 @@ class Upload:
         self.ds_ids: dict[NodeKey, int] = {}
         self.field_ids: dict[tuple, int] = {}  # by (entity id, field path); clean ones not all
         self.statement_ids: dict[NodeKey, int] = {}
+        # rows the database refused for their content (``refusals``): failed rows of the upload,
+        # the rest written; what needs a refused row's id (an entity's fields, its flows) is not
+        self.refused: list[Refused] = []
 
     def run(self) -> UploadResult:
         steps: list[tuple[str, Callable[[Connection], tuple[int, int]]]] = [
@@ -152,15 +156,23 @@ class Upload:
         """One object type in one transaction, counted as written and touched; a database
         error is a failed row of the type."""
         result = self.result
+        self.refused.clear()
         try:
             with self.engine.begin() as conn:
                 written, touched = write(conn)
         except SQLAlchemyError as exc:
             result.failed.append(FailedRow(object_type, "*", _reason(exc)))
             return False
+        result.failed.extend(failed_rows(self.refused, self._entity_labels))
         result.written[object_type] = result.written.get(object_type, 0) + written
         result.touched[object_type] = result.touched.get(object_type, 0) + touched
         return True
+
+    def _entity_labels(self) -> dict[int, str]:
+        """The OpenLineage identity of the entities this upload wrote, by id (failed rows)."""
+        return {
+            eid: f"{k[0]}:{k[1]}" for held in (self.job_ids, self.ds_ids) for k, eid in held.items()
+        }
 
     # -- the steps, in order; each returns (written, touched) ----------------------------------
 
@@ -195,10 +207,14 @@ class Upload:
                 "content_hash",
             ],
             self.upload_id,
+            refused=self.refused,
         )
-        self.job_ids.update(zip(job_keys, ids[: len(job_keys)], strict=True))
-        self.ds_ids.update(zip(ds_keys, ids[len(job_keys) :], strict=True))
-        touched = stamped + len(set(ids)) - written
+        for keys, part, held in (
+            (job_keys, ids[: len(job_keys)], self.job_ids),
+            (ds_keys, ids[len(job_keys) :], self.ds_ids),
+        ):
+            held.update((k, i) for k, i in zip(keys, part, strict=True) if i is not None)
+        touched = stamped + len({i for i in ids if i is not None}) - written
         foreign_ids, stubs = placement.link_foreign_jobs(
             self.bulk, conn, self.linked, self.taken, self.now, self.upload_id
         )
@@ -326,9 +342,9 @@ class Upload:
         unique: dict[tuple[int, str], FieldNode] = {}  # the last field of a key, first place
         count = 0
         for key, d in graph.datasets.items():
-            if key in clean_ds and key not in resend:
-                continue
-            eid = ds_ids[key]
+            eid = ds_ids.get(key)
+            if eid is None or (key in clean_ds and key not in resend):
+                continue  # clean, or its entity was refused
             for f in d.fields.values():
                 unique[(eid, f.path)] = f
                 count += 1
@@ -354,6 +370,7 @@ class Upload:
             ["type", "description", "ordinal_position", "last_update"],
             self.upload_id,
             keyed=True,
+            refused=self.refused,
         )
         return written, stamped + count - written
 
@@ -393,11 +410,18 @@ class Upload:
             for key, _ in items
         ]
         ids, written = self.bulk.upsert(
-            conn, t.routines, rows, ["system_id", "schema", "name"], ["last_update"], self.upload_id
+            conn,
+            t.routines,
+            rows,
+            ["system_id", "schema", "name"],
+            ["last_update"],
+            self.upload_id,
+            refused=self.refused,
         )
+        items = [(item, rid) for item, rid in zip(items, ids, strict=True) if rid is not None]
         stmt_rows = [
             {"routine_id": rid, "text": r.statement, "dialect": r.dialect, "last_update": now}
-            for rid, (_, r) in zip(ids, items, strict=True)
+            for (_, r), rid in items
         ]
         sids, s_written = self.bulk.upsert(
             conn,
@@ -406,8 +430,11 @@ class Upload:
             ["routine_id"],
             ["text", "dialect", "last_update"],
             self.upload_id,
+            refused=self.refused,
         )
-        self.statement_ids = {key: sid for (key, _), sid in zip(items, sids, strict=True)}
+        self.statement_ids = {
+            key: sid for ((key, _), _), sid in zip(items, sids, strict=True) if sid is not None
+        }
         self.result.written[ObjectType.STATEMENTS] = s_written
         self.result.touched[ObjectType.STATEMENTS] = stamped + len(stmt_rows) - s_written
         return written, stamped + len(rows) - written
@@ -451,11 +478,11 @@ class Upload:
         flows: dict[tuple, DataFlow | OrchestrationFlow] = {}
         count = 0
         for f in graph.data_flows:
-            if f.job not in clean_jobs:
+            if f.job not in clean_jobs and f.source in ds and f.target in ds:
                 flows[(scope(f.job), ds[f.source], ds[f.target])] = f
                 count += 1
         for o in graph.orchestration_flows:
-            if o.child not in clean_jobs:
+            if o.child not in clean_jobs and o.parent in jobs and o.child in jobs:
                 flows[(o_scope(o.child), jobs[o.parent], jobs[o.child])] = o
                 count += 1
         rows = (
@@ -484,6 +511,7 @@ class Upload:
             self.upload_id,
             keyed=True,
             want_ids=False,
+            refused=self.refused,
         )
         return written, count
 
@@ -503,11 +531,15 @@ class Upload:
                 if job not in clean_jobs
                 for ff in job_flows
             ]
+        # a field flow whose end was refused (its field or entity) is not written
+        resent = [ff for ff in resent if ff.source[:2] in ds and ff.target[:2] in ds]
         fids = self._field_ids(conn, resent)
         field_rows: dict[tuple, FieldFlow] = {}
         for ff in resent:
-            source = fids[(ds[ff.source[:2]], ff.source[2])]
-            target = fids[(ds[ff.target[:2]], ff.target[2])]
+            source = fids.get((ds[ff.source[:2]], ff.source[2]))
+            target = fids.get((ds[ff.target[:2]], ff.target[2]))
+            if source is None or target is None:
+                continue
             kept = field_rows.setdefault((scope(ff.job), source, target), ff)
             if kept is not ff:  # one row for both: the same one whatever the sets' order
                 field_rows[(scope(ff.job), source, target)] = changes.pick_field_flow(kept, ff)
@@ -537,6 +569,7 @@ class Upload:
             self.upload_id,
             keyed=True,
             want_ids=False,
+            refused=self.refused,
         )
         return f_written, len(resent)
 
@@ -563,11 +596,17 @@ class Upload:
         checks = self.graph.quality_checks.values()
         suites = sorted({f"{q.job[0]}.{q.job[1]}" for q in checks})
         suite_ids: dict[str, int] = {}
+        stmt = self.bulk.insert(t.quality_suites).on_conflict_do_nothing(index_elements=["code"])
+
+        def add_suites(codes: Sequence[str]) -> list[None]:
+            conn.execute(stmt, [{"code": c} for c in codes])
+            return []
+
+        def refuse_suite(code: str, reason: str) -> None:
+            self.refused.append(Refused(t.quality_suites.name, code, {"code": code}, reason))
+
         for chunk in batched(suites):
-            stmt = self.bulk.insert(t.quality_suites).on_conflict_do_nothing(
-                index_elements=["code"]
-            )
-            conn.execute(stmt, [{"code": c} for c in chunk])
+            isolated(conn, chunk, add_suites, refuse_suite)
             for sid, code in conn.execute(
                 select(t.quality_suites.c.id, t.quality_suites.c.code).where(
                     t.quality_suites.c.code.in_(list(chunk))
@@ -577,7 +616,7 @@ class Upload:
         now = self.now
         rows = [
             {
-                "suite_id": suite_ids[f"{q.job[0]}.{q.job[1]}"],
+                "suite_id": suite_ids[suite],
                 "code": f"{q.dataset[0]}:{q.dataset[1]}|{q.name}|{q.column or ''}",
                 "dataset": f"{q.dataset[0]}:{q.dataset[1]}",
                 "assertion": q.name,
@@ -588,6 +627,7 @@ class Upload:
                 "last_update": now,
             }
             for q in checks
+            if (suite := f"{q.job[0]}.{q.job[1]}") in suite_ids
         ]
         _, written = self.bulk.upsert(
             conn,
@@ -596,6 +636,7 @@ class Upload:
             ["suite_id", "code"],
             ["enabled", "last_success", "last_checked", "last_update"],
             self.upload_id,
+            refused=self.refused,
         )
         return written, len(rows) - written
 
@@ -605,8 +646,8 @@ class Upload:
         rows = []
         for key, j in self.graph.jobs.items():
             m = j.metrics
-            if not m.runs or key not in job_sys:  # another definition's job: not touched
-                continue
+            if not m.runs or key not in job_sys or key not in job_ids:
+                continue  # another definition's job (not touched), or its entity was refused
             rows.append(
                 {
                     "entity_id": job_ids[key],
@@ -622,9 +663,5 @@ class Upload:
                     "bytes_written": m.bytes_written,
                 }
             )
-        if rows:
-            keep = ["entity_id"]
-            refresh = [c for c in rows[0] if c != "entity_id"]
-            for chunk in batched(rows, self.bulk.chunk):
-                self.bulk.bulk_upsert(conn, t.run_metrics, chunk, keep, refresh, {}, [])
+        self.bulk.upsert_plain(conn, t.run_metrics, rows, ["entity_id"], self.refused)
         return 0, 0
