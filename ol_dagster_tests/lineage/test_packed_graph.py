@@ -223,9 +223,16 @@ PACKED_FIELDS = {
 }
 
 
+# fields the packed form leaves out on purpose: the claimed Systems are decided at upload
+# (``sync.upload.place_claimed``), on the graph read back from its packed form
+NOT_PACKED = {g.LineageGraph: "claimed_systems"}
+
+
 @pytest.mark.parametrize("cls", list(PACKED_FIELDS), ids=lambda c: c.__name__)
 def test_every_field_of_the_graph_is_one_the_packed_form_knows(cls: type) -> None:
-    assert [f.name for f in dataclasses.fields(cls)] == PACKED_FIELDS[cls].split()
+    assert [f.name for f in dataclasses.fields(cls)] == (
+        PACKED_FIELDS[cls].split() + NOT_PACKED.get(cls, "").split()
+    )
 
 
 def _lines(*lines: Any) -> bytes:
