@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import sqlalchemy.exc
 
 from ol_dagster.definitions import build_defs
 from ol_dagster.defs import constants as C
@@ -153,6 +154,21 @@ def _already_synced_line(
     }
 
 
+def _add_partition(instance: dg.DagsterInstance, partitions: str, key: str) -> None:
+    """Add a batch's partition, which a second sync started at the same time may add first.
+
+    Dagster checks for the key and then inserts it, not atomically: the loser of the race gets
+    the storage's unique-key error, which only means the partition is there.
+    """
+    if instance.has_dynamic_partition(partitions, key):
+        return
+    try:
+        instance.add_dynamic_partitions(partitions, [key])
+    except sqlalchemy.exc.IntegrityError:
+        if not instance.has_dynamic_partition(partitions, key):
+            raise
+
+
 def sync_batches(
     path: str | None = None,
     *,
@@ -182,8 +198,7 @@ def sync_batches(
                 if current.status is BatchStatus.SYNCED:
                     yield _already_synced_line(store, d, current, None, {})
                     continue
-                if not instance.has_dynamic_partition(names.partitions(d.name), key):
-                    instance.add_dynamic_partitions(names.partitions(d.name), [key])
+                _add_partition(instance, names.partitions(d.name), key)
                 result = job.execute_in_process(
                     instance=instance,
                     partition_key=key,

@@ -209,3 +209,31 @@ def test_two_syncs_started_together_sync_each_batch_once(
         assert all(b.status is BatchStatus.SYNCED for b in store.batches("snap"))
     finally:
         store.dispose()
+
+
+def test_a_partition_added_by_another_sync_between_the_check_and_the_insert_is_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race two syncs started together run into: both find the batch's partition missing, the
+    other inserts it first, and this one's insert fails on the storage's unique key. Made
+    deterministic: the other sync's insert lands between this one's look-up and its insert, which
+    then runs on the real storage."""
+    from dagster._core.storage.event_log.schema import DynamicPartitionsTable
+
+    from ol_dagster.commands.headless import _add_partition
+
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        storage: Any = instance.event_log_storage
+        real_add = instance.add_dynamic_partitions
+
+        def lose_the_race(partitions: str, keys: list[str]) -> None:
+            real_add(partitions, keys)  # the other sync, first
+            with storage.index_connection() as conn:  # this one's insert, after its stale look-up
+                conn.execute(
+                    DynamicPartitionsTable.insert(),
+                    [dict(partitions_def_name=partitions, partition=k) for k in keys],
+                )
+
+        monkeypatch.setattr(instance, "add_dynamic_partitions", lose_the_race)
+        _add_partition(instance, "snap__batches", "1")
+        assert instance.get_dynamic_partitions("snap__batches") == ["1"]
