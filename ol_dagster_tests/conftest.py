@@ -25,11 +25,11 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # public OpenLineage events and schemas, copied in (see corpus/PROVENANCE.md)
 CORPUS = PROJECT_ROOT / "ol_dagster_tests" / "corpus"
 
-# Hypothesis profiles. ``ci`` (the default, every ``make test``): 250 sequences of the lineage
+# Hypothesis profiles. ``ci`` (the default, every ``make test``): 200 sequences of the lineage
 # safety model on SQLite (a share of them on PostgreSQL and through Dagster, see
-# test_lineage_safety_model.py). ``long``, for a nightly run, twenty times as many:
+# test_lineage_safety_model.py). ``long``, for a nightly run, 25 times as many:
 #   .venv/bin/pytest ol_dagster_tests/safety/test_lineage_safety_model.py --hypothesis-profile=long
-hypothesis_settings.register_profile("ci", max_examples=250, deadline=None, print_blob=True)
+hypothesis_settings.register_profile("ci", max_examples=200, deadline=None, print_blob=True)
 hypothesis_settings.register_profile("long", max_examples=5000, deadline=None, print_blob=True)
 hypothesis_settings.load_profile("ci")
 
