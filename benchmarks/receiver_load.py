@@ -25,7 +25,8 @@ the hostile client connects from 127.0.0.2, ``/healthz`` and the producer from 1
 
 4. **slots**: ``--slot-sockets`` (510) unauthenticated posts announcing a 100 MB body, each
    sending one byte every 2 s and reconnecting when closed, for ``--slot-seconds``; meanwhile a
-   producer posts one event every 0.2 s; the sockets the server holds are counted every 2 s;
+   producer posts one event every 0.2 s; the sockets the server holds are counted every 2 s, and
+   the lines the server logged meanwhile (its refusals);
 5. **unread**: ``--unread-posts`` (20) posts of 100,000 empty events (every one rejected) whose
    answers are never read; the server's RSS until it is idle again;
 6. **locked**: another process holds the store's write lock ``--lock-seconds`` (12) while 45
@@ -433,6 +434,8 @@ def slot_holders(target: Target, n: int, seconds: float) -> dict[str, Any]:
         b"Content-Length: 100000000\r\n\r\n{"
     )
     rss_before = rss_mb(target.pid)
+    server_log = target.folder / "serve.log"
+    lines_before = len(server_log.read_bytes().splitlines())
     sampler = Sampler(target)
     sampler.start()
     posts: list[int] = []
@@ -469,10 +472,13 @@ def slot_holders(target: Target, n: int, seconds: float) -> dict[str, Any]:
     for s in socks:
         if s is not None:
             s.close()
+    logged = len(server_log.read_bytes().splitlines()) - lines_before
     return {
         "sockets": n,
         "seconds": seconds,
         "connections_opened": opened,
+        "server_log_lines": logged,
+        "server_log_lines_per_s": round(logged / seconds, 1),
         "server_sockets_min_max": [min(held, default=0), max(held, default=0)],
         "producer_posts": len(posts),
         "producer_posts_not_200": sum(s != 200 for s in posts),

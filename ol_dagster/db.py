@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import orjson
-from sqlalchemy import BigInteger, Connection, Engine, Integer, create_engine, event
+from sqlalchemy import BigInteger, Connection, Engine, Integer, Table, create_engine, event
 from sqlalchemy.engine import make_url
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -114,6 +114,21 @@ def lock_schema(conn: Connection, key: int) -> None:
     ``BEGIN IMMEDIATE`` already serializes them."""
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({int(key)})")
+
+
+def create_missing_indexes(conn: Connection, tables: list[Table]) -> None:
+    """Create the indexes of ``tables`` the database lacks (an earlier version made it), with one
+    query for those it has: this runs each time a catalog or the ledger is opened, and asking
+    for each index apart cost PostgreSQL a query each."""
+    if conn.dialect.name == "postgresql":
+        sql = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'index'"
+    present = set(conn.exec_driver_sql(sql).scalars())
+    for table in tables:
+        for index in table.indexes:
+            if index.name not in present:
+                index.create(conn)
 
 
 class WalCheckpointer:

@@ -137,6 +137,8 @@ class ReceiverLimits(StrictModel):
     minBodyBytesPerSecond: Annotated[int, Field(ge=0)] = 10_000  # a slower body is closed; 0: off
     sendTimeoutSeconds: Annotated[float, Field(gt=0)] = 30  # an answer left unread is dropped
     maxFailedEventsListed: Annotated[int, Field(ge=1)] = 100  # per answer; the rest counted
+    # the same refusal from one address: logged once, then counted in a line per this; 0: each
+    refusalLogSeconds: Annotated[float, Field(ge=0)] = 10
 
 
 class Settings(StrictModel):

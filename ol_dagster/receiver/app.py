@@ -12,7 +12,8 @@ sync cleans against; the message says it in words. A store that cannot be reache
 
 This module only wires; each step has its own module:
 
-* ``receiver.refusals``: one log line per refused request (status, path, client, reason);
+* ``receiver.refusals``: a log line per refused request (status, path, client, reason), the
+  same refusals from one address counted instead (``receiver.refusal_lines``);
 * ``receiver.guard``: header-count and concurrency limits, before any route;
 * ``receiver.tenants``: the bearer token selects the definition;
 * ``receiver.posts``: the two posting endpoints (authenticate, read the body, then decode,
@@ -63,7 +64,9 @@ def create_app(settings: Settings, store: EventStore) -> Starlette:
             Route("/healthz", health.healthz, methods=["GET"]),
         ],
         middleware=[
-            Middleware(RefusalLog, secrets=secret_values(settings)),
+            Middleware(
+                RefusalLog, secrets=secret_values(settings), seconds=limits.refusalLogSeconds
+            ),
             Middleware(Guard, limits=limits),
         ],
     )

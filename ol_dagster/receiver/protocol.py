@@ -26,24 +26,26 @@ around their own parser, never in place of it:
   sockets still take a file descriptor each. Beyond ``maxConnections`` in all, or
   ``maxConnectionsPerClient`` from one address, a new connection is answered 503 with
   ``Retry-After`` and closed at once.
+
+Each of these is logged as the receiver logs every refusal: once per limit and client address,
+then counted (``receiver.refusal_lines``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import Counter
 from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ol_dagster.receiver.refusal_lines import RefusalLines
 from ol_dagster.settings import ReceiverLimits
 
 log = logging.getLogger("ol_dagster.receiver")
 
-_QUIET_LOG_SECONDS = 10.0
 # the first seconds of a body are not held to ``minBodyBytesPerSecond`` (a client's slow start)
 RATE_GRACE_SECONDS = 5.0
 # how long a client still sending a refused body is given to finish and read its answer
@@ -66,20 +68,18 @@ class Counters:
     """What the guards did, for the benchmark and the tests (one server per process here), and
     the connections open from each client address."""
 
-    def __init__(self) -> None:
+    def __init__(self, refusal_log_seconds: float = 10.0) -> None:
         self.refused_connections = 0  # beyond maxConnections or maxConnectionsPerClient
         self.timed_out = 0  # headers or body past their deadline
         self.too_slow = 0  # a body below minBodyBytesPerSecond
         self.closed_after_answer = 0  # Connection: close added to an answer
         self.send_timed_out = 0  # an answer left unread past sendTimeoutSeconds
         self.per_client: Counter[str] = Counter()
-        self._last_log: dict[str, float] = {}
+        self._lines = RefusalLines(log, refusal_log_seconds)
 
-    def warn(self, message: str, *args: object) -> None:
-        now = time.monotonic()
-        if now - self._last_log.get(message, 0.0) >= _QUIET_LOG_SECONDS:  # one line per burst
-            self._last_log[message] = now
-            log.warning(message, *args)
+    def warn(self, client: str | None, message: str, *args: object) -> None:
+        """Log a connection refused or closed by a limit (``message``) from ``client``."""
+        self._lines.refused(message, client, message, message, *args)
 
 
 class _GuardedConnection(h11.Connection):
@@ -215,7 +215,8 @@ class GuardedH11Protocol(H11Protocol):
 
     def _refuse(self, answer: bytes, message: str, *args: object) -> None:
         self.counters.refused_connections += 1
-        self.counters.warn(message + ": new connections refused with 503", *args)
+        address = self.client[0] if self.client else None
+        self.counters.warn(address, message + ": new connections refused with 503", *args)
         self.transport.write(answer)
         self.transport.close()
 
@@ -265,6 +266,7 @@ class GuardedH11Protocol(H11Protocol):
             return
         self.counters.too_slow += 1
         self.counters.warn(
+            self.client[0] if self.client else None,
             "a client sent its body slower than receiver.minBodyBytesPerSecond (%d): "
             "connection closed",
             self.limits.minBodyBytesPerSecond,
@@ -319,6 +321,7 @@ class GuardedH11Protocol(H11Protocol):
             return  # read meanwhile
         self.counters.send_timed_out += 1
         self.counters.warn(
+            self.client[0] if self.client else None,
             "a client did not read its answer within receiver.sendTimeoutSeconds (%s): "
             "connection dropped",
             self.limits.sendTimeoutSeconds,
@@ -381,6 +384,7 @@ class GuardedH11Protocol(H11Protocol):
             return
         self.counters.timed_out += 1
         self.counters.warn(
+            self.client[0] if self.client else None,
             "a client took longer than receiver.%s to send its request: connection closed",
             "bodyTimeoutSeconds" if self._in_body else "headerTimeoutSeconds",
         )

@@ -1,4 +1,4 @@
-"""One log line per refused request, so an operator sees a misconfigured producer.
+"""A log line for refused requests, so an operator sees a misconfigured producer.
 
 Every answer of 400 or more is logged, whoever made it (the guard's 431 and 503, a missing or
 unknown token, a Content-Type that is not JSON, a body over the limits or not JSON, every event
@@ -6,7 +6,9 @@ of a post rejected, an unknown path):
 ``refused POST /api/v1/lineage/batch from 10.1.2.3:51220: 401 missing or unknown bearer token``,
 with the first event's reason when every event was rejected. The answers never quote the token;
 what a rejected event's reason quotes of the body is scrubbed of the settings' secret values and
-of any URL's password, as a failed run's reason is.
+of any URL's password, as a failed run's reason is. A client refused again and again is not logged
+each time: the first refusal of a kind from an address is, then a count of the next ones every
+``receiver.refusalLogSeconds`` (``receiver.refusal_lines``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ol_dagster.receiver.refusal_lines import RefusalLines
 from ol_dagster.sync.run_failure import scrub
 
 log = logging.getLogger("ol_dagster.receiver")
@@ -53,9 +56,10 @@ def reason_of(body: bytes) -> str:
 class RefusalLog:
     """ASGI middleware in front of everything: logs each answer of 400 or more in one line."""
 
-    def __init__(self, app: ASGIApp, secrets: list[str]) -> None:
+    def __init__(self, app: ASGIApp, secrets: list[str], seconds: float) -> None:
         self.app = app
         self.secrets = secrets
+        self.lines = RefusalLines(log, seconds)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -80,11 +84,15 @@ class RefusalLog:
     def _log(self, scope: Scope, status: int, body: bytes) -> None:
         client = scope.get("client")
         where = f"{client[0]}:{client[1]}" if client else "an unknown client"
-        log.warning(
+        reason = scrub(reason_of(body), self.secrets)
+        self.lines.refused(
+            f"{status} {reason}",
+            client[0] if client else None,
+            str(status),
             "refused %s %s from %s: %d %s",
             scope.get("method", "?"),
             scope.get("path", "?"),
             where,
             status,
-            scrub(reason_of(body), self.secrets),
+            reason,
         )

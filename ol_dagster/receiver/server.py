@@ -53,7 +53,7 @@ def fit_file_limit(limits: ReceiverLimits) -> None:
 
 def _config(app: ASGIApp, host: str, port: int, limits: ReceiverLimits | None, **extra: Any):
     options: dict[str, Any] = {}
-    counters = Counters()
+    counters = Counters() if limits is None else Counters(limits.refusalLogSeconds)
     if limits is not None:
         options = {
             "http": guarded_protocol(limits, counters),

@@ -695,6 +695,8 @@ def test_a_ledger_made_before_owners_were_parts_is_migrated(store_url: str) -> N
         assert ledger.count("snap", EDGE, namespaces=["etl", "etlx"]) == 3
         with engine.connect() as conn:
             indexes = {i["name"] for i in inspect(conn).get_indexes("ol_ledger_items")}
-        assert "ix_ol_ledger_owner" in indexes and "ix_ol_ledger_scope" not in indexes
+        # keyed by the identity's digest; no index over the names themselves (``name_keys``)
+        assert "ux_ol_ledger_key" in indexes
+        assert not indexes & {"ix_ol_ledger_owner", "ix_ol_ledger_scope"}
     finally:
         engine.dispose()

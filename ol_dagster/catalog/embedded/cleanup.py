@@ -42,6 +42,7 @@ from ol_dagster.catalog.embedded.tables import (
     statements,
     systems,
 )
+from ol_dagster.catalog.name_keys import among, is_
 from ol_dagster.catalog.protocol import (
     CleanupCounts,
     CleanupPermissionDenied,
@@ -80,8 +81,8 @@ def _delete_ids(conn: Connection, table, ids: list[int]) -> None:
 def _owned_by(table: Table, namespaces: list[str], jobs: list[NodeKey]) -> list[ColumnElement]:
     """Conditions, each over a chunk of owners, matching the flows of every job of
     ``namespaces`` and of ``jobs`` (both their scopes) by the owner's parts, with equality
-    (case and every character count). A job's rows are found through the scope strings (the
-    leading column of the table's unique index; one string per owner), then checked by parts."""
+    (case and every character count). A job's rows are found through its scope strings (their
+    digest leads the table's unique index; one string per owner), then checked by parts."""
     c = table.c
     out: list[ColumnElement] = [
         c.scope_namespace.in_(chunk) for chunk in _chunked(sorted(set(namespaces)))
@@ -90,7 +91,12 @@ def _owned_by(table: Table, namespaces: list[str], jobs: list[NodeKey]) -> list[
         scopes = [flow_scope(*job) for job in chunk]
         if "kind" in c:  # data flows hold the orchestration scopes too
             scopes += [orchestration_scope(*job) for job in chunk]
-        out.append(and_(c.scope.in_(scopes), tuple_(c.scope_namespace, c.scope_job).in_(chunk)))
+        out.append(
+            and_(
+                among(table, "scope_key", scopes),
+                tuple_(c.scope_namespace, c.scope_job).in_(chunk),
+            )
+        )
     return out
 
 
@@ -129,7 +135,7 @@ def count_held(
     datasets = 0
     held_fields = 0
     for chunk in _chunked(sorted(set(dataset_systems))):
-        in_systems = select(systems.c.id).where(systems.c.name.in_(chunk))
+        in_systems = select(systems.c.id).where(among(systems, "name_key", chunk))
         its = and_(entities.c.system_id.in_(in_systems), entities.c.type != JOB)
         datasets += _count(conn, entities, its)
         held_fields += _count(
@@ -183,7 +189,7 @@ def _flows_touching(
 
 
 def _system_id(conn: Connection, system: str) -> int | None:
-    return conn.execute(select(systems.c.id).where(systems.c.name == system)).scalar()
+    return conn.execute(select(systems.c.id).where(is_(systems, "name_key", system))).scalar()
 
 
 def job_system(
@@ -225,6 +231,7 @@ def job_system(
             select(job.c.id)
             .where(
                 job.c.system_id == routines.c.system_id,
+                job.c.identity_key == routines.c.identity_key,  # the same digest of the names
                 job.c.schema == routines.c.schema,
                 job.c.name == routines.c.name,
                 job.c.type == JOB,
@@ -310,8 +317,7 @@ def drop_datasets(conn: Connection, datasets: list[DatasetRef], dry_run: bool) -
         eid = conn.execute(
             select(entities.c.id).where(
                 entities.c.system_id == sid,
-                entities.c.schema == ref.schema,
-                entities.c.name == ref.name,
+                is_(entities, "identity_key", ref.schema, ref.name),
                 entities.c.type != JOB,
             )
         ).scalar()
@@ -343,7 +349,7 @@ def disable_quality_checks(conn: Connection, jobs: list[str]) -> int:
     """Quality checks of removed jobs are disabled, never deleted: their history is kept."""
     if not jobs:
         return 0
-    suite_ids = select(quality_suites.c.id).where(quality_suites.c.code.in_(jobs))
+    suite_ids = select(quality_suites.c.id).where(among(quality_suites, "code_key", jobs))
     return conn.execute(
         update(quality_checks)
         .where(quality_checks.c.suite_id.in_(suite_ids), quality_checks.c.enabled.is_(True))

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Connection, Select, select
+from sqlalchemy import Connection, Select, Table, select
 from sqlalchemy.orm import aliased
 
 from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.name_keys import among
 from ol_dagster.lineage.graph import flow_scope
 from ol_dagster.lineage_state import (
     ColumnLineageState,
@@ -101,13 +102,14 @@ def _jobs(
     return jobs, job_ids, newest
 
 
-def _of_jobs(statement: Select, scope_column: Any, scopes: list[str] | None) -> list[Select]:
-    """``statement`` over every flow, or, when jobs were left out (``scopes``: the kept jobs'
-    data scopes), in chunks of them (their unique indexes start with the scope)."""
+def _of_jobs(statement: Select, table: Table, scopes: list[str] | None) -> list[Select]:
+    """``statement`` over every flow of ``table``, or, when jobs were left out (``scopes``: the
+    kept jobs' data scopes), in chunks of them (their unique indexes start with the scope's
+    digest)."""
     if scopes is None:
         return [statement]
     return [
-        statement.where(scope_column.in_(scopes[i : i + _CHUNK]))
+        statement.where(among(table, "scope_key", scopes[i : i + _CHUNK]))
         for i in range(0, len(scopes), _CHUNK)
     ]
 
@@ -138,7 +140,7 @@ def _data_flows(
     )
     for job_ns, job_name, s_id, s_ns, s_name, d_id, d_ns, d_name in (
         row
-        for statement in _of_jobs(data_flows, f.scope, scopes)
+        for statement in _of_jobs(data_flows, t.data_flows, scopes)
         for row in conn.execute(statement)
     ):
         job = (job_ns, job_name)
@@ -232,7 +234,7 @@ def _column_lineage(
     )
     for job_ns, job_name, s_entity, s_field, d_entity, d_field, kind, subtype in (
         row
-        for statement in _of_jobs(field_flows, ff.scope, scopes)
+        for statement in _of_jobs(field_flows, t.field_flows, scopes)
         for row in conn.execute(statement)
     ):
         if (job_ns, job_name) not in jobs or s_entity not in datasets or d_entity not in datasets:

@@ -24,6 +24,7 @@ from ol_dagster.catalog.embedded.tables import (
     fields,
     systems,
 )
+from ol_dagster.catalog.name_keys import among, is_, name_key
 from ol_dagster.catalog.renames import may_move, renames
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
@@ -35,7 +36,7 @@ def ensure_systems(conn: Connection, wanted: dict[str, dict]) -> dict[str, int]:
     ids: dict[str, int] = {}
     for sid, name, props in conn.execute(
         select(systems.c.id, systems.c.name, systems.c.properties).where(
-            systems.c.name.in_(list(wanted))
+            among(systems, "name_key", list(wanted))
         )
     ):
         ids[name] = sid
@@ -69,7 +70,7 @@ def apply_renames(
     for r in renames(graph, definition):
         d, prev = r.dataset, r.previous
         found = conn.execute(
-            select(systems.c.id, systems.c.properties).where(systems.c.name == prev.system)
+            select(systems.c.id, systems.c.properties).where(is_(systems, "name_key", prev.system))
         ).first()
         if found is None:
             continue
@@ -83,8 +84,7 @@ def apply_renames(
         exists = conn.execute(
             select(entities.c.id).where(
                 entities.c.system_id == target,
-                entities.c.schema == d.schema,
-                entities.c.name == d.object_name,
+                is_(entities, "identity_key", d.schema, d.object_name),
             )
         ).scalar()
         if exists is not None:
@@ -93,14 +93,14 @@ def apply_renames(
             update(entities)
             .where(
                 entities.c.system_id == old_system,
-                entities.c.schema == prev.schema,
-                entities.c.name == prev.name,
+                is_(entities, "identity_key", prev.schema, prev.name),
                 entities.c.type != JOB,
             )
             .values(
                 system_id=target,
                 schema=d.schema,
                 name=d.object_name,
+                identity_key=name_key(d.schema, d.object_name),
                 ol_namespace=d.namespace,
                 ol_name=d.name,
             )
@@ -117,7 +117,7 @@ def forget_digests_linking(conn: Connection, system_id: int, schema: str, name: 
     those jobs, unchanged, would only stamp the flows at the new name and never write them at
     the name it describes. Cleared, each of those jobs is sent again whole next time."""
     moved = select(entities.c.id).where(
-        entities.c.system_id == system_id, entities.c.schema == schema, entities.c.name == name
+        entities.c.system_id == system_id, is_(entities, "identity_key", schema, name)
     )
     its_fields = select(fields.c.id).where(fields.c.entity_id.in_(moved))
     f, ff = data_flows.c, field_flows.c
@@ -175,6 +175,7 @@ def link_foreign_jobs(
             bulk.insert(entities)
             .values(
                 **identity,
+                identity_key=name_key(ns, name),
                 type=JOB,
                 ol_namespace=ns,
                 ol_name=name,
@@ -182,13 +183,14 @@ def link_foreign_jobs(
                 last_update=now,
                 created_by=upload_id,
             )
-            .on_conflict_do_nothing(index_elements=list(identity))
+            .on_conflict_do_nothing(index_elements=["system_id", "identity_key"])
             .returning(entities.c.id)
         ).scalar()
         if eid is None:  # already there (not as a job entity: the lookup would have found it)
             eid = conn.execute(
                 select(entities.c.id).where(
-                    *(entities.c[column] == value for column, value in identity.items())
+                    entities.c.system_id == identity["system_id"],
+                    is_(entities, "identity_key", ns, name),
                 )
             ).scalar_one()
         else:
@@ -207,7 +209,7 @@ def reference_system(conn: Connection, namespace: str, taken: Collection[str]) -
         if name in taken:
             continue
         row = conn.execute(
-            select(systems.c.id, systems.c.properties).where(systems.c.name == name)
+            select(systems.c.id, systems.c.properties).where(is_(systems, "name_key", name))
         ).first()
         if row is None:
             return conn.execute(

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, func, select
 
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.lineage_reads import NodeNotFound, parse_node
+from ol_dagster.catalog.name_keys import is_
 from ol_dagster.lineage.graph import flow_scope
 
 
@@ -46,7 +47,7 @@ def counts(conn: Connection) -> dict[str, int]:
 
 
 def job_schemas(conn: Connection, system: str) -> list[str]:
-    sid = select(t.systems.c.id).where(t.systems.c.name == system).scalar_subquery()
+    sid = select(t.systems.c.id).where(is_(t.systems, "name_key", system)).scalar_subquery()
     e, r = t.entities.c, t.routines.c
     found = {
         s for (s,) in conn.execute(select(e.schema).where(e.system_id == sid, e.type == t.JOB))
@@ -127,9 +128,8 @@ def lineage(
             ns_, name_ = conn.execute(select(e.ol_namespace, e.ol_name).where(e.id == eid)).one()
             scope = flow_scope(ns_, name_)
             col = f.from_entity if up else f.to_entity
-            for (other,) in conn.execute(
-                select(col).where(f.scope == scope, f.kind == t.DATA).distinct()
-            ):
+            of_job = is_(t.data_flows, "scope_key", scope)
+            for (other,) in conn.execute(select(col).where(of_job, f.kind == t.DATA).distinct()):
                 out.append(other)
                 o = entity_node(other)
                 edges.add((o, me) if up else (me, o))

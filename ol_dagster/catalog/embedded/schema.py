@@ -4,17 +4,19 @@ Catalogs opened at once on an empty PostgreSQL database (runs, a sensor, the web
 race on CREATE TABLE and on the first user, so it all happens in one transaction under an
 advisory lock. A catalog created by an earlier version gains the columns and indexes added since
 (the flows' owners as parts, filled from their scope strings: ``catalog.owner_columns``), its name
-columns become unbounded on PostgreSQL, and it loses the indexes no query needs any more.
+columns become unbounded on PostgreSQL, its unique keys over names become keys over their digests
+(``catalog.name_keys``), and it loses the indexes no query needs any more.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import Connection, Engine, inspect
 
-from ol_dagster.catalog import owner_columns
+from ol_dagster.catalog import name_keys, owner_columns
 from ol_dagster.catalog.embedded import clock, permissions
 from ol_dagster.catalog.embedded.bulk import Bulk
 from ol_dagster.catalog.embedded.tables import (
+    RETIRED_CONSTRAINTS,
     data_flows,
     entities,
     field_flows,
@@ -25,7 +27,7 @@ from ol_dagster.catalog.embedded.tables import (
     run_metrics,
     statements,
 )
-from ol_dagster.db import lock_schema
+from ol_dagster.db import create_missing_indexes, lock_schema
 
 # PostgreSQL tables whose rows every upload updates, and the share of each page filled by inserts
 STAMPED_TABLES = (
@@ -40,8 +42,14 @@ STAMPED_TABLES = (
 )
 PG_FILLFACTOR = 50
 # Indexes earlier versions created that no query needs: each costs every upload a btree insert
-# per row (the scope ones repeat the leading column of the flows' unique keys).
-RETIRED_INDEXES = ("ix_cat_flows_scope", "ix_cat_field_flows_scope")
+# per row (the scope ones repeat the leading column of the flows' unique keys); and btree indexes
+# over names, which PostgreSQL refuses long entries in (replaced: ``tables``).
+RETIRED_INDEXES = (
+    "ix_cat_flows_scope",
+    "ix_cat_field_flows_scope",
+    "ix_cat_entities_system_type",
+    "ix_cat_entities_ol",
+)
 _SCHEMA_LOCK = 0x6F6C5F636174616C  # "ol_catal": the advisory lock of this schema's changes
 
 
@@ -58,9 +66,10 @@ def prepare(engine: Engine, bulk: Bulk, user: str) -> None:
         owner_columns.widen(conn, metadata.sorted_tables)
         owner_columns.add_owner_columns(conn, data_flows, [data_flows.c.scope], data_flows.c.kind)
         owner_columns.add_owner_columns(conn, field_flows, [field_flows.c.scope])
-        for table in metadata.sorted_tables:
-            for index in table.indexes:
-                index.create(conn, checkfirst=True)
+        # after the owners' migration, which rewrites scope strings
+        name_keys.add_keys(conn, metadata.sorted_tables)
+        name_keys.drop_constraints(conn, RETIRED_CONSTRAINTS)
+        create_missing_indexes(conn, metadata.sorted_tables)
         for name in RETIRED_INDEXES:
             conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
         if bulk.pg:

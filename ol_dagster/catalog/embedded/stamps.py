@@ -6,6 +6,9 @@ last upload's time>``, chunked), so every object the graph describes gets the ne
 exactly as a re-send gives it. A row lost since shows as a short count, and its object is then
 sent again whole.
 
+Rows are found through their unique index, by the digest of their names (``catalog.name_keys``),
+and matched by the names themselves.
+
 Raw SQL on the driver: tens of thousands of keys per statement, which SQLAlchemy would coerce and
 name one by one. A stored time is bound back as it was read (``Stamp``: SQLite's text,
 PostgreSQL's timestamp), so it equals itself whatever its resolution.
@@ -29,6 +32,7 @@ from ol_dagster.catalog.embedded.tables import (
     routines,
     statements,
 )
+from ol_dagster.catalog.name_keys import name_key
 from ol_dagster.lineage.graph import NodeKey
 
 EntityKey = tuple[int, str, str]  # (system id, schema, name)
@@ -39,9 +43,10 @@ def stored_entities(
 ) -> dict[EntityKey, tuple[int, str | None, Stamp]]:
     """The id, digest and last-update of the entities of ``idents`` the catalog holds.
 
-    Looked up through the identity index, by (System, schema) and a chunk of names: SQLite
-    scans the table for a row-value ``IN``, so each term names its System and schema, and
-    terms are OR-ed a few at a time (each an index search)."""
+    Looked up through the identity index, by System and a chunk of identity keys (checked
+    against the schema and the names): SQLite scans the table for a row-value ``IN``, so each
+    term names its System and schema, and terms are OR-ed a few at a time (each an index
+    search)."""
     groups: defaultdict[tuple[int, str], list[str]] = defaultdict(list)
     for sid, schema, name in idents:
         groups[(sid, schema)].append(name)
@@ -66,9 +71,13 @@ def stored_entities(
         clauses: list[str] = []
         params: list[Any] = []
         for sid, schema, chunk in terms[start:end]:
+            keys = [name_key(schema, name) for name in chunk]
+            key_sql, key_params = bulk.in_("identity_key", keys, "bytea")
             in_sql, in_params = bulk.in_("name", chunk, "text")
-            clauses.append(f"(system_id = {ph} AND {q('schema')} = {ph} AND {in_sql})")
-            params += [sid, schema, *in_params]
+            clauses.append(
+                f"(system_id = {ph} AND {key_sql} AND {q('schema')} = {ph} AND {in_sql})"
+            )
+            params += [sid, *key_params, schema, *in_params]
         for eid, sid, schema, name, digest, prev in conn.exec_driver_sql(
             head + " OR ".join(clauses), tuple(params)
         ):
@@ -88,11 +97,13 @@ def stamp(
     *,
     match: dict[str, Any] | None = None,
     also: dict[str, Any] | None = None,
+    keyed: tuple[str, Callable[[Any], bytes]] | None = None,
 ) -> set[Any]:
     """``UPDATE table SET last_update = now WHERE column IN (expected) AND last_update =
     prev`` (and each column of ``match`` equal to its value; ``also`` set too), a chunk at a
     time. Returns the values of ``column`` with fewer rows stamped than ``expected`` says
-    (the catalog lost some since).
+    (the catalog lost some since). ``keyed``: the key column the rows are found by, and the
+    key of a value of ``column`` (names: ``name_keys``).
 
     Only the rows stamped at ``prev`` are taken: those the upload of that time sent for the
     objects, not the older ones of the same scope that the cleanup is to judge. As no two
@@ -111,6 +122,9 @@ def stamp(
     short: set[Any] = set()
     for chunk in batched(sorted(expected), STAMP_CHUNK):
         in_sql, in_params = bulk.in_(q(column), chunk, sql_type)
+        if keyed is not None:
+            key_sql, key_params = bulk.in_(q(keyed[0]), [keyed[1](v) for v in chunk], "bytea")
+            in_sql, in_params = f"{key_sql} AND {in_sql}", [*key_params, *in_params]
         params = (*set_values, prev, *match.values(), *in_params)
         stamped = conn.exec_driver_sql(f"{update}{where} AND {in_sql}", params).rowcount
         if stamped == sum(map(expected.__getitem__, chunk)):
@@ -142,7 +156,11 @@ def stamp_statements(
     db_now = bulk.db_time(now)
     short: set[str] = set()
     for chunk in batched(sorted(names), STAMP_CHUNK):
+        key_sql, key_params = bulk.in_(
+            "r.identity_key", [name_key(schema, n) for n in chunk], "bytea"
+        )
         in_sql, in_params = bulk.in_("r.name", chunk, "text")
+        in_sql, in_params = f"{key_sql} AND {in_sql}", [*key_params, *in_params]
         of_chunk = f"r.system_id = {ph} AND r.{q('schema')} = {ph} AND {in_sql}"
         routine_ids = f"SELECT r.id FROM {q(routines.name)} r WHERE {of_chunk}"
         stamped = conn.exec_driver_sql(
@@ -178,10 +196,16 @@ def statement_ids(
     out: dict[NodeKey, int] = {}
     for (sid, schema), names in groups.items():
         for chunk in batched(names, STAMP_CHUNK):
+            keys = [name_key(schema, name) for name in chunk]
             for name, stmt_id in conn.execute(
                 select(r.name, s.id)
                 .join(statements, s.routine_id == r.id)
-                .where(r.system_id == sid, r.schema == schema, r.name.in_(chunk))
+                .where(
+                    r.system_id == sid,
+                    r.identity_key.in_(keys),
+                    r.schema == schema,
+                    r.name.in_(chunk),
+                )
             ):
                 out[(schema, name)] = stmt_id
     return out
@@ -220,7 +244,9 @@ def stamp_flows(
                 field[scope(key)] = c.field_flows
                 owner[scope(key)] = key
         for table, expected in ((data_flows, data), (field_flows, field)):
-            lost = stamp(bulk, conn, table, now, prev, "scope", expected)
+            lost = stamp(
+                bulk, conn, table, now, prev, "scope", expected, keyed=("scope_key", name_key)
+            )
             short.update(owner[s] for s in lost)
     for key in short:
         del clean_jobs[key]

@@ -5,6 +5,9 @@ their statements. Data flows (entity to entity, data or orchestration) and field
 field) are owned by a scope: its job's namespace and name, stored as parts that every cleanup
 matches with equality, and the seed's scope string. Quality checks belong to a job's suite and are
 disabled, never deleted.
+Each unique key over names is over a digest of them (``catalog.name_keys``): PostgreSQL's btree
+refuses an entry over ~2,704 bytes, and a name may be 2,048 characters of up to four bytes.
+
 Every object carries ``last_update``, written from the database server's clock at each upload that
 sends it, changed or not: that is what the cutoff cleanup compares with.
 
@@ -29,8 +32,9 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    UniqueConstraint,
 )
+
+from ol_dagster.catalog.name_keys import key_column
 
 Id = BigInteger().with_variant(Integer(), "sqlite")
 # a namespace or a name (up to ``limits.maxNameLength``, 2,048 characters by default), or a string
@@ -60,8 +64,10 @@ systems = Table(
     "cat_systems",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
-    Column("name", Name, nullable=False, unique=True),
+    Column("name", Name, nullable=False),
     Column("properties", JSON, nullable=False, default=dict),
+    key_column("name_key", "name"),
+    Index("ux_cat_system_key", "name_key", unique=True),
 )
 
 users = Table(
@@ -90,9 +96,11 @@ entities = Table(
     # digest of what the upload that last stamped the row wrote for the object (``changes``): the
     # next upload with the same digest only stamps the object's rows of that time
     Column("content_hash", String(32)),
-    UniqueConstraint("system_id", "schema", "name", name="ux_cat_entity_identity"),
-    Index("ix_cat_entities_system_type", "system_id", "type", "schema"),
-    Index("ix_cat_entities_ol", "ol_namespace", "ol_name"),
+    key_column("identity_key", "schema", "name"),
+    Index("ux_cat_entity_key", "system_id", "identity_key", unique=True),
+    Index("ix_cat_entities_system_kind", "system_id", "type"),
+    # found by OpenLineage name with equality only: a hash index on PostgreSQL, which takes any size
+    Index("ix_cat_entities_ol_name", "ol_name", postgresql_using="hash"),
 )
 
 fields = Table(
@@ -106,7 +114,8 @@ fields = Table(
     Column("ordinal_position", Integer),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
-    UniqueConstraint("entity_id", "name", name="ux_cat_field_identity"),
+    key_column("name_key", "name"),
+    Index("ux_cat_field_key", "entity_id", "name_key", unique=True),
 )
 
 routines = Table(
@@ -118,7 +127,8 @@ routines = Table(
     Column("name", Name, nullable=False),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
-    UniqueConstraint("system_id", "schema", "name", name="ux_cat_routine_identity"),
+    key_column("identity_key", "schema", "name"),
+    Index("ux_cat_routine_key", "system_id", "identity_key", unique=True),
 )
 
 statements = Table(
@@ -146,7 +156,8 @@ data_flows = Table(
     Column("statement_id", Id, _fk("cat_statements")),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
-    UniqueConstraint("scope", "from_entity", "to_entity", name="ux_cat_flow_identity"),
+    key_column("scope_key", "scope"),
+    Index("ux_cat_flow_key", "scope_key", "from_entity", "to_entity", unique=True),
     Index("ix_cat_flows_to", "to_entity"),
     # deletes cascade through these: without them every removed entity scans the flows
     Index("ix_cat_flows_from", "from_entity"),
@@ -167,7 +178,8 @@ field_flows = Table(
     Column("statement_id", Id, _fk("cat_statements")),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
-    UniqueConstraint("scope", "from_field", "to_field", name="ux_cat_field_flow_identity"),
+    key_column("scope_key", "scope"),
+    Index("ux_cat_field_flow_key", "scope_key", "from_field", "to_field", unique=True),
     Index("ix_cat_field_flows_from", "from_field"),
     Index("ix_cat_field_flows_to", "to_field"),
     Index("ix_cat_field_flows_statement", "statement_id"),
@@ -177,7 +189,9 @@ quality_suites = Table(
     "cat_quality_suites",
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
-    Column("code", Name, nullable=False, unique=True),  # the job: "<namespace>.<name>"
+    Column("code", Name, nullable=False),  # the job: "<namespace>.<name>"
+    key_column("code_key", "code"),
+    Index("ux_cat_quality_suite_key", "code_key", unique=True),
 )
 
 quality_checks = Table(
@@ -194,7 +208,8 @@ quality_checks = Table(
     Column("last_checked", DateTime),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
-    UniqueConstraint("suite_id", "code", name="ux_cat_quality_check_identity"),
+    key_column("code_key", "code"),
+    Index("ux_cat_quality_check_key", "suite_id", "code_key", unique=True),
 )
 
 # one row: the time of the last upload. Each upload takes a later one (``_claim_stamp``), so the
@@ -222,3 +237,16 @@ run_metrics = Table(
     Column("bytes_read", BigInteger, nullable=False, default=0),
     Column("bytes_written", BigInteger, nullable=False, default=0),
 )
+
+# the unique constraints over the names themselves an earlier version made (``schema.prepare``
+# drops them where it can: ``name_keys.drop_constraints``)
+RETIRED_CONSTRAINTS = {
+    systems.name: ("cat_systems_name_key",),
+    entities.name: ("ux_cat_entity_identity",),
+    fields.name: ("ux_cat_field_identity",),
+    routines.name: ("ux_cat_routine_identity",),
+    data_flows.name: ("ux_cat_flow_identity",),
+    field_flows.name: ("ux_cat_field_flow_identity",),
+    quality_suites.name: ("cat_quality_suites_code_key",),
+    quality_checks.name: ("ux_cat_quality_check_identity",),
+}

@@ -23,7 +23,6 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
-from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
@@ -34,6 +33,7 @@ from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.bulk import STAMP_CHUNK, Bulk, Stamp, batched, naive
 from ol_dagster.catalog.embedded.refusals import Refused, failed_rows, isolated
 from ol_dagster.catalog.embedded.tables import DATA, JOB, ORCHESTRATION
+from ol_dagster.catalog.name_keys import among, name_key
 from ol_dagster.catalog.protocol import FailedRow, ObjectType, UploadResult
 from ol_dagster.catalog.systems import owned_jobs, wanted_systems
 from ol_dagster.lineage import LineageGraph
@@ -49,8 +49,6 @@ from ol_dagster.lineage.graph import (
 from ol_dagster.sync_definition import SyncDefinition
 
 SYSTEMS = "systems"  # a step of its own, reported only when it fails
-
-_first = itemgetter(0)
 
 
 def _reason(exc: SQLAlchemyError) -> str:
@@ -130,6 +128,8 @@ class Upload:
         # rows the database refused for their content (``refusals``): failed rows of the upload,
         # the rest written; what needs a refused row's id (an entity's fields, its flows) is not
         self.refused: list[Refused] = []
+        # a flow's scope key (``name_keys``), once per scope: a job's flows share it
+        self.scope_key: Callable[[str], bytes] = cache(name_key)
 
     def run(self) -> UploadResult:
         steps: list[tuple[str, Callable[[Connection], tuple[int, int]]]] = [
@@ -393,6 +393,7 @@ class Upload:
                 "name",
                 dict.fromkeys(names, 1),
                 match={"system_id": sid, "schema": schema},
+                keyed=("identity_key", lambda name, schema=schema: name_key(schema, name)),
             )
             kept = [n for n in names if n not in lost]
             lost |= stamps.stamp_statements(self.bulk, conn, now, prev, sid, schema, kept)
@@ -473,8 +474,9 @@ class Upload:
         graph, clean_jobs, now = self.graph, self.clean_jobs, self.now
         ds, jobs = self.ds_ids, self.job_ids
         # rows are built a chunk at a time: keys first (the last flow of a key), then the rows
-        # in key order, so the flow indexes grow at their end instead of at random places
-        # (the graph's sets have no order): half the time of a 30,000-job upload on SQLite
+        # in the order of the unique index (the scope's digest first), so the flow indexes grow
+        # at their end instead of at random places (the graph's sets have no order): half the
+        # time of a 30,000-job upload on SQLite
         flows: dict[tuple, DataFlow | OrchestrationFlow] = {}
         count = 0
         for f in graph.data_flows:
@@ -490,6 +492,7 @@ class Upload:
                 k,
                 {
                     "scope": k[0],
+                    "scope_key": self.scope_key(k[0]),
                     "kind": DATA if isinstance(f, DataFlow) else ORCHESTRATION,
                     # the owner: a data flow's job, an orchestration flow's child
                     "scope_namespace": (f.job if isinstance(f, DataFlow) else f.child)[0],
@@ -500,7 +503,7 @@ class Upload:
                     "last_update": now,
                 },
             )
-            for k, f in sorted(flows.items(), key=_first)
+            for k, f in sorted(flows.items(), key=self._in_key_order)
         )
         _, written = self.bulk.upsert(
             conn,
@@ -548,6 +551,7 @@ class Upload:
                 k,
                 {
                     "scope": k[0],
+                    "scope_key": self.scope_key(k[0]),
                     "scope_namespace": ff.job[0],
                     "scope_job": ff.job[1],
                     "from_field": k[1],
@@ -558,7 +562,7 @@ class Upload:
                     "last_update": now,
                 },
             )
-            for k, ff in sorted(field_rows.items(), key=_first)
+            for k, ff in sorted(field_rows.items(), key=self._in_key_order)
         )
         _, f_written = self.bulk.upsert(
             conn,
@@ -572,6 +576,11 @@ class Upload:
             refused=self.refused,
         )
         return f_written, len(resent)
+
+    def _in_key_order(self, item: tuple[tuple, Any]) -> tuple:
+        """A flow's place in its table's unique index: its scope's digest, then its ends."""
+        scope, *ends = item[0]
+        return (self.scope_key(scope), *ends)
 
     def _field_ids(self, conn: Connection, resent: list[FieldFlow]) -> dict[tuple, int]:
         """``field_ids`` (fields by (entity id, path)), with those of the fields ``resent``
@@ -596,10 +605,12 @@ class Upload:
         checks = self.graph.quality_checks.values()
         suites = sorted({f"{q.job[0]}.{q.job[1]}" for q in checks})
         suite_ids: dict[str, int] = {}
-        stmt = self.bulk.insert(t.quality_suites).on_conflict_do_nothing(index_elements=["code"])
+        stmt = self.bulk.insert(t.quality_suites).on_conflict_do_nothing(
+            index_elements=["code_key"]
+        )
 
         def add_suites(codes: Sequence[str]) -> list[None]:
-            conn.execute(stmt, [{"code": c} for c in codes])
+            conn.execute(stmt, [{"code": c, "code_key": name_key(c)} for c in codes])
             return []
 
         def refuse_suite(code: str, reason: str) -> None:
@@ -609,7 +620,7 @@ class Upload:
             isolated(conn, chunk, add_suites, refuse_suite)
             for sid, code in conn.execute(
                 select(t.quality_suites.c.id, t.quality_suites.c.code).where(
-                    t.quality_suites.c.code.in_(list(chunk))
+                    among(t.quality_suites, "code_key", chunk)
                 )
             ):
                 suite_ids[code] = sid

@@ -4,8 +4,9 @@ OpenMetadata and Marquez keep no "scope" and no last-update time ol-dagster coul
 ledger, kept in the event store's database, records every object a definition sent to such a
 catalog (lineage edges with their owner, jobs, datasets, each with its catalog identity) and when a
 sync last touched it. An edge's owner is stored as its parts (the job's namespace and name) and
-matched with equality, like the embedded catalog's flows. The cutoff, the dry-run counts, the
-calls and every guard of the cleanup then work unchanged: "last touched before the cutoff" is
+matched with equality, like the embedded catalog's flows; an identity and a System's name are
+keyed by their digest (``catalog.name_keys``). The cutoff, the dry-run counts, the calls and every
+guard of the cleanup then work unchanged: "last touched before the cutoff" is
 read from the ledger, and the backend deletes the matching objects through its own API.
 
 Times in the ledger come from the catalog's clock (the ``Date`` of its answers), like the cutoff.
@@ -30,7 +31,6 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    UniqueConstraint,
     and_,
     delete,
     false,
@@ -41,8 +41,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ol_dagster.catalog import owner_columns
-from ol_dagster.db import AUTO_ID, lock_schema
+from ol_dagster.catalog import name_keys, owner_columns
+from ol_dagster.catalog.name_keys import among, is_, key_column, name_key
+from ol_dagster.db import AUTO_ID, create_missing_indexes, lock_schema
 from ol_dagster.lineage.graph import FlowOwner, NodeKey, parse_scope
 
 EDGE = "edge"
@@ -71,19 +72,28 @@ items = Table(
     Column("schema", Text),
     Column("payload", JSON, nullable=False),
     Column("last_touched", DateTime, nullable=False),
-    UniqueConstraint("catalog", "definition", "kind", "identity", name="ux_ol_ledger_identity"),
-    Index("ix_ol_ledger_owner", "catalog", "definition", "kind", "scope_namespace", "scope_job"),
+    key_column("identity_key", "identity"),
+    # it also finds a definition's entries of a kind, whose owners are then matched by parts
+    Index("ux_ol_ledger_key", "catalog", "definition", "kind", "identity_key", unique=True),
 )
-# the index of the scope strings, when a prefix of them chose the edges to remove
-_RETIRED_INDEXES = ("ix_ol_ledger_scope",)
+# the index of the scope strings, when a prefix of them chose the edges to remove; the index of
+# the owners' names, which PostgreSQL refuses long entries in
+_RETIRED_INDEXES = ("ix_ol_ledger_scope", "ix_ol_ledger_owner")
 
 systems = Table(
     "ol_ledger_systems",
     metadata,
-    Column("catalog", String(200), primary_key=True),
-    Column("name", Text, primary_key=True),
+    Column("catalog", String(200), nullable=False),
+    Column("name", Text, nullable=False),
     Column("properties", JSON, nullable=False),
+    key_column("name_key", "name"),
+    Index("ux_ol_ledger_system_key", "catalog", "name_key", unique=True),
 )
+# the unique keys over the names themselves an earlier version made
+_RETIRED_CONSTRAINTS = {
+    items.name: ("ux_ol_ledger_identity",),
+    systems.name: ("ol_ledger_systems_pkey",),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +166,9 @@ class Ledger:
             owner_columns.widen(conn, [items, systems])
             c = items.c
             owner_columns.add_owner_columns(conn, items, [c.catalog, c.definition, c.kind, c.scope])
-            for index in items.indexes:
-                index.create(conn, checkfirst=True)
+            name_keys.add_keys(conn, [items, systems])
+            name_keys.drop_constraints(conn, _RETIRED_CONSTRAINTS)
+            create_missing_indexes(conn, [items, systems])
             for name in _RETIRED_INDEXES:
                 conn.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
@@ -171,6 +182,7 @@ class Ledger:
                 "definition": definition,
                 "kind": e.kind,
                 "identity": e.identity,
+                "identity_key": name_key(e.identity),
                 "scope": owner.scope if owner else e.scope,
                 "scope_namespace": owner.namespace if owner else None,
                 "scope_job": owner.job if owner else None,
@@ -185,7 +197,7 @@ class Ledger:
                 stmt = self._insert(items)
                 conn.execute(
                     stmt.on_conflict_do_update(
-                        index_elements=["catalog", "definition", "kind", "identity"],
+                        index_elements=["catalog", "definition", "kind", "identity_key"],
                         set_={
                             c: stmt.excluded[c]
                             for c in (
@@ -252,7 +264,7 @@ class Ledger:
                         c.catalog == self.catalog,
                         c.definition == definition,
                         c.kind == kind,
-                        c.identity.in_(names[i : i + _CHUNK]),
+                        among(items, "identity_key", names[i : i + _CHUNK]),
                     ).order_by(c.id)
                 ).all()
                 out += [
@@ -310,7 +322,7 @@ class Ledger:
                 name: props
                 for name, props in conn.execute(
                     select(systems.c.name, systems.c.properties).where(
-                        systems.c.catalog == self.catalog, systems.c.name.in_(list(wanted))
+                        systems.c.catalog == self.catalog, among(systems, "name_key", list(wanted))
                     )
                 )
             }
@@ -325,7 +337,7 @@ class Ledger:
                 if mark and mark[0] not in marks:
                     conn.execute(
                         systems.update()
-                        .where(systems.c.catalog == self.catalog, systems.c.name == name)
+                        .where(systems.c.catalog == self.catalog, is_(systems, "name_key", name))
                         .values(properties={**existing[name], "openLineageJobSystem": marks + mark})
                     )
 
