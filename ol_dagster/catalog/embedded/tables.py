@@ -85,6 +85,7 @@ entities = Table(
     Column("properties", JSON, nullable=False, default=dict),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
     Column("fields_update", DateTime),  # last upload that carried the whole field list
     Column("analysis", JSON),  # results of the daily analyses, kept apart from what uploads write
     # digest of what the upload that last stamped the row wrote for the object (``changes``): the
@@ -106,6 +107,7 @@ fields = Table(
     Column("ordinal_position", Integer),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
     UniqueConstraint("entity_id", "name", name="ux_cat_field_identity"),
 )
 
@@ -118,6 +120,7 @@ routines = Table(
     Column("name", Name, nullable=False),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
     UniqueConstraint("system_id", "schema", "name", name="ux_cat_routine_identity"),
 )
 
@@ -130,6 +133,7 @@ statements = Table(
     Column("dialect", Said),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
 )
 
 data_flows = Table(
@@ -146,6 +150,7 @@ data_flows = Table(
     Column("statement_id", Id, _fk("cat_statements")),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
     UniqueConstraint("scope", "from_entity", "to_entity", name="ux_cat_flow_identity"),
     Index("ix_cat_flows_to", "to_entity"),
     # deletes cascade through these: without them every removed entity scans the flows
@@ -167,6 +172,7 @@ field_flows = Table(
     Column("statement_id", Id, _fk("cat_statements")),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
     UniqueConstraint("scope", "from_field", "to_field", name="ux_cat_field_flow_identity"),
     Index("ix_cat_field_flows_from", "from_field"),
     Index("ix_cat_field_flows_to", "to_field"),
@@ -194,6 +200,7 @@ quality_checks = Table(
     Column("last_checked", DateTime),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
     UniqueConstraint("suite_id", "code", name="ux_cat_quality_check_identity"),
 )
 
