@@ -45,8 +45,18 @@ input: written, not just touched). Beside each figure: ``orjson.loads`` of the s
 event at a time, in the same run (parse-only), and the ratio to it. The fixed cost of a sync is the
 10-event row; the marginal milliseconds per event at N are ``(total(N) - total(10)) / (N - 10)``.
 
+CPU over CPU (the first table): the sync's CPU time (``wait4``: the process and the children it
+waited for) against the CPU time of ``orjson.loads`` of the same events in a stage process of the
+same run (``time.process_time``, best of three): other work on a shared machine stretches wall
+times far more than either. ``--profiles current,dbt``: also a dbt-ol-shaped profile
+(``workloads.py``: START and COMPLETE per model, ≈19 KB per event). ``--history N``: N - 1
+snapshots of the same models are posted and synced first, so the store keeps N snapshots when the
+second measured one is synced (comma-separated: one project each). ``--second unchanged``: the
+second snapshot is the same models with new runs (else 1% dropped, 1% edited).
+
 Usage: ``.venv/bin/python benchmarks/real_path.py [--sizes 10,1000,10000] [--postgres] [--daemon]
-[--load-jobs 10000,100000] [--profile-sync]``; ``run_all.py`` runs it first and puts its tables
+[--load-jobs 10000,100000] [--profile-sync] [--profiles current,dbt] [--history 1,30]
+[--second edited|unchanged]``; ``run_all.py`` runs it first and puts its tables
 at the top of ``benchmarks/results/latest.md``. ``--profile-sync`` runs each sync under cProfile
 and prints its top functions. The rows are also written as JSON (``--output``'s name with
 ``.json``); ``--from-json FILE`` renders an earlier run's tables again. The commands import the
