@@ -45,8 +45,18 @@ input: written, not just touched). Beside each figure: ``orjson.loads`` of the s
 event at a time, in the same run (parse-only), and the ratio to it. The fixed cost of a sync is the
 10-event row; the marginal milliseconds per event at N are ``(total(N) - total(10)) / (N - 10)``.
 
+CPU over CPU (the first table): the sync's CPU time (``wait4``: the process and the children it
+waited for) against the CPU time of ``orjson.loads`` of the same events in a stage process of the
+same run (``time.process_time``, best of three): other work on a shared machine stretches wall
+times far more than either. ``--profiles current,dbt``: also a dbt-ol-shaped profile
+(``workloads.py``: START and COMPLETE per model, ≈19 KB per event). ``--history N``: N - 1
+snapshots of the same models are posted and synced first, so the store keeps N snapshots when the
+second measured one is synced (comma-separated: one project each). ``--second unchanged``: the
+second snapshot is the same models with new runs (else 1% dropped, 1% edited).
+
 Usage: ``.venv/bin/python benchmarks/real_path.py [--sizes 10,1000,10000] [--postgres] [--daemon]
-[--load-jobs 10000,100000] [--profile-sync]``; ``run_all.py`` runs it first and puts its tables
+[--load-jobs 10000,100000] [--profile-sync] [--profiles current,dbt] [--history 1,30]
+[--second edited|unchanged]``; ``run_all.py`` runs it first and puts its tables
 at the top of ``benchmarks/results/latest.md``. ``--profile-sync`` runs each sync under cProfile
 and prints its top functions. The rows are also written as JSON (``--output``'s name with
 ``.json``); ``--from-json FILE`` renders an earlier run's tables again. The commands import the
@@ -81,6 +91,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import run_all  # noqa: E402  (benchmarks/run_all.py: the workload and the stage table)
+import workloads  # noqa: E402  (benchmarks/workloads.py: the event profiles)
 from run_all import (  # noqa: E402
     COLUMNS,
     DEFINITION,
@@ -476,24 +487,34 @@ def make_project(d: Path, instance: Instance, tag: str) -> Project:
 # -- the workload --------------------------------------------------------------------------------
 
 
-def prepare(n: int, work: Path, log: Callable[[str], None]) -> Path:
-    """The two snapshots of n events and their parse-only figures, in ``work/data-n`` (kept when
-    ``run_all.py`` made them already in this run)."""
-    data = work / f"data-{n}"
+def prepare(
+    n: int,
+    work: Path,
+    log: Callable[[str], None],
+    profile: str = "current",
+    second: str = "edited",
+) -> Path:
+    """The two snapshots of n events of the profile and their parse-only figures, in a data
+    directory of ``work`` (kept when an earlier call of this run made them already)."""
+    # run_all.py's data directory for its own workload: made once per run
+    same = (profile, second) == ("current", "edited")
+    data = work / (f"data-{n}" if same else f"data-{profile}-{second}-{n}")
     data.mkdir(parents=True, exist_ok=True)
     for snapshot in (1, 2):
         events = data / f"snapshot{snapshot}.ndjson"
-        if (data / f"parse{snapshot}.json").exists():
+        parsed = data / f"parse{snapshot}.json"
+        if parsed.exists() and "cpu_seconds" in json.loads(parsed.read_text()):
             continue
-        count, size = run_all.generate(n, snapshot, events)
+        variant = "first" if snapshot == 1 else second
+        count, size = workloads.generate(profile, n, snapshot - 1, variant, events)
         (data / f"snapshot{snapshot}.json").write_text(json.dumps({"events": count, "bytes": size}))
         p = run_all.run_stage("parse", None, events=events)
-        (data / f"parse{snapshot}.json").write_text(json.dumps(p))
+        parsed.write_text(json.dumps(p))
     meta = json.loads((data / "snapshot1.json").read_text())
     parse = json.loads((data / "parse1.json").read_text())
     log(
-        f"data {n:,} events: {meta['bytes'] / 2**20:,.1f} MiB, parse-only "
-        f"{meta['events'] / parse['seconds']:,.0f} events/s"
+        f"data {profile} {n:,} events: {meta['bytes'] / 2**20:,.1f} MiB, parse-only "
+        f"{meta['events'] / parse['seconds']:,.0f} events/s, {parse['cpu_seconds']:.3f} s CPU"
     )
     return data
 
@@ -505,8 +526,13 @@ def snapshot_meta(data: Path, snapshot: int) -> tuple[int, int, float]:
     return meta["events"], meta["bytes"], meta["events"] / parse["seconds"]
 
 
-def check_sync(line: dict[str, Any], n: int, snapshot: int) -> list[str]:
-    """What a correct sync of the snapshot shows in its JSON line."""
+def parse_cpu(data: Path, snapshot: int) -> float:
+    """CPU seconds of ``orjson.loads`` of the snapshot's events, one at a time (best of three)."""
+    return json.loads((data / f"parse{snapshot}.json").read_text())["cpu_seconds"]
+
+
+def check_sync(line: dict[str, Any], models: int, variant: str) -> list[str]:
+    """What a correct sync of a snapshot of ``models`` models shows in its JSON line."""
     problems = []
     if line.get("status") != "synced":
         problems.append(f"status {line.get('status')}")
@@ -518,14 +544,15 @@ def check_sync(line: dict[str, Any], n: int, snapshot: int) -> list[str]:
     if not upload.get("succeeded"):
         problems.append(f"upload failed: {upload.get('failed', [])[:3]}")
     removed = sorted(cleanup.get("removedJobs") or [])
-    expected = sorted(job_label(i) for i in dropped_jobs(n)) if snapshot == 2 else []
+    expected = sorted(job_label(i) for i in dropped_jobs(models)) if variant == "edited" else []
     if cleanup.get("skippedReason") is not None or removed != expected:
         problems.append(
             f"cleanup skipped {cleanup.get('skippedReason')}, removed {len(removed)} jobs, "
             f"expected {len(expected)}"
         )
-    edited = len(edited_jobs(n))
-    if snapshot == 2 and (upload.get("written") or {}).get("dataFlows", 0) < edited * (1 + COLUMNS):
+    edited = len(edited_jobs(models))
+    flows = sum((upload.get(k) or {}).get("dataFlows", 0) for k in ("written", "updated"))
+    if variant == "edited" and flows < edited * (1 + COLUMNS):
         problems.append(f"the {edited} edited jobs' new flows not written: {upload.get('written')}")
     return problems
 
@@ -568,6 +595,10 @@ class SyncRow(_Snapshot):
     steps: dict[str, float]
     run_events: int
     note: str = ""
+    parse_cpu: float = 0.0  # CPU seconds of orjson.loads of the same events
+    profile: str = "current"
+    history: int = 1  # snapshots the store kept when the second snapshot was synced
+    second: str = "edited"
 
     @property
     def total(self) -> float:
@@ -576,6 +607,11 @@ class SyncRow(_Snapshot):
     @property
     def sync_ratio(self) -> float:
         return self.events / self.sync / self.parse_rate
+
+    @property
+    def cpu_ratio(self) -> float:
+        """Parse-only CPU over the sync's CPU: the sync's speed as a fraction of parsing."""
+        return self.parse_cpu / self.cpu if self.cpu and self.parse_cpu else 0.0
 
 
 @dataclass
@@ -617,61 +653,108 @@ def steps_note(steps: dict[str, float]) -> str:
 # -- the measurements ----------------------------------------------------------------------------
 
 
+@dataclass
+class Synced:
+    """One snapshot posted and synced: the post, the receiver, the sync process, its line."""
+
+    posted: dict[str, Any]
+    receiver_rss: float
+    measured: Measured
+    line: dict[str, Any]
+    load: float
+
+
+def post_and_sync(
+    project: Project, events_path: Path, label: str, prof: Path | None = None
+) -> Synced:
+    """Post the snapshot to a fresh receiver, stop it, then run ``ol-dagster sync`` (under
+    cProfile into ``prof`` when given)."""
+    receiver = Receiver(project)
+    try:
+        posted = run_stage("post", project.env, project.dir, url=receiver.url, events=events_path)
+    finally:
+        receiver_rss = receiver.stop()
+    load = os.getloadavg()[0]  # the machine may be shared: wall times stretch with this
+    cmd = [*command("ol-dagster"), "sync"]
+    if prof is not None:
+        cmd = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "ol_dagster.commands.cli"]
+        cmd.append("sync")
+    m = run_measured(cmd, project.env, project.dir, SYNC_TIMEOUT)
+    lines = [json.loads(x) for x in m.stdout.splitlines() if x.startswith("{")]
+    if m.returncode != 0 or len(lines) != 1:
+        raise SystemExit(
+            f"ol-dagster sync ({label}) exit {m.returncode}, {len(lines)} lines:\n"
+            f"{m.stdout[-2000:]}\n{m.stderr[-4000:]}"
+        )
+    return Synced(posted, receiver_rss, m, lines[0], load)
+
+
+def history_syncs(
+    project: Project, n: int, work: Path, log: Callable[[str], None], options: PathOptions
+) -> list[float]:
+    """Post and sync ``history - 1`` snapshots before the measured ones (each the first
+    snapshot's models with new run ids, a day apart): the store then keeps ``history`` earlier
+    snapshots when the second one is synced. The CPU seconds of each sync."""
+    cpu = []
+    path = work / f"history-{options.profile}-{n}.ndjson"
+    models = workloads.models(options.profile, n)
+    for k in range(options.history - 1):
+        workloads.generate(options.profile, n, k - options.history, "first", path)
+        done = post_and_sync(project, path, f"history {k + 1}")
+        problems = check_sync(done.line, models, "first")
+        if problems:
+            raise SystemExit(f"history sync {k + 1}: {'; '.join(problems)}")
+        cpu.append(done.measured.cpu)
+        log(f"  history sync {k + 1}/{options.history - 1}: CPU {done.measured.cpu:.2f} s")
+    path.unlink(missing_ok=True)
+    return cpu
+
+
+@dataclass(frozen=True)
+class PathOptions:
+    """What the POST → sync rows are measured on besides the size."""
+
+    profile: str = "current"
+    history: int = 1
+    second: str = "edited"
+    cprofile: bool = False
+
+
 def sync_path(
     instance: Instance,
     n: int,
     data: Path,
     work: Path,
     log: Callable[[str], None],
-    profile: bool,
+    options: PathOptions,
 ) -> list[SyncRow]:
-    """POST → ``ol-dagster sync`` done, first snapshot then second, on one fresh project."""
-    project = make_project(work / f"sync-{instance.name.split()[0].lower()}-{n}", instance, f"s{n}")
+    """POST → ``ol-dagster sync`` done, first snapshot then second, on one fresh project (after
+    the history snapshots, ``PathOptions.history``)."""
+    tag = f"{options.profile}-h{options.history}-{options.second}"
+    project = make_project(
+        work / f"sync-{instance.name.split()[0].lower()}-{tag}-{n}", instance, f"s{n}"
+    )
+    history = history_syncs(project, n, work, log, options)
+    models = workloads.models(options.profile, n)
     rows = []
     for snapshot in (1, 2):
         events, size, parse_rate = snapshot_meta(data, snapshot)
-        receiver = Receiver(project)
-        try:
-            posted = run_stage(
-                "post",
-                project.env,
-                project.dir,
-                url=receiver.url,
-                events=data / f"snapshot{snapshot}.ndjson",
-            )
-        finally:
-            receiver_rss = receiver.stop()
         before = project.event_log_rows()
-        load = os.getloadavg()[0]  # the machine may be shared: wall times stretch with this
-        cmd = [*command("ol-dagster"), "sync"]
-        if profile:
-            prof = project.dir / f"sync{snapshot}.prof"
-            cmd = [
-                sys.executable,
-                "-m",
-                "cProfile",
-                "-o",
-                str(prof),
-                "-m",
-                "ol_dagster.commands.cli",
-                "sync",
-            ]
-        m = run_measured(cmd, project.env, project.dir, SYNC_TIMEOUT)
-        lines = [json.loads(x) for x in m.stdout.splitlines() if x.startswith("{")]
-        if m.returncode != 0 or len(lines) != 1:
-            raise SystemExit(
-                f"ol-dagster sync ({instance.name}, {n:,}, snapshot {snapshot}) exit "
-                f"{m.returncode}, {len(lines)} lines:\n{m.stdout[-2000:]}\n{m.stderr[-4000:]}"
-            )
-        problems = check_sync(lines[0], n, snapshot)
+        prof = project.dir / f"sync{snapshot}.prof" if options.cprofile else None
+        label = f"{instance.name}, {tag}, {n:,}, snapshot {snapshot}"
+        done = post_and_sync(project, data / f"snapshot{snapshot}.ndjson", label, prof)
+        m, line = done.measured, done.line
+        problems = check_sync(line, models, "first" if snapshot == 1 else options.second)
         if problems:
-            raise SystemExit(
-                f"sync {instance.name} {n:,} snapshot {snapshot}: {'; '.join(problems)}"
-            )
+            raise SystemExit(f"sync {label}: {'; '.join(problems)}")
         rows_added = project.event_log_rows() - before
-        info = run_stage("runinfo", project.env, project.dir, run_id=lines[0]["runId"])
-        upload = lines[0]["upload"]
-        written, touched = sum(upload["written"].values()), sum(upload["touched"].values())
+        info = run_stage("runinfo", project.env, project.dir, run_id=line["runId"])
+        upload = line["upload"]
+        counts = ", ".join(
+            f"{sum((upload.get(k) or {}).values()):,} {k}"
+            for k in ("written", "updated", "touched", "unchanged")
+            if k in upload
+        )
         row = SyncRow(
             instance.name,
             n,
@@ -679,27 +762,33 @@ def sync_path(
             events,
             size,
             parse_rate,
-            posted["seconds"],
+            done.posted["seconds"],
             m.seconds,
             m.cpu,
             m.peak_rss_mb,
-            receiver_rss,
+            done.receiver_rss,
             rows_added,
             info["steps"],
             info["runEvents"],
-            f"{written:,} rows written, {touched:,} touched; "
-            f"removed {len(lines[0]['cleanup']['removedJobs']):,} jobs; load {load:.1f}",
+            f"rows {counts}; removed {len(line['cleanup']['removedJobs']):,} jobs; "
+            f"load {done.load:.1f}",
+            parse_cpu(data, snapshot),
+            options.profile,
+            options.history,
+            options.second,
         )
         rows.append(row)
         log(
-            f"  sync {instance.name} n={n:,} snapshot {snapshot}: post {row.post:.2f} s + sync "
-            f"{row.sync:.2f} s (CPU {row.cpu:.2f}) = {row.total:.2f} s, ratio {row.ratio:.4f}, "
-            f"peak RSS {row.sync_rss:,.0f} MB, {rows_added:,} event-log rows; steps "
-            f"{steps_note(row.steps)}"
+            f"  sync {label}: post {row.post:.2f} s + sync {row.sync:.2f} s (CPU {row.cpu:.2f}, "
+            f"parse-only CPU {row.parse_cpu:.3f}, CPU ratio {row.cpu_ratio:.4f}) = "
+            f"{row.total:.2f} s, peak RSS {row.sync_rss:,.0f} MB, {rows_added:,} event-log "
+            f"rows; steps {steps_note(row.steps)}; load {done.load:.1f}"
         )
-        if profile:
-            print(f"\n## cProfile: sync {instance.name} {n:,} snapshot {snapshot}\n")
-            print(f"```\n{run_all.profile_summary(project.dir / f'sync{snapshot}.prof')}```")
+        if prof is not None:
+            print(f"\n## cProfile: sync {label}\n")
+            print(f"```\n{run_all.profile_summary(prof)}```")
+    if history:
+        log(f"  history syncs' CPU: {', '.join(f'{c:.2f}' for c in history)}")
     return rows
 
 
@@ -900,14 +989,11 @@ def load_rows(jobs: int, work: Path, log: Callable[[str], None]) -> list[LoadRow
 
 def _marginal(rows: list[Any], r: Any, of: Callable[[Any], float] = lambda x: x.total) -> str:
     """Milliseconds per event beyond the 10-event sync of the same instance and snapshot."""
-    fixed = next(
-        (
-            x
-            for x in rows
-            if (x.instance, x.snapshot, x.size) == (r.instance, r.snapshot, FIXED_SIZE)
-        ),
-        None,
-    )
+
+    def same(x: Any) -> tuple:
+        return (x.instance, x.snapshot, *(getattr(x, k, None) for k in ("profile", "history")))
+
+    fixed = next((x for x in rows if same(x) == same(r) and x.size == FIXED_SIZE), None)
     if fixed is None or r.size <= FIXED_SIZE:
         return "—"
     return f"{(of(r) - of(fixed)) / (r.events - fixed.events) * 1000:.2f}"
@@ -924,6 +1010,7 @@ def render(
     if skipped:
         lines.append("")
     if sync_rows:
+        lines += cpu_table(sync_rows)
         lines += [
             "### POST → `ol-dagster sync` done",
             "",
@@ -1007,6 +1094,34 @@ def render(
     return "\n".join(lines) + "\n"
 
 
+def cpu_table(rows: list[SyncRow]) -> list[str]:
+    """The sync's CPU against parsing's, both CPU time of processes of this run: what a shared
+    machine disturbs least."""
+    lines = [
+        "### `ol-dagster sync`: CPU over CPU",
+        "",
+        "Sync CPU: the `ol-dagster sync` process and its children (`wait4`), start-up included. "
+        "Parse-only CPU: `orjson.loads` of the same events, one at a time, best of three "
+        "(`time.process_time`). CPU ratio: parse-only CPU / sync CPU. History: snapshots the "
+        "store kept when the row's snapshot was synced. Load: the 1-minute load average when "
+        "the sync started (2 cores).",
+        "",
+        "| instance | profile | events | KB/event | history | snapshot | second snapshot "
+        "| parse-only CPU s | sync CPU s | CPU ratio | sync wall s | load |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        load = r.note.rsplit("load ", 1)[-1] if "load " in r.note else ""
+        lines.append(
+            f"| {r.instance} | {r.profile} | {r.events:,} | {r.batch_bytes / r.events / 1000:.1f} "
+            f"| {r.history - 2 + r.snapshot} | {r.snapshot} "
+            f"| {r.second if r.snapshot == 2 else ''} "
+            f"| {r.parse_cpu:.4f} | {r.cpu:,.2f} | **{r.cpu_ratio:.4f}** | {r.sync:,.2f} "
+            f"| {load} |"
+        )
+    return [*lines, ""]
+
+
 def goals(rows: list[SyncRow]) -> list[str]:
     """Issue 14's goals that these rows decide."""
     if not rows:
@@ -1016,8 +1131,9 @@ def goals(rows: list[SyncRow]) -> list[str]:
         return "✅" if ok else "❌"
 
     out = ["### Goals (issue 14) on the real path", ""]
-    for inst in dict.fromkeys(r.instance for r in rows):
-        mine = [r for r in rows if r.instance == inst]
+    for where in dict.fromkeys((r.instance, r.profile, r.history) for r in rows):
+        inst = f"{where[0]}, {where[1]} profile, history {where[2]}"
+        mine = [r for r in rows if (r.instance, r.profile, r.history) == where]
         fixed = [r for r in mine if r.size == FIXED_SIZE]
         for r in fixed:
             out.append(
@@ -1061,11 +1177,14 @@ def measure(
     daemon: bool = False,
     profile: bool = False,
     json_out: Path | None = None,
+    profiles: tuple[str, ...] = ("current",),
+    histories: tuple[int, ...] = (1,),
+    second: str = "edited",
 ) -> str:
     """Every real-path row; returns the Markdown section (the rows also as JSON to ``json_out``,
-    for comparing runs)."""
+    for comparing runs). The POST → sync rows for each event profile, size and history."""
     os.environ.setdefault(TOKEN_ENV, "bench-" + os.urandom(12).hex())
-    data = {n: prepare(n, work, log) for n in sizes}
+    data = {(p, n): prepare(n, work, log, p, second) for p in profiles for n in sizes}
     instances: list[Callable[[], Instance]] = [sqlite_instance] if sqlite else []
     skipped = []
     if postgres:
@@ -1079,11 +1198,14 @@ def measure(
     for make in instances:
         inst = make()
         try:
-            for n in sizes:
-                sync_rows += sync_path(inst, n, data[n], work, log, profile)
+            for p in profiles:
+                for h in histories:
+                    options = PathOptions(p, h, second, profile)
+                    for n in sizes:
+                        sync_rows += sync_path(inst, n, data[p, n], work, log, options)
             if daemon:
                 for n in sizes:
-                    daemon_rows += daemon_path(inst, n, data[n], work, log)
+                    daemon_rows += daemon_path(inst, n, data[profiles[0], n], work, log)
         finally:
             inst.close()
     load = [row for j in load_jobs for row in load_rows(j, work, log)]
@@ -1116,6 +1238,25 @@ def add_options(ap: argparse.ArgumentParser) -> None:
         help="code-location load with these many synced jobs (empty: skip)",
     )
     ap.add_argument("--profile-sync", action="store_true", help="cProfile each ol-dagster sync")
+    ap.add_argument(
+        "--profiles",
+        default="current",
+        help="event profiles of the POST → sync rows, comma-separated: "
+        + ", ".join(workloads.PROFILES),
+    )
+    ap.add_argument(
+        "--history",
+        default="1",
+        help="snapshots the store keeps before the second snapshot's sync, comma-separated "
+        "(N - 1 snapshots are posted and synced before the first measured one)",
+    )
+    ap.add_argument(
+        "--second",
+        choices=("edited", "unchanged"),
+        default="edited",
+        help="the second snapshot: 1%% of the jobs dropped and 1%% edited, or the same models "
+        "with new runs",
+    )
 
 
 def main() -> None:
@@ -1163,6 +1304,9 @@ def main() -> None:
             sqlite=not args.no_sqlite,
             daemon=args.daemon,
             profile=args.profile_sync,
+            profiles=tuple(args.profiles.split(",")),
+            histories=_ints(args.history),
+            second=args.second,
             json_out=Path(args.output).with_suffix(".json"),
         )
         header = (

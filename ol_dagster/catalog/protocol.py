@@ -79,7 +79,15 @@ class FailedRowRecord(TypedDict):
     blocks: NotRequired[bool]
 
 
-class UploadResultRecord(TypedDict):
+class _SplitCounts(TypedDict, total=False):
+    """``touched`` split, from a catalog that can tell (optional by ``total=False``: this module's
+    annotations are strings, which ``NotRequired`` cannot mark at run time)."""
+
+    updated: dict[str, int]
+    unchanged: dict[str, int]
+
+
+class UploadResultRecord(_SplitCounts):
     """An ``UploadResult`` as JSON (``UploadResult.as_dict``): what the store keeps of it."""
 
     written: dict[str, int]
@@ -93,10 +101,16 @@ class UploadResultRecord(TypedDict):
 
 @dataclass(slots=True)
 class UploadResult:
-    """Per-row outcome of an upload, by object type."""
+    """Per-row outcome of an upload, by object type: ``written``, the rows it added; ``touched``,
+    the rows already there that it gave its time (sent again, or stamped when unchanged). A
+    catalog that can tell also splits ``touched`` into ``updated`` (rows whose values it
+    changed) and ``unchanged`` (the same values); one that cannot leaves both None, and they
+    stay out of the record rather than be guessed."""
 
     written: dict[str, int] = field(default_factory=dict)
     touched: dict[str, int] = field(default_factory=dict)
+    updated: dict[str, int] | None = None
+    unchanged: dict[str, int] | None = None
     failed: list[FailedRow] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)
     removed: dict[str, int] = field(default_factory=dict)  # objects a DROP event removed
@@ -107,7 +121,7 @@ class UploadResult:
         return not any(f.blocks for f in self.failed)
 
     def as_dict(self) -> UploadResultRecord:
-        return {
+        out: UploadResultRecord = {
             "written": dict(self.written),
             "touched": dict(self.touched),
             "failed": [_failed_record(f) for f in self.failed],
@@ -116,6 +130,11 @@ class UploadResult:
             "renamed": list(self.renamed),
             "succeeded": self.succeeded,
         }
+        if self.updated is not None:
+            out["updated"] = dict(self.updated)
+        if self.unchanged is not None:
+            out["unchanged"] = dict(self.unchanged)
+        return out
 
 
 def _failed_record(row: FailedRow) -> FailedRowRecord:

@@ -264,18 +264,22 @@ def kept_result(synced_in: str) -> dg.MaterializeResult:
 
 
 def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeResult:
-    """``catalog_upload``: the cutoff, what was written and touched per object type, the failed
-    rows, and ``job_runs`` (``job_runs_metadata``) when the upload succeeded."""
+    """``catalog_upload``: the cutoff, what was written, updated and touched per object type,
+    the failed rows, and ``job_runs`` (``job_runs_metadata``) when the upload succeeded."""
     result = done.result
     assert result is not None, "a superseded upload has no result"
     failed_rows = [
         {"objectType": f.object_type, "key": f.key, "code": f.code, "reason": f.reason}
         for f in result.failed
     ]
+    # updated and unchanged split touched, from a catalog that can tell them apart
+    split = {"updated": result.updated, "unchanged": result.unchanged}
+    columns = ["objectType", "written", *(k for k, v in split.items() if v is not None), "touched"]
     counts = [
         {
             "objectType": t,
             "written": result.written.get(t, 0),
+            **{k: v.get(t, 0) for k, v in split.items() if v is not None},
             "touched": result.touched.get(t, 0),
         }
         for t in sorted(set(result.written) | set(result.touched))
@@ -285,9 +289,7 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
             # no cutoff: the catalog could not tell its time (down), nothing was sent
             **({"cutoff": dg.MetadataValue.timestamp(done.cutoff)} if done.cutoff else {}),
             **({"renamed": dg.MetadataValue.json(result.renamed)} if result.renamed else {}),
-            "results": dg.MetadataValue.md(
-                rows_markdown(counts, ["objectType", "written", "touched"], _TABLE_ROWS)
-            ),
+            "results": dg.MetadataValue.md(rows_markdown(counts, columns, _TABLE_ROWS)),
             "failed": dg.MetadataValue.md(
                 rows_markdown(failed_rows, ["objectType", "key", "code", "reason"], _TABLE_ROWS)
             ),

@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import case, select
+from sqlalchemy import case, func, select
 
 from ol_dagster.store.base import StoreBase
 from ol_dagster.store.event_rows import event_digest
 from ol_dagster.store.events import READ_CHUNK
 from ol_dagster.store.schema import BatchStatus, batches, events
+
+_RUN_CHUNK = 500  # run ids per IN list: far below every database's limit on bound parameters
 
 
 def _raw_without_digest() -> Any:
@@ -56,11 +58,29 @@ class EventDigests(StoreBase):
     ) -> list[tuple[int, bytes]]:
         """(event id, digest) of the events of these runs (run id, job namespace, job name) that
         arrived in the definition's batches before ``before_batch``, in arrival order: the
-        earlier parts of runs split over batches. ``events_by_id`` reads them."""
+        earlier parts of runs split over batches. ``events_by_id`` reads them.
+
+        Found through the run-id index alone, so the cost follows the runs asked for, not the
+        history the store keeps: joined to the batches, both SQLite and PostgreSQL walked every
+        earlier event of the definition through the batch index, once per chunk of run ids (a
+        sync slowed with every snapshot retention kept). The batches that count are read apart
+        (a row per batch, not per event)."""
         wanted = set(runs)
         ids = sorted({r[0] for r in wanted})
+        if not ids:
+            return []
+        with self.engine.connect() as conn:
+            counted = set(
+                conn.execute(
+                    select(batches.c.id).where(
+                        batches.c.definition == definition,
+                        batches.c.id < before_batch,
+                        batches.c.status != BatchStatus.RECEIVING,
+                    )
+                ).scalars()
+            )
         found: list[tuple[int, int, int, bytes]] = []
-        for start in range(0, len(ids), 500):
+        for start in range(0, len(ids), _RUN_CHUNK):
             with self.engine.connect() as conn:
                 rows = conn.execute(
                     select(
@@ -72,19 +92,33 @@ class EventDigests(StoreBase):
                         events.c.run_id,
                         events.c.job_namespace,
                         events.c.job_name,
-                    )
-                    .join(batches, batches.c.id == events.c.batch_id)
-                    .where(
-                        events.c.run_id.in_(ids[start : start + 500]),
-                        batches.c.definition == definition,
-                        batches.c.id < before_batch,
-                        batches.c.status != BatchStatus.RECEIVING,
+                    ).where(
+                        events.c.run_id.in_(ids[start : start + _RUN_CHUNK]),
+                        # ``+ 0``: an expression no index serves, so no planner walks the batch
+                        # index over the history instead of looking the run ids up
+                        events.c.batch_id + 0 < before_batch,
                     )
                 ).all()
             found.extend(
                 (b, p, i, _digest_of(digest, raw))
                 for b, p, i, digest, raw, run_id, namespace, name in rows
-                if (run_id, namespace, name) in wanted
+                if b in counted and (run_id, namespace, name) in wanted
             )
         found.sort()  # arrival order: batch, then position (a chunk of run ids is not it)
         return [(i, digest) for _, _, i, digest in found]
+
+    def earlier_batches_mark(self, definition: str, before_batch: int) -> tuple[int, int, int]:
+        """What changes whenever the events of the definition's batches before ``before_batch``
+        do: how many there are, how many are still RECEIVING, and their accepted events. Batch
+        ids only grow, so later batches never join that set; it changes when one goes (a purge,
+        an abandoned post: the count), a post finishes (RECEIVING to SEALED) or a stream batch
+        gains events (its accepted count). One aggregate over a row per batch."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(
+                    func.count(),
+                    func.count(case((batches.c.status == BatchStatus.RECEIVING, 1))),
+                    func.coalesce(func.sum(batches.c.accepted_count), 0),
+                ).where(batches.c.definition == definition, batches.c.id < before_batch)
+            ).one()
+        return int(row[0]), int(row[1]), int(row[2])

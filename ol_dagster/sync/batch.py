@@ -59,7 +59,7 @@ from ol_dagster.sync.cleanup import (
     run_stale_cleanup,
     skipped_report,
 )
-from ol_dagster.sync.graph import batch_graph, graph_inputs
+from ol_dagster.sync.graph import batch_graph, current_inputs
 from ol_dagster.sync.journal import (
     STALE_REPORT,
     StoreJournal,
@@ -265,7 +265,7 @@ def _upload_locked(
             batch.id, cutoff=None, result=record, catalog=where.key, primary=where.primary
         )
         return UploadDone(record, None, None)
-    inputs = graph_inputs(store, definition, batch)
+    inputs = current_inputs(store, definition, batch)
     # a catalog that takes the events reads them once: when the graph must be built here too,
     # from the same list
     events = list(inputs.events()) if _takes_events(catalog) else None

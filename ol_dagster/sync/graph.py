@@ -7,11 +7,15 @@ the events' digests in order, the definition's dataset System rules, the normali
 upload step names its inputs again under the sync lock and loads the stored graph only when the
 names agree. Otherwise (a store synced by an older ol-dagster, an upgrade in between, an earlier
 batch purged meanwhile, a person re-materializing the upload alone) it normalizes, as before.
-Naming the inputs reads only the events' digests (``ol_events.digest``), never the events.
+Naming the inputs reads only the events' digests (``ol_events.digest``), never the events; when
+both steps run in one process (every sync job does), the upload step takes the names the graph
+step read, once a row per earlier batch shows that none of the events they name changed
+(``EventStore.earlier_batches_mark``): a sync reads its inputs' names once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -56,6 +60,8 @@ class GraphInputs:
     earlier: list[int]
     count: int  # events in all, earlier ones included
     key: bytes  # what a graph of these events, these rules and this normalizer is stored under
+    # what these names were read against: the earlier batches' mark and the rules' digest
+    read_against: tuple[tuple[int, int, int], bytes] = ((0, 0, 0), b"")
 
     def events(self) -> Iterator[bytes]:
         yield from self.store.events_by_id(self.earlier)
@@ -71,16 +77,17 @@ def graph_inputs(store: EventStore, definition: SyncDefinition, batch: BatchReco
     in the next) what its parts describe together: every run of a whole snapshot, and every run
     that ends in the batch. A run still going in a stream batch is combined when it ends, so a
     long streaming run is not read again at every batch."""
+    # read first: a change after it shows in the next read of it (``current_inputs``)
+    mark = store.earlier_batches_mark(definition.name, batch.id)
     if batch.whole_snapshot and definition.snapshotMode is SnapshotMode.BATCH_SNAPSHOT:
         runs = store.runs_of(batch.id)
     else:
         runs = store.runs_of(batch.id, ended=True)
     own = store.event_digests(batch.id)
     earlier: list[int] = []
+    rules = _rules_digest(definition)
     h = hashlib.blake2b(digest_size=32)
-    h.update(b"ol-dagster graph %d\0" % FORMAT)
-    h.update(normalizer_digest())
-    h.update(orjson.dumps(dataset_system_rules(definition)))
+    h.update(rules)
     if runs:
         # an event sent again (a snapshot re-posted with its run ids) adds nothing: kept once,
         # so re-sending the same runs does not grow what every later batch reads back
@@ -94,7 +101,32 @@ def graph_inputs(store: EventStore, definition: SyncDefinition, batch: BatchReco
                 h.update(b"e" + digest)
     for digest in own:
         h.update(b"b" + digest)
-    return GraphInputs(store, batch.id, earlier, len(earlier) + len(own), h.digest())
+    count = len(earlier) + len(own)
+    return GraphInputs(store, batch.id, earlier, count, h.digest(), (mark, rules))
+
+
+def _rules_digest(definition: SyncDefinition) -> bytes:
+    """The graph's format, the normalizer's code and the definition's dataset System rules."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(b"ol-dagster graph %d\0" % FORMAT)
+    h.update(normalizer_digest())
+    h.update(orjson.dumps(dataset_system_rules(definition)))
+    return h.digest()
+
+
+def current_inputs(
+    store: EventStore, definition: SyncDefinition, batch: BatchRecord
+) -> GraphInputs:
+    """The batch's inputs as ``graph_inputs`` names them now: those this process's graph step
+    named (``batch_graph(hand_over=True)``) when nothing they were read against changed since,
+    else read again."""
+    here = _built_here
+    if here is not None and here[:2] == (store.url, batch.id):
+        inputs = here[2]
+        mark = store.earlier_batches_mark(definition.name, batch.id)
+        if inputs.read_against == (mark, _rules_digest(definition)):
+            return dataclasses.replace(inputs, store=store)  # read through the caller's store
+    return graph_inputs(store, definition, batch)
 
 
 def batch_events(
@@ -107,7 +139,7 @@ def batch_events(
 # The graph this process's ``lineage_graph`` step built last, with what it was built from (store,
 # batch, inputs): when the upload step of the run runs in the same process (``execute_in_process``,
 # ``ol-dagster sync``), it takes it from here, once, instead of unpacking the stored copy.
-_built_here: tuple[str, int, bytes, LineageGraph] | None = None
+_built_here: tuple[str, int, GraphInputs, LineageGraph] | None = None
 
 
 @dataclass(slots=True)
@@ -133,7 +165,7 @@ def batch_graph(
     global _built_here
     inputs = inputs or graph_inputs(store, definition, batch)
     here, _built_here = _built_here, None
-    if here is not None and here[:3] == (store.url, batch.id, inputs.key):
+    if here is not None and (here[0], here[1], here[2].key) == (store.url, batch.id, inputs.key):
         return _handed(BatchGraph(here[3], inputs, built=False), hand_over)
     packed = store.load_graph(batch.id, inputs.key)
     if packed is not None:
@@ -151,5 +183,5 @@ def batch_graph(
 def _handed(built: BatchGraph, hand_over: bool) -> BatchGraph:
     global _built_here
     if hand_over:
-        _built_here = (built.inputs.store.url, built.inputs.batch_id, built.inputs.key, built.graph)
+        _built_here = (built.inputs.store.url, built.inputs.batch_id, built.inputs, built.graph)
     return built

@@ -34,8 +34,8 @@ from sqlalchemy import LargeBinary, delete, select
 
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
-from ol_dagster.catalog.embedded.schema import PG_FILLFACTOR, STAMPED_TABLES
-from ol_dagster.catalog.protocol import UploadResult
+from ol_dagster.catalog.embedded.schema import CHANGED_TABLES, PG_FILLFACTOR, STAMPED_TABLES
+from ol_dagster.catalog.protocol import ObjectType, UploadResult
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import flow_scope
 from ol_dagster.settings import SyncDefinition, parse_settings
@@ -192,11 +192,19 @@ def dump(
     return rows, ids
 
 
-def counts(result: UploadResult) -> tuple[dict[str, int], dict[str, int], list[str]]:
+def counts(
+    result: UploadResult,
+) -> tuple[dict[str, int], dict[str, int], list[str], dict[str, int]]:
+    """Written, touched, the failed rows' types, and updated (of the touched rows, those whose
+    values changed: the same whether an unchanged job is stamped or sent again)."""
+    assert result.updated is not None and result.unchanged is not None
+    for kind, touched in result.touched.items():
+        assert result.updated.get(kind, 0) + result.unchanged.get(kind, 0) == touched, kind
     return (
         {k: v for k, v in result.written.items() if v},
         {k: v for k, v in result.touched.items() if v},
         sorted(f.object_type for f in result.failed),
+        {k: v for k, v in result.updated.items() if v},
     )
 
 
@@ -266,8 +274,8 @@ def test_an_unchanged_snapshot_sends_no_row_and_stamps_every_row(new_url: URL, t
 
         assert take_sent(fast.catalog) == []
         rows, ids = dump(fast.catalog, fast.stamps)
-        written, touched, failed = counts(second[0].result)
-        assert failed == [] and written == {}
+        written, touched, failed, updated = counts(second[0].result)
+        assert failed == [] and written == {} and updated == {}  # all unchanged
         # every row counted as touched, as a re-send counts it
         assert touched == counts(first[0].result)[0]
         assert counts(second[0].result) == counts(second[1].result)
@@ -324,6 +332,9 @@ def test_a_changed_job_alone_is_sent_again(new_url: URL, tmp_path) -> None:
             t.field_flows.name: 1,
         }
         assert counts(second[0].result) == counts(second[1].result)
+        # the new SQL is the one row whose values changed; the rest of the job sent again as
+        # it was (the quality check's new run time is not a change)
+        assert counts(second[0].result)[3] == {ObjectType.STATEMENTS: 1}
         rows = fast.dump()
         assert rows == full.dump()
         assert rows["statements"][kpi][0] == "select sum(amount) as total from orders"
@@ -616,6 +627,8 @@ def test_a_catalog_without_digests_is_sent_once_then_stamped(new_url: URL, tmp_p
     with old.engine.begin() as conn:
         conn.exec_driver_sql(f"ALTER TABLE {t.entities.name} DROP COLUMN content_hash")
         conn.exec_driver_sql(f"DROP TABLE {t.clock.name}")
+        for table in CHANGED_TABLES:
+            conn.exec_driver_sql(f"ALTER TABLE {table.name} DROP COLUMN changed_by")
     old.close()
 
     catalog = EmbeddedCatalog(url)

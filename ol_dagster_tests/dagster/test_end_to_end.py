@@ -266,3 +266,30 @@ def test_a_sync_does_not_run_while_another_holds_the_definition(env, monkeypatch
     assert done["status"] == "synced"
     assert done["cleanup"]["removedJobs"] == ["etl.features.export_anomalies"]
     assert store.sync_lock("snap") is None  # released with the report
+
+
+def _with_sql(batch: dict, sql: str) -> dict:
+    """The snapshot's daily KPI job with this SQL (the same runs' shape, new run ids)."""
+    for event in batch["events"]:
+        if event["job"]["name"] == "build_daily_kpi":
+            event["job"]["facets"] = {"sql": {"query": sql, "dialect": "postgres"}}
+    return batch
+
+
+def test_the_sync_line_says_what_the_upload_changed(env):
+    """An edited SQL statement is counted as updated, not as nothing written; the rest of the
+    snapshot, as the catalog holds it, as unchanged (``touched`` is the two together)."""
+    _post(env, _with_sql(kpi_snapshot(), "select day, sum(amount) from orders group by day"))
+    (first,) = _sync(env)
+    assert first["upload"]["written"]["statements"] == 1
+
+    _post(env, _with_sql(kpi_snapshot(), "select day, sum(total) from orders group by day"))
+    (edited,) = _sync(env)
+
+    upload = edited["upload"]
+    assert sum(upload["written"].values()) == 0
+    assert {k: v for k, v in upload["updated"].items() if v} == {"statements": 1}
+    assert upload["unchanged"]["physicalEntities"] == 5  # 2 jobs, 3 datasets
+    assert upload["unchanged"]["statements"] == 0
+    for kind, unchanged in upload["unchanged"].items():
+        assert upload["touched"][kind] == upload["updated"][kind] + unchanged

@@ -56,9 +56,10 @@ class Counts:
     normalizations: int = 0
     events_read: int = 0  # raw events read back from the event store
     unpacked: int = 0  # stored graphs loaded
+    inputs_named: int = 0  # reads of a batch's event digests (``graph_inputs``)
 
     def reset(self) -> None:
-        self.normalizations = self.events_read = self.unpacked = 0
+        self.normalizations = self.events_read = self.unpacked = self.inputs_named = 0
 
 
 @pytest.fixture
@@ -80,6 +81,13 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Counts:
         return real_unpack(*args, **kwargs)
 
     monkeypatch.setattr(sync_graph, "unpack", unpack)
+    real_digests = EventStore.event_digests
+
+    def event_digests(*args: Any, **kwargs: Any) -> Any:
+        seen.inputs_named += 1
+        return real_digests(*args, **kwargs)
+
+    monkeypatch.setattr(EventStore, "event_digests", event_digests)
     for name in ("iter_events", "events_by_id"):
         real = getattr(EventStore, name)
 
@@ -118,6 +126,7 @@ def test_a_sync_normalizes_once_and_reads_each_event_once(make_env, counts: Coun
     assert counts.normalizations == 1
     assert counts.events_read == len(events)  # by lineage_graph; the embedded upload reads none
     assert counts.unpacked == 0  # one process: the upload takes the graph lineage_graph built
+    assert counts.inputs_named == 1  # and the names of its inputs, read once
     assert len(env.jobs()) == 20
     graph = _metadata(env.instance, "lineage_graph")
     assert graph["jobs"] == 20 and graph["inputEvents"] == 20 and graph["earlierRunEvents"] == 0
@@ -219,6 +228,52 @@ def test_a_graph_whose_earlier_events_are_gone_is_not_uploaded(h: Harness, count
 
     assert counts.normalizations == 1
     assert ("ol:etl|etl.load", "shop.public.orders", "shop.public.kpi") not in flows(h.catalog)
+
+
+def test_inputs_named_by_the_graph_step_are_named_again_once_an_earlier_batch_went(
+    h: Harness, counts: Counts
+):
+    """As above with both steps in one process (the graph handed over with the names of its
+    inputs): the upload sees that an earlier batch went since, names its inputs again, and
+    uploads what the events left give."""
+    d = definition(snapshotMode="ADDITIVE")
+    run_id = str(uuid.uuid4())
+    first = h.receive(d, [_run(run_id, "START", inputs=[pg("orders")], namespace="etl")])
+    _sync(h, d, first)
+    second = h.receive(d, [_run(run_id, "COMPLETE", outputs=[pg("kpi")], namespace="etl")])
+    batch_graph(h.store, d, h.store.get_batch(second), hand_over=True)  # the lineage_graph step
+    with h.store.engine.begin() as conn:
+        conn.execute(store_schema.events.delete().where(store_schema.events.c.batch_id == first))
+        conn.execute(store_schema.batches.delete().where(store_schema.batches.c.id == first))
+    counts.reset()
+
+    _sync(h, d, second)
+
+    assert counts.inputs_named == 1 and counts.normalizations == 1
+    assert ("ol:etl|etl.load", "shop.public.orders", "shop.public.kpi") not in flows(h.catalog)
+
+
+def test_inputs_named_by_the_graph_step_are_named_again_once_a_stream_batch_grew(
+    h: Harness, counts: Counts
+):
+    """A run's START in an open stream batch, its COMPLETE in a post: between the two steps the
+    stream batch takes the run's output. The upload names its inputs again and uploads the
+    flow the new event completes."""
+    d = definition(snapshotMode="ADDITIVE")
+    run_id = str(uuid.uuid4())
+    start = _run(run_id, "START", inputs=[pg("orders")], namespace="etl")
+    h.store.add_stream_events(d.name, sort_events([start], ["etl"]).accepted, received=1)
+    post = h.receive(d, [_run(run_id, "COMPLETE", namespace="etl")])
+    built = batch_graph(h.store, d, h.store.get_batch(post), hand_over=True)
+    assert not built.graph.data_flows
+    running = _run(run_id, "RUNNING", outputs=[pg("kpi")], namespace="etl")
+    h.store.add_stream_events(d.name, sort_events([running], ["etl"]).accepted, received=1)
+    counts.reset()
+
+    _sync(h, d, post)
+
+    assert counts.inputs_named == 1 and counts.normalizations == 1
+    assert ("ol:etl|etl.load", "shop.public.orders", "shop.public.kpi") in flows(h.catalog)
 
 
 def test_a_damaged_stored_graph_is_normalized_again(h: Harness, counts: Counts):

@@ -1,7 +1,10 @@
 """Bulk upserts straight to the driver: how the embedded catalog's upload writes its rows.
 
 Every object is an upsert on its natural key, chunked; ``created_by`` (the upload's id, kept on
-conflict) tells rows an upload wrote from rows it only touched, without a read before each write.
+conflict) tells rows an upload wrote from rows it only touched, and ``changed_by`` (set to the
+upload's id on conflict only when a value a user reads differs from the stored one, compared in
+the statement itself) the rows it changed from those it sent again as they were: no read before
+each write.
 
 On PostgreSQL a chunk is one ``INSERT ... SELECT FROM unnest(<one array per column>) ON CONFLICT
 ... RETURNING``: a short statement whatever the chunk's size, so psycopg does not rewrite a
@@ -19,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from functools import cache
 from itertools import chain, islice
-from typing import Any, Literal, overload
+from typing import Any, Literal, NamedTuple, overload
 
 from sqlalchemy import (
     JSON,
@@ -59,6 +62,18 @@ _PG_ARRAY_TYPES: tuple[tuple[type, str], ...] = (
 )
 
 Stamp = Any  # a last-update as the driver gives it: SQLite's text, PostgreSQL's datetime
+
+# refreshed at every upsert without being what the object says: the times of the upload, the
+# digest change detection keeps, and when a quality check last ran (a run result, new at every
+# run: a check is changed when its outcome is)
+_BOOKKEEPING = frozenset({"last_update", "fields_update", "content_hash", "last_checked"})
+
+
+class Upserted(NamedTuple):
+    """Of an upsert's rows: how many it inserted, and how many already there it changed."""
+
+    written: int
+    updated: int
 
 
 def naive(dt: datetime) -> datetime:
@@ -107,7 +122,7 @@ class Bulk:
         upload_id: str,
         *,
         refused: list[Refused] | None = None,
-    ) -> tuple[list[int | None], int]: ...
+    ) -> tuple[list[int | None], Upserted]: ...
 
     @overload
     def upsert(
@@ -122,7 +137,7 @@ class Bulk:
         keyed: Literal[True],
         want_ids: bool = True,
         refused: list[Refused] | None = None,
-    ) -> tuple[dict[tuple, int], int]: ...
+    ) -> tuple[dict[tuple, int], Upserted]: ...
 
     def upsert(
         self,
@@ -136,8 +151,9 @@ class Bulk:
         keyed: bool = False,
         want_ids: bool = True,
         refused: list[Refused] | None = None,
-    ) -> tuple[Any, int]:
-        """Upsert ``rows``; returns their ids in order and how many this upload inserted.
+    ) -> tuple[Any, Upserted]:
+        """Upsert ``rows``; returns their ids in order, and how many this upload inserted and
+        how many of those already there it changed (``Upserted``).
 
         Rows sharing a key (two OpenLineage names for one catalog object) are written once.
         RETURNING gives each row's key with its id, so ids are matched by key, not by position:
@@ -156,10 +172,10 @@ class Bulk:
             )
         row_keys = [tuple(r[c] for c in keys) for r in rows]
         unique = dict(zip(row_keys, rows, strict=True))  # the last row of a key, at its first place
-        ids, written = self.upsert_unique(
+        ids, counts = self.upsert_unique(
             conn, table, unique.items(), keys, refresh, upload_id, want_ids=True, refused=refused
         )
-        return [ids.get(k) for k in row_keys], written
+        return [ids.get(k) for k in row_keys], counts
 
     def upsert_unique(
         self,
@@ -172,16 +188,18 @@ class Bulk:
         *,
         want_ids: bool,
         refused: list[Refused] | None = None,
-    ) -> tuple[dict[tuple, int], int]:
+    ) -> tuple[dict[tuple, int], Upserted]:
         """Upsert ``(key, row)`` pairs of distinct keys, a chunk at a time (``rows`` may be a
-        generator: only a chunk of rows is ever built); returns the ids by key (when wanted) and
-        how many rows this upload inserted (``created_by``, kept on conflict, is its id)."""
+        generator: only a chunk of rows is ever built); returns the ids by key (when wanted),
+        how many rows this upload inserted (``created_by``, kept on conflict, is its id) and how
+        many rows already there it changed (``changed_by`` is its id)."""
         ids: dict[tuple, int] = {}
-        written = 0
+        written = updated = 0
         id_col = table.c.id if "id" in table.c else table.c[keys[0]]
-        returning = [table.c.created_by]
+        returning = [table.c.created_by, table.c.changed_by]
         if want_ids:
-            returning = [id_col, table.c.created_by, *(table.c[c] for c in keys)]
+            returning = [id_col, *returning, *(table.c[c] for c in keys)]
+        content = [c for c in refresh if c not in _BOOKKEEPING]
 
         def write(part: Sequence[tuple[tuple, dict[str, Any]]]) -> list[Sequence[Any]]:
             return self.bulk_upsert(
@@ -192,18 +210,22 @@ class Bulk:
                 refresh,
                 {"created_by": upload_id},
                 returning,
+                changed=content,
             )
 
         for chunk in batched(rows, self.chunk):
             returned = isolated(conn, chunk, write, _refuser(table, refused))
             if not want_ids:
-                written += sum(1 for (created_by,) in returned if created_by == upload_id)
+                for created_by, changed_by in returned:
+                    written += created_by == upload_id
+                    updated += created_by != upload_id and changed_by == upload_id
                 continue
             mine = {k: k for k, _ in chunk}  # the ids dict keeps the graph's key objects
-            for rid, created_by, *key in returned:
+            for rid, created_by, changed_by, *key in returned:
                 ids[mine[tuple(key)]] = rid
                 written += created_by == upload_id
-        return ids, written
+                updated += created_by != upload_id and changed_by == upload_id
+        return ids, Upserted(written, updated)
 
     def upsert_plain(
         self,
@@ -242,11 +264,15 @@ class Bulk:
         refresh: list[str],
         constants: dict[str, Any],
         returning: list[Column],
+        *,
+        changed: Sequence[str] = (),
     ) -> list[Sequence[Any]]:
         """``INSERT ... ON CONFLICT (keys) DO UPDATE SET refresh RETURNING returning`` of one
         chunk in one statement handed straight to the driver, ``constants`` the same for every
         row; the rows share their columns (as any executemany's). Names in ``keys`` stand for
-        their key column, which the rows are given (unless they carry it)."""
+        their key column, which the rows are given (unless they carry it). ``changed``: the columns
+        whose new value, when it differs from the stored one, sets ``changed_by`` to the row's
+        ``created_by`` constant (the upload's id)."""
         if not rows:
             return []
         name_keys.with_keys(table, rows)
@@ -257,15 +283,36 @@ class Bulk:
             source, params = self._pg_rows(table, rows, constants)
         else:
             source, params = self._sqlite_rows(table, rows, constants)
+        sets = [f"{quote(c)} = EXCLUDED.{quote(c)}" for c in refresh]
+        if changed:
+            sets.append(f"changed_by = {self._changed_by(table, changed)}")
         sql = (
             f"INSERT INTO {quote(table.name)} ({', '.join(quote(c) for c in columns)}) {source} "
-            f"ON CONFLICT ({', '.join(quote(c) for c in keys)}) DO UPDATE SET "
-            + ", ".join(f"{quote(c)} = EXCLUDED.{quote(c)}" for c in refresh)
+            f"ON CONFLICT ({', '.join(quote(c) for c in keys)}) DO UPDATE SET " + ", ".join(sets)
         )
         if returning:
             sql += f" RETURNING {', '.join(quote(c.name) for c in returning)}"
         result = conn.exec_driver_sql(sql, tuple(params))
         return list(result.all()) if returning else []
+
+    def _changed_by(self, table: Table, columns: Sequence[str]) -> str:
+        """The upload's id when one of ``columns`` differs from the stored row's (NULLs equal),
+        else the row's ``changed_by``: the SET expressions of an upsert see the stored row by
+        the table's name, the new one as EXCLUDED, on both databases."""
+        quote = self.dialect.identifier_preparer.quote
+        name = quote(table.name)
+        differs = []
+        for c in columns:
+            old, new = f"{name}.{quote(c)}", f"EXCLUDED.{quote(c)}"
+            if not self.pg:
+                differs.append(f"{old} IS NOT {new}")
+            elif isinstance(table.c[c].type, JSON):  # json has no equality: as jsonb
+                differs.append(f"{old}::jsonb IS DISTINCT FROM {new}::jsonb")
+            else:
+                differs.append(f"{old} IS DISTINCT FROM {new}")
+        return (
+            f"CASE WHEN {' OR '.join(differs)} THEN EXCLUDED.created_by ELSE {name}.changed_by END"
+        )
 
     def _pg_rows(
         self, table: Table, rows: list[dict[str, Any]], constants: dict[str, Any]

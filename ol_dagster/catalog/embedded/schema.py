@@ -3,7 +3,8 @@
 Catalogs opened at once on an empty PostgreSQL database (runs, a sensor, the webserver) would
 race on CREATE TABLE and on the first user, so it all happens in one transaction under an
 advisory lock. A catalog created by an earlier version gains the columns and indexes added since
-(the flows' owners as parts, filled from their scope strings: ``catalog.owner_columns``), its name
+(the flows' owners as parts, filled from their scope strings: ``catalog.owner_columns``; which
+upload last changed each row, ``changed_by``, unknown for the rows written before), its name
 columns become unbounded on PostgreSQL, its unique keys over names become keys over their digests
 (``catalog.name_keys``), and it loses the indexes no query needs any more.
 """
@@ -41,6 +42,8 @@ STAMPED_TABLES = (
     run_metrics,
 )
 PG_FILLFACTOR = 50
+# tables whose rows say which upload last changed them (``changed_by``, added in a later version)
+CHANGED_TABLES = (entities, fields, routines, statements, data_flows, field_flows, quality_checks)
 # Indexes earlier versions created that no query needs: each costs every upload a btree insert
 # per row (the scope ones repeat the leading column of the flows' unique keys); and btree indexes
 # over names, which PostgreSQL refuses long entries in (replaced: ``tables``).
@@ -59,10 +62,14 @@ def prepare(engine: Engine, bulk: Bulk, user: str) -> None:
         lock_schema(conn, _SCHEMA_LOCK)
         metadata.create_all(conn)
         # a catalog created by an earlier version gains the columns and indexes added since
-        present = {c["name"] for c in inspect(conn).get_columns(entities.name)}
+        inspector = inspect(conn)
+        present = {c["name"] for c in inspector.get_columns(entities.name)}
         for column, ddl in (("analysis", "JSON"), ("content_hash", "VARCHAR(32)")):
             if column not in present:
                 conn.exec_driver_sql(f"ALTER TABLE {entities.name} ADD COLUMN {column} {ddl}")
+        for table in CHANGED_TABLES:
+            if "changed_by" not in {c["name"] for c in inspector.get_columns(table.name)}:
+                conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN changed_by VARCHAR(36)")
         owner_columns.widen(conn, metadata.sorted_tables)
         owner_columns.add_owner_columns(conn, data_flows, [data_flows.c.scope], data_flows.c.kind)
         owner_columns.add_owner_columns(conn, field_flows, [field_flows.c.scope])

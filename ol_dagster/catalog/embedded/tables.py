@@ -91,6 +91,7 @@ entities = Table(
     Column("properties", JSON, nullable=False, default=dict),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
     Column("fields_update", DateTime),  # last upload that carried the whole field list
     Column("analysis", JSON),  # results of the daily analyses, kept apart from what uploads write
     # digest of what the upload that last stamped the row wrote for the object (``changes``): the
@@ -114,6 +115,7 @@ fields = Table(
     Column("ordinal_position", Integer),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
     key_column("name_key", "name"),
     Index("ux_cat_field_key", "entity_id", "name_key", unique=True),
 )
@@ -127,6 +129,7 @@ routines = Table(
     Column("name", Name, nullable=False),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
     key_column("identity_key", "schema", "name"),
     Index("ux_cat_routine_key", "system_id", "identity_key", unique=True),
 )
@@ -140,6 +143,7 @@ statements = Table(
     Column("dialect", Said),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
 )
 
 data_flows = Table(
@@ -156,6 +160,7 @@ data_flows = Table(
     Column("statement_id", Id, _fk("cat_statements")),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
     key_column("scope_key", "scope"),
     Index("ux_cat_flow_key", "scope_key", "from_entity", "to_entity", unique=True),
     Index("ix_cat_flows_to", "to_entity"),
@@ -178,6 +183,7 @@ field_flows = Table(
     Column("statement_id", Id, _fk("cat_statements")),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
     key_column("scope_key", "scope"),
     Index("ux_cat_field_flow_key", "scope_key", "from_field", "to_field", unique=True),
     Index("ix_cat_field_flows_from", "from_field"),
@@ -208,6 +214,7 @@ quality_checks = Table(
     Column("last_checked", DateTime),
     Column("last_update", DateTime, nullable=False),
     Column("created_by", String(36)),  # the upload that inserted the row: written vs touched
+    Column("changed_by", String(36)),  # the last upload that changed it: updated vs unchanged
     key_column("code_key", "code"),
     Index("ux_cat_quality_check_key", "suite_id", "code_key", unique=True),
 )

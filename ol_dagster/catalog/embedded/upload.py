@@ -30,7 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ol_dagster.catalog.embedded import changes, clock, placement, stamps
 from ol_dagster.catalog.embedded import tables as t
-from ol_dagster.catalog.embedded.bulk import STAMP_CHUNK, Bulk, Stamp, batched, naive
+from ol_dagster.catalog.embedded.bulk import STAMP_CHUNK, Bulk, Stamp, Upserted, batched, naive
 from ol_dagster.catalog.embedded.refusals import Refused, failed_rows, isolated
 from ol_dagster.catalog.embedded.tables import DATA, JOB, ORCHESTRATION
 from ol_dagster.catalog.name_keys import among, name_key
@@ -49,6 +49,9 @@ from ol_dagster.lineage.graph import (
 from ol_dagster.sync_definition import SyncDefinition
 
 SYSTEMS = "systems"  # a step of its own, reported only when it fails
+# what a step did to the rows of its object type: written (added), updated (of those already
+# there, changed; None when not known), touched (already there, given the upload's time)
+Counted = tuple[int, int | None, int]
 
 
 def _reason(exc: SQLAlchemyError) -> str:
@@ -94,7 +97,8 @@ class Upload:
         self.definition = definition
         self.now = now
         self.upload_id = str(uuid.uuid4())
-        self.result = UploadResult()
+        # rows it changed, apart from those it sent again or stamped as they were
+        self.result = UploadResult(updated={}, unchanged={})
         # a job known only as a parent, in a namespace this definition does not own, is another
         # definition's job: never created in, touched in or removed from its job Systems; the
         # orchestration flow to it (owned by the child's scope) links to its entity, or to a stub
@@ -132,7 +136,7 @@ class Upload:
         self.scope_key: Callable[[str], bytes] = cache(name_key)
 
     def run(self) -> UploadResult:
-        steps: list[tuple[str, Callable[[Connection], tuple[int, int]]]] = [
+        steps: list[tuple[str, Callable[[Connection], Counted]]] = [
             (SYSTEMS, self.systems),
             (ObjectType.PHYSICAL_ENTITIES, self.entities),
             (ObjectType.PHYSICAL_FIELDS, self.fields),
@@ -145,28 +149,40 @@ class Upload:
         for object_type, write in steps:
             if not self._step(object_type, write):
                 break  # later steps need the ids of this one; the failure blocks the cleanup
-        result.written.pop(SYSTEMS, None)
-        result.touched.pop(SYSTEMS, None)
+        for counts in (result.written, result.updated, result.touched, result.unchanged):
+            assert counts is not None
+            counts.pop(SYSTEMS, None)
         if ObjectType.PHYSICAL_ENTITIES in result.written:  # the renames were committed
             result.renamed = self.renamed
         # a DROP removes nothing here: the cleanup calls drop_datasets after its guards
         return result
 
-    def _step(self, object_type: str, write: Callable[[Connection], tuple[int, int]]) -> bool:
-        """One object type in one transaction, counted as written and touched; a database
-        error is a failed row of the type."""
+    def _step(self, object_type: str, write: Callable[[Connection], Counted]) -> bool:
+        """One object type in one transaction, counted (``_count``); a database error is a
+        failed row of the type."""
         result = self.result
         self.refused.clear()
         try:
             with self.engine.begin() as conn:
-                written, touched = write(conn)
+                counted = write(conn)
         except SQLAlchemyError as exc:
             result.failed.append(FailedRow(object_type, "*", _reason(exc)))
             return False
         result.failed.extend(failed_rows(self.refused, self._entity_labels))
+        self._count(object_type, *counted)
+        return True
+
+    def _count(self, object_type: str, written: int, updated: int | None, touched: int) -> None:
+        """Add to the result's counts of the type: ``touched`` rows were there already, of
+        which ``updated`` got other values (None: not known, left out) and the rest the same."""
+        result = self.result
+        assert result.updated is not None and result.unchanged is not None
         result.written[object_type] = result.written.get(object_type, 0) + written
         result.touched[object_type] = result.touched.get(object_type, 0) + touched
-        return True
+        if updated is not None:
+            result.updated[object_type] = result.updated.get(object_type, 0) + updated
+            unchanged = result.unchanged.get(object_type, 0) + touched - updated
+            result.unchanged[object_type] = unchanged
 
     def _entity_labels(self) -> dict[int, str]:
         """The OpenLineage identity of the entities this upload wrote, by id (failed rows)."""
@@ -174,13 +190,13 @@ class Upload:
             eid: f"{k[0]}:{k[1]}" for held in (self.job_ids, self.ds_ids) for k, eid in held.items()
         }
 
-    # -- the steps, in order; each returns (written, touched) ----------------------------------
+    # -- the steps, in order; each returns its ``Counted`` -------------------------------------
 
-    def systems(self, conn: Connection) -> tuple[int, int]:
+    def systems(self, conn: Connection) -> Counted:
         self.sys_ids = placement.ensure_systems(conn, self.wanted)
-        return 0, 0
+        return 0, 0, 0
 
-    def entities(self, conn: Connection) -> tuple[int, int]:
+    def entities(self, conn: Connection) -> Counted:
         """Jobs and datasets (after the RENAMEs), then stubs of other owners' linked jobs."""
         self.renamed = placement.apply_renames(conn, self.graph, self.definition, self.sys_ids)
         contents = self.contents
@@ -191,7 +207,7 @@ class Upload:
             # a rename moved an entity under the digests' feet: this upload re-sends all
             stamped = self._stamp_entities(conn, job_digest, ds_digest)
         job_keys, ds_keys, rows = self._entity_rows(job_digest, ds_digest)
-        ids, written = self.bulk.upsert(
+        ids, (written, updated) = self.bulk.upsert(
             conn,
             t.entities,
             rows,
@@ -219,7 +235,7 @@ class Upload:
             self.bulk, conn, self.linked, self.taken, self.now, self.upload_id
         )
         self.job_ids.update(foreign_ids)
-        return written + stubs, touched
+        return written + stubs, updated, touched
 
     def _stamp_entities(
         self, conn: Connection, job_digest: dict[NodeKey, str], ds_digest: dict[NodeKey, str]
@@ -321,7 +337,7 @@ class Upload:
             )
         return job_keys, ds_keys, rows
 
-    def fields(self, conn: Connection) -> tuple[int, int]:
+    def fields(self, conn: Connection) -> Counted:
         """The fields of changed datasets, and of clean ones whose field list is not whole."""
         graph, ds_ids, clean_ds, now = self.graph, self.ds_ids, self.clean_ds, self.now
         stamped = 0
@@ -362,7 +378,7 @@ class Upload:
             )
             for k, f in unique.items()
         )
-        self.field_ids, written = self.bulk.upsert(
+        self.field_ids, (written, updated) = self.bulk.upsert(
             conn,
             t.fields,
             rows,
@@ -372,9 +388,9 @@ class Upload:
             keyed=True,
             refused=self.refused,
         )
-        return written, stamped + count - written
+        return written, updated, stamped + count - written
 
-    def routines(self, conn: Connection) -> tuple[int, int]:
+    def routines(self, conn: Connection) -> Counted:
         """The routines of this definition's jobs, each with its statement (counted apart)."""
         sys_ids, job_sys, clean_jobs, now = self.sys_ids, self.job_sys, self.clean_jobs, self.now
         items = [(key, r) for key, r in self.graph.routines.items() if key in job_sys]
@@ -410,7 +426,7 @@ class Upload:
             }
             for key, _ in items
         ]
-        ids, written = self.bulk.upsert(
+        ids, (written, updated) = self.bulk.upsert(
             conn,
             t.routines,
             rows,
@@ -424,7 +440,7 @@ class Upload:
             {"routine_id": rid, "text": r.statement, "dialect": r.dialect, "last_update": now}
             for (_, r), rid in items
         ]
-        sids, s_written = self.bulk.upsert(
+        sids, (s_written, s_updated) = self.bulk.upsert(
             conn,
             t.statements,
             stmt_rows,
@@ -436,11 +452,12 @@ class Upload:
         self.statement_ids = {
             key: sid for ((key, _), _), sid in zip(items, sids, strict=True) if sid is not None
         }
-        self.result.written[ObjectType.STATEMENTS] = s_written
-        self.result.touched[ObjectType.STATEMENTS] = stamped + len(stmt_rows) - s_written
-        return written, stamped + len(rows) - written
+        self._count(
+            ObjectType.STATEMENTS, s_written, s_updated, stamped + len(stmt_rows) - s_written
+        )
+        return written, updated, stamped + len(rows) - written
 
-    def flows(self, conn: Connection) -> tuple[int, int]:
+    def flows(self, conn: Connection) -> Counted:
         """Data and orchestration flows, then field flows: the clean jobs' stamped, the others'
         upserted (one object type: their counts add up)."""
         contents, clean_jobs = self.contents, self.clean_jobs
@@ -458,9 +475,10 @@ class Upload:
             with_sql = [k for k in short if k in self.graph.routines]
             stm = {**stm, **stamps.statement_ids(conn, self.sys_ids, self.job_sys, with_sql)}
             stamped = sum(contents.jobs[key].flow_objects for key in clean_jobs)
-        written, count = self._data_flows(conn, stm, scope, o_scope)
-        f_written, f_count = self._field_flows(conn, stm, scope)
-        return written + f_written, stamped + count + f_count - written - f_written
+        (written, updated), count = self._data_flows(conn, stm, scope, o_scope)
+        (f_written, f_updated), f_count = self._field_flows(conn, stm, scope)
+        touched = stamped + count + f_count - written - f_written
+        return written + f_written, updated + f_updated, touched
 
     def _data_flows(
         self,
@@ -468,9 +486,9 @@ class Upload:
         stm: dict[NodeKey, int],
         scope: Callable[[NodeKey], str],
         o_scope: Callable[[NodeKey], str],
-    ) -> tuple[int, int]:
-        """Upsert the data and orchestration flows of the jobs that are not clean; returns how
-        many this upload wrote and how many it sent."""
+    ) -> tuple[Upserted, int]:
+        """Upsert the data and orchestration flows of the jobs that are not clean; returns what
+        this upload wrote and changed of them, and how many it sent."""
         graph, clean_jobs, now = self.graph, self.clean_jobs, self.now
         ds, jobs = self.ds_ids, self.job_ids
         # rows are built a chunk at a time: keys first (the last flow of a key), then the rows
@@ -505,7 +523,7 @@ class Upload:
             )
             for k, f in sorted(flows.items(), key=self._in_key_order)
         )
-        _, written = self.bulk.upsert(
+        _, counts = self.bulk.upsert(
             conn,
             t.data_flows,
             rows,
@@ -516,13 +534,13 @@ class Upload:
             want_ids=False,
             refused=self.refused,
         )
-        return written, count
+        return counts, count
 
     def _field_flows(
         self, conn: Connection, stm: dict[NodeKey, int], scope: Callable[[NodeKey], str]
-    ) -> tuple[int, int]:
+    ) -> tuple[Upserted, int]:
         """Upsert the field flows of the jobs that are not clean (all of them without change
-        detection); returns how many this upload wrote and how many it sent."""
+        detection); returns what this upload wrote and changed of them, and how many it sent."""
         graph, contents, clean_jobs = self.graph, self.contents, self.clean_jobs
         now, ds = self.now, self.ds_ids
         if contents is None:
@@ -564,7 +582,7 @@ class Upload:
             )
             for k, ff in sorted(field_rows.items(), key=self._in_key_order)
         )
-        _, f_written = self.bulk.upsert(
+        _, counts = self.bulk.upsert(
             conn,
             t.field_flows,
             frows,
@@ -575,7 +593,7 @@ class Upload:
             want_ids=False,
             refused=self.refused,
         )
-        return f_written, len(resent)
+        return counts, len(resent)
 
     def _in_key_order(self, item: tuple[tuple, Any]) -> tuple:
         """A flow's place in its table's unique index: its scope's digest, then its ends."""
@@ -600,7 +618,7 @@ class Upload:
                 ids.setdefault((eid, name), fid)
         return ids
 
-    def quality(self, conn: Connection) -> tuple[int, int]:
+    def quality(self, conn: Connection) -> Counted:
         """Every quality check of the graph, in its job's suite (run results: always written)."""
         checks = self.graph.quality_checks.values()
         suites = sorted({f"{q.job[0]}.{q.job[1]}" for q in checks})
@@ -640,7 +658,7 @@ class Upload:
             for q in checks
             if (suite := f"{q.job[0]}.{q.job[1]}") in suite_ids
         ]
-        _, written = self.bulk.upsert(
+        _, (written, updated) = self.bulk.upsert(
             conn,
             t.quality_checks,
             rows,
@@ -649,10 +667,11 @@ class Upload:
             self.upload_id,
             refused=self.refused,
         )
-        return written, len(rows) - written
+        return written, updated, len(rows) - written
 
-    def metrics(self, conn: Connection) -> tuple[int, int]:
-        """The run metrics of this definition's jobs that ran (run results: always written)."""
+    def metrics(self, conn: Connection) -> Counted:
+        """The run metrics of this definition's jobs that ran (run results: always written, not
+        counted: their rows carry no upload's id)."""
         job_sys, job_ids = self.job_sys, self.job_ids
         rows = []
         for key, j in self.graph.jobs.items():
@@ -675,4 +694,4 @@ class Upload:
                 }
             )
         self.bulk.upsert_plain(conn, t.run_metrics, rows, ["entity_id"], self.refused)
-        return 0, 0
+        return 0, None, 0
