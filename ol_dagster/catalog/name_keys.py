@@ -17,8 +17,8 @@ on a SQLite connection), before the unique indexes are created over them.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
+from hashlib import sha256 as _sha256
 from typing import Any
 
 from sqlalchemy import Column, ColumnElement, Connection, LargeBinary, Table, and_, inspect
@@ -29,12 +29,14 @@ _SQLITE_FUNCTION = "ol_name_key"
 
 def name_key(*parts: str) -> bytes:
     """SHA-256 of ``parts``, each as its UTF-8 length (8 bytes, big-endian) and its bytes."""
-    digest = hashlib.sha256()
+    if len(parts) == 1:  # most keys: a field's, a flow's scope, a System's (a third faster)
+        data = parts[0].encode("utf-8", "surrogatepass")
+        return _sha256(len(data).to_bytes(8, "big") + data).digest()
+    framed = []
     for part in parts:
         data = part.encode("utf-8", "surrogatepass")
-        digest.update(len(data).to_bytes(8, "big"))
-        digest.update(data)
-    return digest.digest()
+        framed += (len(data).to_bytes(8, "big"), data)
+    return _sha256(b"".join(framed)).digest()
 
 
 def key_column(name: str, *parts: str) -> Column:
@@ -65,12 +67,20 @@ def conflict_target(table: Table, natural: Sequence[str]) -> list[str]:
     return out
 
 
-def with_keys(table: Table, rows: Iterable[dict[str, Any]]) -> None:
+def with_keys(table: Table, rows: Sequence[dict[str, Any]]) -> None:
     """Give each row the key columns it lacks and has the parts of (rows share their columns)."""
-    keys = keys_of(table)
-    for row in rows:
-        for key, parts in keys.items():
-            if key not in row and parts[0] in row:
+    if not rows:
+        return
+    first = rows[0]
+    for key, parts in keys_of(table).items():
+        if key in first or parts[0] not in first:
+            continue
+        if len(parts) == 1:
+            (part,) = parts
+            for row in rows:
+                row[key] = name_key(row[part])
+        else:
+            for row in rows:
                 row[key] = name_key(*(row[p] for p in parts))
 
 

@@ -367,9 +367,11 @@ class Bulk:
 
     def in_(self, column: str, values: Sequence[Any], sql_type: str) -> tuple[str, list[Any]]:
         """``column IN (values)``: one array parameter on PostgreSQL (cast, so that an index on
-        a bigint column serves it), a placeholder per value on SQLite."""
+        a bigint column serves it; digests in binary, which psycopg would escape one by one as
+        text), a placeholder per value on SQLite."""
         if self.pg:
-            return f"{column} = ANY(%s::{sql_type}[])", [list(values)]
+            placeholder = "%b" if sql_type == "bytea" else "%s"
+            return f"{column} = ANY({placeholder}::{sql_type}[])", [list(values)]
         return f"{column} IN ({', '.join('?' * len(values))})", list(values)
 
     def db_time(self, value: datetime) -> Stamp:
