@@ -18,6 +18,7 @@ import yaml
 
 from ol_dagster.settings import load_settings
 from ol_dagster_tests.conftest import PROJECT_ROOT
+from ol_dagster_tests.project.test_self_contained import BESIDE
 
 README = PROJECT_ROOT / "README.md"
 DOCS = sorted((PROJECT_ROOT / "docs").glob("*.md"))
@@ -140,7 +141,7 @@ def test_no_internal_vocabulary(page: Path) -> None:
         "(seed `blindata-openlineage-removal-of-deprecated-metadata`)",
         "the lead's decision",
         "measured at commit 65f73f2 on SQLite",
-        "of the 110 RunEvents of `../shared/corpus`",
+        f"of the 110 RunEvents of `../{BESIDE}/corpus`",
     ],
 )
 def test_the_vocabulary_check_finds_an_internal_word(text: str) -> None:

@@ -28,8 +28,13 @@ SCANNED = ("ol_dagster_tests", "benchmarks")
 BENCHMARKS = PROJECT_ROOT / "benchmarks"
 TEXT_SUFFIXES = {".py", ".md", ".txt", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".sh", ".json"}
 
+# The folder beside the repository on the machine that built it (spelt once: the examples below
+# are made from it, so that no file of the repository names a path outside it literally).
+BESIDE = "shared"
 # Folders beside the repository or absolute paths of one machine.
-_OUTSIDE = re.compile(r"\.\./shared\b|\bshared/(?:corpus|seeds|design)\b|/work/|\bROOT\.parent\b")
+_OUTSIDE = re.compile(
+    rf"\.\./{BESIDE}\b|\b{BESIDE}/(?:corpus|seeds|design)\b|/work/|\bROOT\.parent\b"
+)
 _PARENTS_INDEX = re.compile(r"__file__\)(?:\.resolve\(\))?\.parents\[(\d+)\](\.parent\b)?")
 _PARENT_CHAIN = re.compile(r"__file__\)(?:\.resolve\(\))?((?:\.parent\b)+)")
 
@@ -77,13 +82,13 @@ def test_no_test_or_benchmark_names_a_path_outside_the_repository() -> None:
 @pytest.mark.parametrize(
     ("relative", "text"),
     [
-        ("ol_dagster_tests/conftest.py", 'CORPUS = ROOT.parent / "shared" / "corpus"'),
-        ("ol_dagster_tests/x/test_y.py", "read ``../shared/corpus/openlineage/MANIFEST.md``"),
-        ("benchmarks/parse.py", 'Path("/work/shared/corpus/openlineage/events")'),
+        ("ol_dagster_tests/conftest.py", f'CORPUS = ROOT.parent / "{BESIDE}" / "corpus"'),
+        ("ol_dagster_tests/x/test_y.py", f"read ``../{BESIDE}/corpus/openlineage/MANIFEST.md``"),
+        ("benchmarks/parse.py", f'Path("/work/{BESIDE}/corpus/openlineage/events")'),
         ("ol_dagster_tests/x/test_y.py", "Path(__file__).resolve().parents[2].parent / 'corpus'"),
         ("ol_dagster_tests/x/test_y.py", "Path(__file__).parents[3]"),
         ("benchmarks/parse.py", "Path(__file__).resolve().parent.parent.parent"),
-        ("ol_dagster_tests/fakes/f.py", "written from ``shared/design/catalog-apis.md``"),
+        ("ol_dagster_tests/fakes/f.py", f"written from ``{BESIDE}/design/catalog-apis.md``"),
     ],
 )
 def test_the_scan_finds_a_path_outside(relative: str, text: str) -> None:
