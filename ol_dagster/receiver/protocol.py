@@ -215,10 +215,13 @@ class GuardedH11Protocol(H11Protocol):
 
     def _refuse(self, answer: bytes, message: str, *args: object) -> None:
         self.counters.refused_connections += 1
-        address = self.client[0] if self.client else None
-        self.counters.warn(address, message + ": new connections refused with 503", *args)
+        self._warn(message + ": new connections refused with 503", *args)
         self.transport.write(answer)
         self.transport.close()
+
+    def _warn(self, message: str, *args: object) -> None:
+        """Log a refusal or a drop of this client, rate-limited per client address."""
+        self.counters.warn(self.client[0] if self.client else None, message, *args)
 
     def connection_lost(self, exc: Exception | None) -> None:
         for handle in (self._deadline, self._rate, self._send_deadline, self._linger):
@@ -265,8 +268,7 @@ class GuardedH11Protocol(H11Protocol):
             self._rate = self.loop.call_at(due, self._check_rate)
             return
         self.counters.too_slow += 1
-        self.counters.warn(
-            self.client[0] if self.client else None,
+        self._warn(
             "a client sent its body slower than receiver.minBodyBytesPerSecond (%d): "
             "connection closed",
             self.limits.minBodyBytesPerSecond,
@@ -320,8 +322,7 @@ class GuardedH11Protocol(H11Protocol):
         if self._real is None or not self._real.get_write_buffer_size():
             return  # read meanwhile
         self.counters.send_timed_out += 1
-        self.counters.warn(
-            self.client[0] if self.client else None,
+        self._warn(
             "a client did not read its answer within receiver.sendTimeoutSeconds (%s): "
             "connection dropped",
             self.limits.sendTimeoutSeconds,
@@ -383,8 +384,7 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         self.counters.timed_out += 1
-        self.counters.warn(
-            self.client[0] if self.client else None,
+        self._warn(
             "a client took longer than receiver.%s to send its request: connection closed",
             "bodyTimeoutSeconds" if self._in_body else "headerTimeoutSeconds",
         )
