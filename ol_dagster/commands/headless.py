@@ -26,6 +26,7 @@ import sqlalchemy.exc
 from ol_dagster.definitions import build_defs
 from ol_dagster.defs import constants as C
 from ol_dagster.defs import names
+from ol_dagster.defs.dagster_private import sqlite_instance
 from ol_dagster.defs.dead_runs import fail_dead_runs, process_tags
 from ol_dagster.defs.run_lineage import lineage_sent, report_failed_run
 from ol_dagster.ownership import removal_cap
@@ -41,7 +42,9 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def instance_from_env(project_dir: Path) -> dg.DagsterInstance:
-    """The instance in ``DAGSTER_HOME``; when unset, a persistent one next to the settings."""
+    """The instance in ``DAGSTER_HOME``; when unset, a persistent one next to the settings. On
+    Dagster's default SQLite storage, its files are opened once per process rather than once per
+    stored event (``dagster_private.sqlite_instance``)."""
     if not os.environ.get("DAGSTER_HOME"):
         home = (project_dir / DEFAULT_HOME).resolve()
         home.mkdir(parents=True, exist_ok=True)
@@ -50,7 +53,7 @@ def instance_from_env(project_dir: Path) -> dg.DagsterInstance:
             shutil.copy(template, home / "dagster.yaml")
         print(f"DAGSTER_HOME is not set: using the instance in {home}", file=sys.stderr)
         os.environ["DAGSTER_HOME"] = str(home)
-    return dg.DagsterInstance.get()
+    return sqlite_instance()
 
 
 # the upload record's per-job lists the cleanup reads: a line says how many, not which (at

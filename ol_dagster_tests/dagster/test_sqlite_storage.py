@@ -1,0 +1,107 @@
+"""An instance on Dagster's default SQLite storage, as ``ol-dagster sync`` opens it: its database
+files are opened once per process, not once per stored Dagster event, and what it writes is what
+Dagster's own storage (the UI, the daemon) reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from sqlalchemy import Engine, event
+
+from ol_dagster.defs.dagster_private import PooledSqliteEventLogStorage, sqlite_instance
+
+
+@contextmanager
+def counted_connections() -> Iterator[list[object]]:
+    """Every database connection any engine of this process opens meanwhile."""
+    opened: list[object] = []
+
+    def on_connect(dbapi_connection: object, _record: object) -> None:
+        opened.append(dbapi_connection)
+
+    event.listen(Engine, "connect", on_connect)
+    try:
+        yield opened
+    finally:
+        event.remove(Engine, "connect", on_connect)
+
+
+def _assets(lines: int) -> list[dg.AssetsDefinition]:
+    """An asset that logs ``lines`` lines (each a stored Dagster event) and a check of it."""
+
+    @dg.asset(name="numbers")
+    def numbers(context) -> dg.MaterializeResult:  # noqa: ANN001 - Dagster reads the annotation
+        for i in range(lines):
+            context.log.info(f"line {i}")
+        return dg.MaterializeResult(metadata={"lines": lines})
+
+    @dg.asset_check(asset=numbers, name="logged")
+    def logged() -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(passed=True)
+
+    return [numbers, logged]
+
+
+def _run(instance: dg.DagsterInstance, lines: int) -> tuple[str, int, int]:
+    """(run id, events stored, connections opened) of a run logging ``lines`` lines."""
+    with counted_connections() as opened:
+        result = dg.materialize(_assets(lines), instance=instance)
+    assert result.success
+    return result.run_id, len(instance.all_logs(result.run_id)), len(opened)
+
+
+def test_connections_do_not_grow_with_stored_events(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    instance = sqlite_instance()
+    try:
+        assert isinstance(instance.event_log_storage, PooledSqliteEventLogStorage)
+        # the first run also opens the index and checks its schema, once per process
+        _, few_events, few_connections = _run(instance, 2)
+        run_id, many_events, many_connections = _run(instance, 60)
+    finally:
+        instance.dispose()
+    assert many_events == few_events + 58  # a stored event per logged line
+    # a run opens its own shard once, however many events it stores (Dagster's own storage: a
+    # connection per stored event and more, 65 for the first run and 120 for this one)
+    assert many_connections <= min(few_connections, 2)
+
+    # Dagster's own storage, as the UI and the daemon open it, reads the run written
+    dagster_own = dg.DagsterInstance.from_config(str(tmp_path))
+    try:
+        assert not isinstance(dagster_own.event_log_storage, PooledSqliteEventLogStorage)
+        run = dagster_own.get_run_by_id(run_id)
+        assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS
+        assert len(dagster_own.all_logs(run_id)) == many_events
+        latest = dagster_own.get_latest_materialization_event(dg.AssetKey("numbers"))
+        assert latest is not None and latest.run_id == run_id
+        checks = dagster_own.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+        assert [e.get_dagster_event().asset_check_evaluation_data.passed for e in checks] == [True]
+        assert len(dagster_own.get_runs()) == 2
+    finally:
+        dagster_own.dispose()
+
+
+def test_named_sqlite_storage_is_opened_pooled(tmp_path: Path, monkeypatch) -> None:
+    """A ``dagster.yaml`` naming Dagster's SQLite storage gets the same (one leaving the storage
+    out: the test above)."""
+    config = {"storage": {"sqlite": {"base_dir": str(tmp_path / "elsewhere")}}}
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    instance = sqlite_instance()
+    try:
+        assert isinstance(instance.event_log_storage, PooledSqliteEventLogStorage)
+        assert (tmp_path / "elsewhere" / "history" / "runs" / "index.db").exists()
+    finally:
+        instance.dispose()
+
+
+def test_a_relative_dagster_home_is_refused_as_dagster_does(monkeypatch) -> None:
+    monkeypatch.setenv("DAGSTER_HOME", "relative/home")
+    with pytest.raises(dg.DagsterInvariantViolationError, match="must be an absolute path"):
+        sqlite_instance()
