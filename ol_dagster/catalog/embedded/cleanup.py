@@ -28,7 +28,6 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.orm import aliased
 
 from ol_dagster.catalog.embedded.tables import (
     JOB,
@@ -226,7 +225,7 @@ def job_system(
     ).all()
     stale_routine = routines.c.last_update < before
     if routines_before is not None:
-        job = aliased(entities)
+        job = entities.alias()
         job_alive = (
             select(job.c.id)
             .where(

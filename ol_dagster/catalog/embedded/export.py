@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Connection, Select, Table, select
-from sqlalchemy.orm import aliased
 
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.name_keys import among
@@ -119,7 +118,7 @@ def _data_flows(
 ) -> set[int]:
     """Each job's inputs and outputs, from the data flows of its scope; the ids of the datasets
     at either end."""
-    src, dst = aliased(t.entities), aliased(t.entities)
+    src, dst = t.entities.alias(), t.entities.alias()
     f = t.data_flows.c
     dataset_ids: set[int] = set()
     io: dict[JobKey, tuple[set[JobKey], set[JobKey]]] = {}
@@ -216,7 +215,7 @@ def _column_lineage(
     exported datasets: an input is [namespace, name, field], plus its transformation
     ("DIRECT/IDENTITY") when the catalog has it."""
     ff = t.field_flows.c
-    sf, df = aliased(t.fields), aliased(t.fields)
+    sf, df = t.fields.alias(), t.fields.alias()
     column_lineage: dict[tuple[int, str], set[tuple[str, ...]]] = {}
     field_flows = (
         select(
