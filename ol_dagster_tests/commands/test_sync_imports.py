@@ -1,0 +1,81 @@
+"""A sync loads only what it runs: ``ol-dagster sync`` and a run worker (which loads
+``ol_dagster.definitions``) import neither the receiver nor the Kafka consumer nor the HTTP
+libraries only they and the sending commands use, so that every run's start-up does not pay for
+them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from ol_dagster.receiver.intake import sort_events
+from ol_dagster.settings import load_settings
+from ol_dagster.store import EventStore
+from ol_dagster_tests.conftest import PROJECT_ROOT, TOKENS, run_event, settings_data
+
+# what only the receiver (``serve``), the Kafka intake (``consume``) or ``send`` need
+NOT_FOR_A_SYNC = (
+    "starlette",
+    "uvicorn",
+    "httpx",
+    "anyio",
+    "h11",
+    "confluent_kafka",
+    "kafka",
+    "ol_dagster.receiver",
+    "ol_dagster.kafka.consumer",
+    "ol_dagster.kafka.intake",
+    "ol_dagster.commands.sender",
+    "ol_dagster.commands.consume",
+)
+
+# a whole sync of one batch, then what a run worker loads; the modules of NOT_FOR_A_SYNC loaded
+# by then, and (so that the check is seen to see them) after importing the receiver
+SCRIPT = """
+import json, sys
+from ol_dagster.commands.cli import main
+
+def loaded():
+    return sorted(m for m in sys.modules if m.startswith(NOT_FOR_A_SYNC))
+
+NOT_FOR_A_SYNC = tuple(json.loads(sys.argv[2]))
+code = main(["--settings", sys.argv[1], "sync", "--definition", "add"])
+import ol_dagster.definitions
+after_sync = loaded()
+import ol_dagster.receiver.app
+print(json.dumps({"code": code, "after_sync": after_sync, "after_receiver": loaded()}))
+"""
+
+
+def test_a_sync_and_a_run_worker_import_nothing_of_the_receiver(tmp_path: Path) -> None:
+    path = tmp_path / "ol_dagster.yaml"
+    path.write_text(yaml.safe_dump(settings_data(tmp_path)))
+    store = EventStore(load_settings(path).store.url)
+    intake = sort_events([run_event()], ["*"])
+    store.add_posted_batch("add", intake.accepted, received=intake.received)
+    store.dispose()
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, **TOKENS, "DAGSTER_HOME": str(home)}
+
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(path), json.dumps(NOT_FOR_A_SYNC)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+    assert done.returncode == 0, done.stderr
+    *lines, last = done.stdout.splitlines()
+    result = json.loads(last)
+    assert result["code"] == 0 and json.loads(lines[0])["status"] == "synced", done.stdout
+    assert result["after_sync"] == []
+    assert {"starlette", "ol_dagster.receiver.app"} <= set(result["after_receiver"])
