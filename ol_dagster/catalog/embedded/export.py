@@ -8,18 +8,21 @@ its external assets from this state at load, never from the catalog.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
-from sqlalchemy import Connection, Select, Table, select
+from sqlalchemy import Connection, Select, Table, func, or_, select
 from sqlalchemy.orm import aliased
 
 from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.embedded.changes import digest
 from ol_dagster.catalog.name_keys import among
-from ol_dagster.lineage.graph import flow_scope
+from ol_dagster.lineage.graph import flow_scope, orchestration_scope
 from ol_dagster.lineage_state import (
     ColumnLineageState,
+    DatasetPart,
     DatasetState,
+    JobPart,
     JobState,
     LineageState,
     new_state,
@@ -58,16 +61,14 @@ def export_state(
 
 
 def _jobs(
-    conn: Connection, uuid: str, allowed: Callable[[str], bool]
+    conn: Connection, uuid: str, allowed: Callable[[str], bool], ids: set[int] | None = None
 ) -> tuple[dict[JobKey, JobState], dict[int, JobKey], dict[JobKey, tuple[bool, Any, Any]]]:
-    """The definition's jobs (in the job Systems it marks, of its namespaces), by their key and
-    by their entity id, and how new each is (whether it ran, its last run or update)."""
+    """The definition's jobs (in the job Systems it marks, of its namespaces; of ``ids`` only
+    when given), by their key and by their entity id, and how new each is (whether it ran, its
+    last run or update)."""
     e = t.entities.c
-    job_systems = [
-        sid
-        for sid, props in conn.execute(select(t.systems.c.id, t.systems.c.properties))
-        if uuid in ((props or {}).get("openLineageJobSystem") or [])
-    ]
+    job_systems = _job_systems(conn, uuid)
+    of_ids = [] if ids is None else [e.id.in_(chunk) for chunk in _id_chunks(sorted(ids))]
     jobs: dict[JobKey, JobState] = {}
     job_ids: dict[int, JobKey] = {}
     newest: dict[JobKey, tuple[bool, Any, Any]] = {}
@@ -82,7 +83,7 @@ def _jobs(
             t.run_metrics.c.last_run,
         )
         .outerjoin(t.run_metrics, t.run_metrics.c.entity_id == e.id)
-        .where(e.type == t.JOB, e.system_id.in_(job_systems))
+        .where(e.type == t.JOB, e.system_id.in_(job_systems), *([or_(*of_ids)] if of_ids else []))
     ):
         if not allowed(ns):
             continue
@@ -252,3 +253,170 @@ def _column_lineage(
         }
         for (eid, field), inputs in column_lineage.items()
     ]
+
+
+# -- per job: what changed since the state was stored ---------------------------------------------
+
+# above this many jobs to export again, their flows are read whole rather than by scope
+_MANY = 2_000
+
+
+def _job_systems(conn: Connection, uuid: str) -> list[int]:
+    return [
+        sid
+        for sid, props in conn.execute(select(t.systems.c.id, t.systems.c.properties))
+        if uuid in ((props or {}).get("openLineageJobSystem") or [])
+    ]
+
+
+def sources(
+    conn: Connection, uuid: str, allowed: Callable[[str], bool], max_jobs: int | None = None
+) -> dict[JobKey, str | None] | None:
+    """Each job's signature of what its part of the state is exported from: its digest, its
+    data flows with their datasets' digests, its parents and how many field flows it owns
+    (what a cleanup removes shows). None for a job or dataset the catalog keeps no digest of:
+    it is exported each time. None for all when the definition holds more than ``max_jobs``
+    jobs (only a whole export picks the newest)."""
+    e = t.entities.c
+    signed: dict[JobKey, list[Any]] = {}
+    for ns, name, content in conn.execute(
+        select(e.ol_namespace, e.ol_name, e.content_hash).where(
+            e.type == t.JOB, e.system_id.in_(_job_systems(conn, uuid))
+        )
+    ):
+        if allowed(ns):
+            signed[(ns, name)] = [content]
+    if max_jobs is not None and len(signed) > max_jobs:
+        return None
+    src, dst = aliased(t.entities), aliased(t.entities)
+    f, ff = t.data_flows.c, t.field_flows.c
+    for kind, job_ns, job_name, s_id, s_hash, d_id, d_hash in conn.execute(
+        select(
+            f.kind,
+            f.scope_namespace,
+            f.scope_job,
+            src.c.id,
+            src.c.content_hash,
+            dst.c.id,
+            dst.c.content_hash,
+        )
+        .join(src, src.c.id == f.from_entity)
+        .join(dst, dst.c.id == f.to_entity)
+    ):
+        parts = signed.get((job_ns, job_name))
+        if parts is not None:
+            data = kind == t.DATA
+            parts.append((kind, s_id, s_hash if data else "", d_id, d_hash if data else ""))
+    for job_ns, job_name, count in conn.execute(
+        select(ff.scope_namespace, ff.scope_job, func.count()).group_by(
+            ff.scope_namespace, ff.scope_job
+        )
+    ):
+        parts = signed.get((job_ns, job_name))
+        if parts is not None:
+            parts.append(("field", count))
+    return {
+        key: None
+        if any(None in p if isinstance(p, tuple) else p is None for p in parts)
+        else digest([parts[0], sorted(parts[1:])])
+        for key, parts in signed.items()
+    }
+
+
+def export_parts(
+    conn: Connection, uuid: str, allowed: Callable[[str], bool], keys: Collection[JobKey]
+) -> tuple[list[JobPart], list[DatasetPart]]:
+    """The parts of the state of these jobs (those the definition holds) and of every dataset
+    they read or write, as ``export_state`` exports them."""
+    wanted = set(keys)
+    many = len(wanted) > _MANY
+    e = t.entities.c
+    named = [
+        select(e.id).where(e.ol_name.in_(chunk))
+        for chunk in _chunked(sorted({name for _, name in wanted}))
+    ]
+    ids = None if many else {i for s in named for i in conn.scalars(s)}
+    if ids is not None and not ids:
+        return [], []
+    jobs, job_ids, _ = _jobs(conn, uuid, allowed, ids)
+    jobs = {k: v for k, v in jobs.items() if k in wanted}
+    scopes = None if many else sorted(flow_scope(*k) for k in jobs)
+    datasets = _datasets(conn, sorted(_data_flows(conn, jobs, scopes)))
+    parents: dict[JobKey, list[list[str]]] = {}
+    lines: dict[JobKey, list[list[Any]]] = {}
+    f, p = t.data_flows.c, aliased(t.entities)
+    o_scopes = None if many else sorted(orchestration_scope(*k) for k in jobs)
+    for job_ns, job_name, p_ns, p_name in (
+        row
+        for s in _of_jobs(
+            select(f.scope_namespace, f.scope_job, p.c.ol_namespace, p.c.ol_name)
+            .join(p, p.c.id == f.from_entity)
+            .where(f.kind == t.ORCHESTRATION),
+            t.data_flows,
+            o_scopes,
+        )
+        for row in conn.execute(s)
+    ):
+        if (job_ns, job_name) in jobs:
+            parents.setdefault((job_ns, job_name), []).append([p_ns, p_name])
+    for job, line in _field_lines(conn, scopes):
+        if job in jobs:
+            lines.setdefault(job, []).append(line)
+    return (
+        [
+            {"job": j, "parents": sorted(parents.get(k, [])), "columnLineage": lines.get(k, [])}
+            for k, j in jobs.items()
+        ],
+        [{"dataset": d, "columnLineage": []} for d in datasets.values()],
+    )
+
+
+def _field_lines(conn: Connection, scopes: list[str] | None) -> Iterator[tuple[JobKey, list]]:
+    """Each field flow of these scopes as its job and [dataset namespace, name, field, input]."""
+    ff = t.field_flows.c
+    sf, df = aliased(t.fields), aliased(t.fields)
+    se, de = aliased(t.entities), aliased(t.entities)
+    statement = (
+        select(
+            ff.scope_namespace,
+            ff.scope_job,
+            se.c.ol_namespace,
+            se.c.ol_name,
+            sf.c.name,
+            de.c.ol_namespace,
+            de.c.ol_name,
+            df.c.name,
+            ff.transformation,
+            ff.subtype,
+        )
+        .join(sf, sf.c.id == ff.from_field)
+        .join(df, df.c.id == ff.to_field)
+        .join(se, se.c.id == sf.c.entity_id)
+        .join(de, de.c.id == df.c.entity_id)
+    )
+    for s in _of_jobs(statement, t.field_flows, scopes):
+        for (
+            job_ns,
+            job_name,
+            s_ns,
+            s_name,
+            s_field,
+            d_ns,
+            d_name,
+            d_field,
+            kind,
+            sub,
+        ) in conn.execute(s):
+            label = "/".join(x for x in (kind, sub) if x)
+            source = [s_ns, s_name, s_field, *([label] if label else [])]
+            yield (job_ns, job_name), [d_ns, d_name, d_field, source]
+
+
+def _chunked(values: list[str]) -> Iterator[list[str]]:
+    for i in range(0, len(values), _CHUNK):
+        yield values[i : i + _CHUNK]
+
+
+def _id_chunks(ids: list[int]) -> Iterator[list[int]]:
+    for i in range(0, len(ids), _CHUNK):
+        yield ids[i : i + _CHUNK]
