@@ -320,9 +320,12 @@ class PatchesState(Protocol):
     """A catalog that signs each job's part of a definition's lineage state (a digest of what
     the part is exported from; None: it cannot tell) and exports the parts of some jobs: a sync
     then exports only the jobs whose signature is not the one stored (``sync.lineage_refresh``).
-    ``state_sources`` is None when only a whole export will do (``assetGraph.maxJobs``)."""
+    ``state_sources`` signs the jobs a whole export keeps (``assetGraph.maxJobs``) and counts
+    the others."""
 
-    def state_sources(self, definition: SyncDefinition) -> dict[NodeKey, str | None] | None: ...
+    def state_sources(
+        self, definition: SyncDefinition
+    ) -> tuple[dict[NodeKey, str | None], int]: ...
 
     def export_parts(
         self, definition: SyncDefinition, jobs: Collection[NodeKey]

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, cast
 
 import orjson
-from sqlalchemy import Connection, Table, and_, delete, exists, select
+from sqlalchemy import Connection, Table, delete, select
 
 from ol_dagster.lineage_state import (
     LineageState,
@@ -100,6 +100,12 @@ class LineageStates(StoreBase):
         self._written()
         return written
 
+    def lineage_not_shown(self, definition: str) -> int | None:
+        """The jobs the stored state leaves out; None when no state is stored as rows."""
+        with self.engine.connect() as conn:
+            doc = _doc(conn, definition)
+        return int(doc["jobsNotShown"]) if is_state_head(doc) and doc else None
+
     def lineage_sources(self, definition: str) -> dict[bytes, str | None]:
         """Each stored job row's key with the catalog signature it was exported from."""
         with self.engine.connect() as conn:
@@ -115,13 +121,15 @@ class LineageStates(StoreBase):
         sources: Mapping[bytes, str | None],
         removed: Collection[bytes],
         *,
+        not_shown: int = 0,
         now: datetime | None = None,
     ) -> RowsWritten:
         """Some jobs exported again (``rows``: them and every dataset they reach, each job with
-        its catalog signature in ``sources``) and ``removed`` ones gone; every other row kept."""
+        its catalog signature in ``sources``) and ``removed`` ones gone; every other row kept.
+        ``not_shown``: the jobs a capped definition leaves out."""
         with self.engine.begin() as conn:
             written = _write(conn, definition, rows, sources, removed, naive(now or utcnow()))
-            _save_head(conn, definition, 0, written)
+            _save_head(conn, definition, not_shown, written)
         self._written()
         return written
 
@@ -214,8 +222,8 @@ def _write(
     state (every other row goes); else the jobs removed, and the datasets no job links to go."""
     whole = removed is None
     stored = _stored(conn, _jobs, "job_key", definition, None if whole else rows["jobs"])
-    links = _stored_links(conn, definition, None if whole else rows["jobs"])
     gone = [k for k in stored if k not in rows["jobs"]] if whole else list(removed or ())
+    links = _stored_links(conn, definition, None if whole else [*rows["jobs"], *gone])
     changed: StateRows = {"jobs": {}, "datasets": {}, "links": {}}
     signed: dict[bytes, str | None] = {}
     for key, part in rows["jobs"].items():
@@ -249,7 +257,8 @@ def _write(
         orphans = [k for k in kept if k not in rows["datasets"]]
         _delete(conn, _datasets, "dataset_key", definition, orphans)
     else:
-        orphans = _orphans(conn, definition) if gone or changed["jobs"] else []
+        unlinked = {k for job in [*gone, *changed["jobs"]] for k in links.get(job, ())}
+        orphans = sorted(unlinked - _linked(conn, definition, unlinked))
         _delete(conn, _datasets, "dataset_key", definition, orphans)
     return RowsWritten(len(changed["jobs"]), len(gone), len(changed["datasets"]), len(orphans))
 
@@ -262,10 +271,13 @@ def _delete(
         conn.execute(delete(table).where(table.c.definition == definition, table.c[key].in_(chunk)))
 
 
-def _orphans(conn: Connection, definition: str) -> list[bytes]:
-    """Dataset rows no job links to any more."""
-    d, link = _datasets.c, _links.c
-    linked = exists().where(
-        and_(link.definition == d.definition, link.dataset_key == d.dataset_key)
-    )
-    return list(conn.scalars(select(d.dataset_key).where(d.definition == definition, ~linked)))
+def _linked(conn: Connection, definition: str, datasets: Collection[bytes]) -> set[bytes]:
+    """Those of ``datasets`` a job still links to."""
+    c = _links.c
+    return {
+        k
+        for chunk in _chunks(datasets)
+        for k in conn.scalars(
+            select(c.dataset_key).where(c.definition == definition, c.dataset_key.in_(chunk))
+        )
+    }

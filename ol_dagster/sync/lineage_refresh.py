@@ -4,7 +4,8 @@ holds: patched for the jobs that changed, not exported again whole.
 A catalog that signs each job's part of the state (``PatchesState``: the embedded catalog, from
 the digests its upload keeps and the flows its cleanup leaves) is asked for the signatures first:
 only the jobs whose signature is not the one stored (new, changed, or unsigned) are exported, the
-jobs it no longer holds are removed, and when none differs nothing is exported or written. Any
+jobs it no longer holds (or, for a capped definition, no longer among the newest it shows) are
+removed, and when none differs nothing is exported or written. Any
 other catalog that can export (``ExportsState``) exports whole, and the store still writes only
 the rows that differ (``store.lineage_state``).
 
@@ -54,9 +55,7 @@ def refresh_lineage(
     export its lineage (the stored state stays)."""
     with gc_paused():
         if isinstance(catalog, PatchesState):
-            signatures = catalog.state_sources(definition)
-            if signatures is not None:
-                return _patch(catalog, definition, store, signatures)
+            return _patch(catalog, definition, store, *catalog.state_sources(definition))
         state = export_state(catalog, definition)
         if state is None:
             return None
@@ -74,7 +73,10 @@ def _patch(
     definition: SyncDefinition,
     store: EventStore,
     signatures: dict[NodeKey, str | None],
+    not_shown: int,
 ) -> Refreshed:
+    """Export the jobs whose signature is not the stored one; remove those no longer held or
+    no longer among the newest (a capped definition)."""
     stored = store.lineage_sources(definition.name)
     keys = {job_key(*job): job for job in signatures}
     todo = [
@@ -83,12 +85,13 @@ def _patch(
         if signatures[job] is None or key not in stored or stored[key] != signatures[job]
     ]
     removed = {key for key in stored if key not in keys}
-    if not todo and not removed:
-        return Refreshed(False, 0, RowsWritten(), set(signatures))
+    held = None if not_shown else set(signatures)
+    if not todo and not removed and store.lineage_not_shown(definition.name) == not_shown:
+        return Refreshed(False, 0, RowsWritten(), held)
     jobs, datasets = catalog.export_parts(definition, todo)
     rows = state_rows(jobs, datasets)
     # a job gone between the signatures and its export goes now
     removed |= ({job_key(*job) for job in todo} - rows["jobs"].keys()) & stored.keys()
     sources = {job_key(*job): signatures[job] for job in todo}
-    written = store.patch_lineage(definition.name, rows, sources, removed)
-    return Refreshed(False, len(todo), written, set(signatures))
+    written = store.patch_lineage(definition.name, rows, sources, removed, not_shown=not_shown)
+    return Refreshed(False, len(todo), written, held)

@@ -184,8 +184,9 @@ class EmbeddedCatalog:
                 definition.assetGraph.maxJobs,
             )
 
-    def state_sources(self, definition: SyncDefinition) -> dict[NodeKey, str | None] | None:
-        """Each job's signature of its part of the state (``export.sources``)."""
+    def state_sources(self, definition: SyncDefinition) -> tuple[dict[NodeKey, str | None], int]:
+        """Each job's signature of its part of the state, and the jobs not shown
+        (``export.sources``)."""
         with self.engine.connect() as conn:
             return export.sources(
                 conn,

@@ -47,7 +47,7 @@ def export_state(
     jobs, job_ids, newest = _jobs(conn, uuid, allowed)
     not_shown = 0
     if max_jobs is not None and len(jobs) > max_jobs:
-        kept = set(sorted(sorted(jobs), key=newest.__getitem__, reverse=True)[:max_jobs])
+        kept = _newest(newest, max_jobs)
         not_shown = len(jobs) - len(kept)
         jobs = {k: v for k, v in jobs.items() if k in kept}
         job_ids = {i: k for i, k in job_ids.items() if k in kept}
@@ -58,6 +58,11 @@ def export_state(
     return new_state(
         jobs.values(), datasets.values(), _parents(conn, job_ids), columns, not_shown=not_shown
     )
+
+
+def _newest(newest: dict[JobKey, tuple[bool, Any, Any]], max_jobs: int) -> set[JobKey]:
+    """The ``max_jobs`` newest jobs (see ``export_state``)."""
+    return set(sorted(sorted(newest), key=newest.__getitem__, reverse=True)[:max_jobs])
 
 
 def _jobs(
@@ -271,23 +276,28 @@ def _job_systems(conn: Connection, uuid: str) -> list[int]:
 
 def sources(
     conn: Connection, uuid: str, allowed: Callable[[str], bool], max_jobs: int | None = None
-) -> dict[JobKey, str | None] | None:
+) -> tuple[dict[JobKey, str | None], int]:
     """Each job's signature of what its part of the state is exported from: its digest, its
     data flows with their datasets' digests, its parents and how many field flows it owns
-    (what a cleanup removes shows). None for a job or dataset the catalog keeps no digest of:
-    it is exported each time. None for all when the definition holds more than ``max_jobs``
-    jobs (only a whole export picks the newest)."""
-    e = t.entities.c
+    (what a cleanup removes shows); None for a job or dataset the catalog keeps no digest of
+    (it is exported each time). With ``max_jobs``, of the jobs ``export_state`` keeps only,
+    and how many it leaves out."""
+    e, m = t.entities.c, t.run_metrics.c
     signed: dict[JobKey, list[Any]] = {}
-    for ns, name, content in conn.execute(
-        select(e.ol_namespace, e.ol_name, e.content_hash).where(
-            e.type == t.JOB, e.system_id.in_(_job_systems(conn, uuid))
-        )
+    newest: dict[JobKey, tuple[bool, Any, Any]] = {}
+    for ns, name, content, last_update, last_run in conn.execute(
+        select(e.ol_namespace, e.ol_name, e.content_hash, e.last_update, m.last_run)
+        .outerjoin(t.run_metrics, m.entity_id == e.id)
+        .where(e.type == t.JOB, e.system_id.in_(_job_systems(conn, uuid)))
     ):
         if allowed(ns):
             signed[(ns, name)] = [content]
+            newest[(ns, name)] = (last_run is not None, last_run or last_update, last_update)
+    not_shown = 0
     if max_jobs is not None and len(signed) > max_jobs:
-        return None
+        kept = _newest(newest, max_jobs)
+        not_shown = len(signed) - len(kept)
+        signed = {k: v for k, v in signed.items() if k in kept}
     src, dst = aliased(t.entities), aliased(t.entities)
     f, ff = t.data_flows.c, t.field_flows.c
     for kind, job_ns, job_name, s_id, s_hash, d_id, d_hash in conn.execute(
@@ -320,7 +330,7 @@ def sources(
         if any(None in p if isinstance(p, tuple) else p is None for p in parts)
         else digest([parts[0], sorted(parts[1:])])
         for key, parts in signed.items()
-    }
+    }, not_shown
 
 
 def export_parts(
@@ -359,9 +369,8 @@ def export_parts(
     ):
         if (job_ns, job_name) in jobs:
             parents.setdefault((job_ns, job_name), []).append([p_ns, p_name])
-    for job, line in _field_lines(conn, scopes):
-        if job in jobs:
-            lines.setdefault(job, []).append(line)
+    for job, line in _field_lines(conn, scopes, jobs, datasets):
+        lines.setdefault(job, []).append(line)
     return (
         [
             {"job": j, "parents": sorted(parents.get(k, [])), "columnLineage": lines.get(k, [])}
@@ -371,45 +380,49 @@ def export_parts(
     )
 
 
-def _field_lines(conn: Connection, scopes: list[str] | None) -> Iterator[tuple[JobKey, list]]:
-    """Each field flow of these scopes as its job and [dataset namespace, name, field, input]."""
+def _field_lines(
+    conn: Connection,
+    scopes: list[str] | None,
+    jobs: Collection[JobKey],
+    datasets: dict[int, DatasetState],
+) -> Iterator[tuple[JobKey, list]]:
+    """Each field flow of these jobs (of ``scopes``) as its job and [dataset namespace, name,
+    field, input]. Its datasets are named from ``datasets`` (the exported jobs reach them,
+    without another join), the few others looked up."""
     ff = t.field_flows.c
     sf, df = aliased(t.fields), aliased(t.fields)
-    se, de = aliased(t.entities), aliased(t.entities)
     statement = (
         select(
             ff.scope_namespace,
             ff.scope_job,
-            se.c.ol_namespace,
-            se.c.ol_name,
+            sf.c.entity_id,
             sf.c.name,
-            de.c.ol_namespace,
-            de.c.ol_name,
+            df.c.entity_id,
             df.c.name,
             ff.transformation,
             ff.subtype,
         )
         .join(sf, sf.c.id == ff.from_field)
         .join(df, df.c.id == ff.to_field)
-        .join(se, se.c.id == sf.c.entity_id)
-        .join(de, de.c.id == df.c.entity_id)
     )
-    for s in _of_jobs(statement, t.field_flows, scopes):
-        for (
-            job_ns,
-            job_name,
-            s_ns,
-            s_name,
-            s_field,
-            d_ns,
-            d_name,
-            d_field,
-            kind,
-            sub,
-        ) in conn.execute(s):
-            label = "/".join(x for x in (kind, sub) if x)
-            source = [s_ns, s_name, s_field, *([label] if label else [])]
-            yield (job_ns, job_name), [d_ns, d_name, d_field, source]
+    names = {i: (d["namespace"], d["name"]) for i, d in datasets.items()}
+    found = [
+        (job, s_id, s_field, d_id, d_field, kind, sub)
+        for s in _of_jobs(statement, t.field_flows, scopes)
+        for job_ns, job_name, s_id, s_field, d_id, d_field, kind, sub in conn.execute(s)
+        if (job := (job_ns, job_name)) in jobs
+    ]
+    others = sorted({i for f in found for i in (f[1], f[3])} - names.keys())
+    e = t.entities.c
+    for chunk in _id_chunks(others):
+        for eid, ns, name in conn.execute(
+            select(e.id, e.ol_namespace, e.ol_name).where(e.id.in_(chunk))
+        ):
+            names[eid] = (ns, name)
+    for job, s_id, s_field, d_id, d_field, kind, sub in found:
+        label = f"{kind}/{sub}" if kind and sub else kind or sub
+        source = [*names[s_id], s_field, *([label] if label else [])]
+        yield job, [*names[d_id], d_field, source]
 
 
 def _chunked(values: list[str]) -> Iterator[list[str]]:
