@@ -7,14 +7,15 @@ anything is deleted.
 
 Some backends can do more, and the sync uses it when they can: rehearse a plan for real and roll
 it back (``Rehearsing``), take the batch's events (``TakesEvents``), export what a definition has
-synced for the asset graph (``ExportsState``), hold analysis results (``Annotating``). Each is a
+synced for the asset graph (``ExportsState``), and only the jobs that changed since
+(``PatchesState``), hold analysis results (``Annotating``). Each is a
 protocol here, found on a catalog with ``isinstance`` (``runtime_checkable``), and pyright checks
 each kind declares the ones its backend has (``catalog.kind``), held to them when it opens.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, runtime
 if TYPE_CHECKING:  # named in signatures only: reading the settings file loads no normalization
     from ol_dagster.lineage import LineageGraph
     from ol_dagster.lineage.graph import NodeKey
-    from ol_dagster.lineage_state import LineageState
+    from ol_dagster.lineage_state import DatasetPart, JobPart, LineageState
     from ol_dagster.sync_definition import SyncDefinition
 
 
@@ -315,6 +316,23 @@ class ExportsState(Protocol):
 
 
 @runtime_checkable
+class PatchesState(Protocol):
+    """A catalog that signs each job's part of a definition's lineage state (a digest of what
+    the part is exported from; None: it cannot tell) and exports the parts of some jobs: a sync
+    then exports only the jobs whose signature is not the one stored (``sync.lineage_refresh``).
+    ``state_sources`` signs the jobs a whole export keeps (``assetGraph.maxJobs``) and counts
+    the others."""
+
+    def state_sources(
+        self, definition: SyncDefinition
+    ) -> tuple[dict[NodeKey, str | None], int]: ...
+
+    def export_parts(
+        self, definition: SyncDefinition, jobs: Collection[NodeKey]
+    ) -> tuple[list[JobPart], list[DatasetPart]]: ...
+
+
+@runtime_checkable
 class Annotating(Protocol):
     """A catalog that holds analysis results on its entities (``defs.analysis``); returns how
     many entities it wrote."""
@@ -323,7 +341,13 @@ class Annotating(Protocol):
 
 
 # every capability a kind may declare (``catalog.kind.CatalogKind.capabilities``)
-CAPABILITIES: tuple[type[Any], ...] = (Rehearsing, TakesEvents, ExportsState, Annotating)
+CAPABILITIES: tuple[type[Any], ...] = (
+    Rehearsing,
+    TakesEvents,
+    ExportsState,
+    PatchesState,
+    Annotating,
+)
 
 
 def export_state(catalog: object, definition: SyncDefinition) -> LineageState | None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import dagster as dg
 
-from ol_dagster.catalog.protocol import Catalog, export_state
+from ol_dagster.catalog.protocol import Catalog
 from ol_dagster.defs import constants as C
 from ol_dagster.defs import names
 from ol_dagster.defs.lineage_assets import (
@@ -52,6 +52,7 @@ from ol_dagster.sync.batch import (
     upload_batch,
 )
 from ol_dagster.sync.graph import batch_graph
+from ol_dagster.sync.lineage_refresh import refresh_lineage
 
 # How long a sync waits for another sync of its definition (its lock) before it fails and its
 # batch stays pending for the sensor's retry.
@@ -123,15 +124,18 @@ def refresh_lineage_state(
     definition: SyncDefinition,
     store: EventStore,
 ) -> None:
-    """After a sync, snapshot what the definition has synced for the asset graph. The UI shows new
-    nodes when the code location is next loaded (a reload, or the next process start)."""
-    state = export_state(catalog, definition)
-    if state is None:
+    """After a sync, bring what the definition has synced up to date for the asset graph (only
+    the jobs that changed: ``sync.lineage_refresh``). The UI shows new nodes when the code
+    location is next loaded (a reload, or the next process start)."""
+    refreshed = refresh_lineage(catalog, definition, store)
+    if refreshed is None:
         context.log.info("catalog cannot export its lineage: the asset graph keeps its snapshot")
         return
-    store.save_lineage_state(definition.name, state)
+    context.log.info(refreshed.describe())
+    if not refreshed.whole and not refreshed.written.jobs_removed:
+        return  # no job went: the jobs' last runs name none to drop
     key = job_runs_key(definition.name)
-    pruned = prune_job_runs(store.lineage_state(key), state)
+    pruned = prune_job_runs(store.lineage_state(key), refreshed.held)
     if pruned is not None:
         store.save_lineage_state(key, pruned)
 

@@ -33,7 +33,7 @@ SQLite instance; the batch's runs are one table on ``catalog_upload`` instead.
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
@@ -461,14 +461,15 @@ def merge_job_runs(
     return merged
 
 
-def prune_job_runs(doc: dict[str, Any] | None, state: LineageState) -> JobRunsDoc | None:
-    """``doc`` without the jobs the lineage state no longer holds (removed by a cleanup), or None
-    when it holds none of those. A state that leaves jobs out (``assetGraph.maxJobs``) cannot
-    tell a removed job from one not shown: the document is kept whole (it holds no more jobs
-    than the definition ever synced)."""
-    if not doc or not doc.get("jobs") or state.get("jobsNotShown"):
+def prune_job_runs(
+    doc: dict[str, Any] | None, held: Collection[tuple[str, str]] | None
+) -> JobRunsDoc | None:
+    """``doc`` without the jobs the lineage state no longer holds (``held``: removed by a
+    cleanup), or None when it holds none of those. A state that leaves jobs out
+    (``assetGraph.maxJobs``: ``held`` None) cannot tell a removed job from one not shown: the
+    document is kept whole (it holds no more jobs than the definition ever synced)."""
+    if not doc or not doc.get("jobs") or held is None:
         return None
-    held = {(j["namespace"], j["name"]) for j in state.get("jobs", [])}
     pruned = cast(JobRunsDoc, doc)
     jobs = pruned["jobs"]
     gone = [(ns, name) for ns, names in jobs.items() for name in names if (ns, name) not in held]

@@ -8,8 +8,9 @@ ol-dagster is refused rather than damaged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from sqlalchemy import (
@@ -38,8 +39,16 @@ from sqlalchemy.schema import CreateTable
 
 from ol_dagster.db import AUTO_ID as _Id
 from ol_dagster.db import lock_schema
+from ol_dagster.lineage_state import (
+    StateRows,
+    is_whole_state,
+    part_digest,
+    split_state,
+    state_head,
+    state_rows,
+)
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 
 class BatchKind(StrEnum):
@@ -160,6 +169,41 @@ lineage_state = Table(
     Column("definition", String(200), primary_key=True),
     Column("state", JSON, nullable=False),
     Column("refreshed_at", DateTime, nullable=False),
+)
+
+# version 14: a definition's lineage state as rows (``store.lineage_state``), so that a sync
+# rewrites only what changed: one per job and per dataset its jobs reach, and the links between
+# them (a dataset row goes with the last job linked to it). ``ol_lineage_state`` keeps the
+# state's head ({"version": 2, "jobsNotShown": n}) and the other documents.
+lineage_jobs = Table(
+    "ol_lineage_jobs",
+    metadata,
+    Column("definition", String(200), primary_key=True),
+    Column("job_key", LargeBinary(32), primary_key=True),  # ``lineage_state.job_key``
+    Column("part", LargeBinary, nullable=False),  # JSON: ``lineage_state.JobPart``
+    Column("digest", LargeBinary(16), nullable=False),  # of ``part``
+    # the catalog's signature of what the part was exported from; NULL: compare the part
+    Column("source", String(64)),
+    Column("written_at", DateTime, nullable=False),
+)
+
+lineage_datasets = Table(
+    "ol_lineage_datasets",
+    metadata,
+    Column("definition", String(200), primary_key=True),
+    Column("dataset_key", LargeBinary(32), primary_key=True),  # ``lineage_state.dataset_key``
+    Column("part", LargeBinary, nullable=False),  # JSON: ``lineage_state.DatasetPart``
+    Column("digest", LargeBinary(16), nullable=False),
+    Column("written_at", DateTime, nullable=False),
+)
+
+lineage_links = Table(
+    "ol_lineage_links",
+    metadata,
+    Column("definition", String(200), primary_key=True),
+    Column("job_key", LargeBinary(32), primary_key=True),
+    Column("dataset_key", LargeBinary(32), primary_key=True),
+    Index("ix_ol_lineage_links_dataset", "definition", "dataset_key"),
 )
 
 sync_locks = Table(
@@ -415,6 +459,70 @@ def _v12_to_v13(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX ix_ol_events_run ON ol_events USING hash (run_id)")
 
 
+def insert_lineage_rows(
+    conn: Connection,
+    definition: str,
+    rows: StateRows,
+    now: datetime,
+    sources: Mapping[bytes, str | None] | None = None,
+) -> None:
+    """Insert a state's rows (none of them stored yet), each job with its catalog signature."""
+    sources = sources or {}
+    if rows["jobs"]:
+        conn.execute(
+            lineage_jobs.insert(),
+            [
+                {
+                    "definition": definition,
+                    "job_key": key,
+                    "part": part,
+                    "digest": part_digest(part),
+                    "source": sources.get(key),
+                    "written_at": now,
+                }
+                for key, part in rows["jobs"].items()
+            ],
+        )
+    if rows["datasets"]:
+        conn.execute(
+            lineage_datasets.insert(),
+            [
+                {
+                    "definition": definition,
+                    "dataset_key": key,
+                    "part": part,
+                    "digest": part_digest(part),
+                    "written_at": now,
+                }
+                for key, part in rows["datasets"].items()
+            ],
+        )
+    links = [
+        {"definition": definition, "job_key": job, "dataset_key": ds}
+        for job, keys in rows["links"].items()
+        for ds in keys
+    ]
+    if links:
+        conn.execute(lineage_links.insert(), links)
+
+
+def _v13_to_v14(conn: Connection) -> None:
+    """Each definition's lineage state, one document until now, as rows per job and dataset
+    (the document keeps its head); the other documents stay as they are."""
+    for table in (lineage_jobs, lineage_datasets, lineage_links):
+        table.create(conn, checkfirst=True)
+    now = datetime.now(UTC).replace(tzinfo=None)
+    for key, doc in conn.execute(select(lineage_state.c.definition, lineage_state.c.state)).all():
+        if not is_whole_state(doc):
+            continue
+        insert_lineage_rows(conn, key, state_rows(*split_state(doc)), now)
+        conn.execute(
+            lineage_state.update()
+            .where(lineage_state.c.definition == key)
+            .values(state=state_head(int(doc.get("jobsNotShown") or 0)))
+        )
+
+
 # steps that change a table other tables refer to: on SQLite they run with foreign keys off
 WITHOUT_FOREIGN_KEYS = {11}
 
@@ -432,6 +540,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     10: _v10_to_v11,
     11: _v11_to_v12,
     12: _v12_to_v13,
+    13: _v13_to_v14,
 }
 
 

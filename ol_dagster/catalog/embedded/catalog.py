@@ -10,7 +10,7 @@ ol-dagster sees of the embedded catalog is this one class.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
@@ -26,7 +26,7 @@ from ol_dagster.db import open_engine
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.lineage_state import LineageState
+from ol_dagster.lineage_state import DatasetPart, JobPart, LineageState
 from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.sync_definition import SyncDefinition
 
@@ -182,6 +182,29 @@ class EmbeddedCatalog:
                 str(definition.uuid),
                 lambda ns: namespace_allowed(ns, definition.namespace_patterns),
                 definition.assetGraph.maxJobs,
+            )
+
+    def state_sources(self, definition: SyncDefinition) -> tuple[dict[NodeKey, str | None], int]:
+        """Each job's signature of its part of the state, and the jobs not shown
+        (``export.sources``)."""
+        with self.engine.connect() as conn:
+            return export.sources(
+                conn,
+                str(definition.uuid),
+                lambda ns: namespace_allowed(ns, definition.namespace_patterns),
+                definition.assetGraph.maxJobs,
+            )
+
+    def export_parts(
+        self, definition: SyncDefinition, jobs: Collection[NodeKey]
+    ) -> tuple[list[JobPart], list[DatasetPart]]:
+        """The parts of the state of these jobs (``export.export_parts``)."""
+        with self.engine.connect() as conn:
+            return export.export_parts(
+                conn,
+                str(definition.uuid),
+                lambda ns: namespace_allowed(ns, definition.namespace_patterns),
+                jobs,
             )
 
     def annotate(self, key: str, items: list[AnalysisItem]) -> int:

@@ -8,17 +8,20 @@ its external assets from this state at load, never from the catalog.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
-from sqlalchemy import Connection, Select, Table, select
+from sqlalchemy import Connection, Select, Table, func, or_, select
 
 from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.embedded.changes import digest
 from ol_dagster.catalog.name_keys import among
-from ol_dagster.lineage.graph import flow_scope
+from ol_dagster.lineage.graph import flow_scope, orchestration_scope
 from ol_dagster.lineage_state import (
     ColumnLineageState,
+    DatasetPart,
     DatasetState,
+    JobPart,
     JobState,
     LineageState,
     new_state,
@@ -43,7 +46,7 @@ def export_state(
     jobs, job_ids, newest = _jobs(conn, uuid, allowed)
     not_shown = 0
     if max_jobs is not None and len(jobs) > max_jobs:
-        kept = set(sorted(sorted(jobs), key=newest.__getitem__, reverse=True)[:max_jobs])
+        kept = _newest(newest, max_jobs)
         not_shown = len(jobs) - len(kept)
         jobs = {k: v for k, v in jobs.items() if k in kept}
         job_ids = {i: k for i, k in job_ids.items() if k in kept}
@@ -56,17 +59,20 @@ def export_state(
     )
 
 
+def _newest(newest: dict[JobKey, tuple[bool, Any, Any]], max_jobs: int) -> set[JobKey]:
+    """The ``max_jobs`` newest jobs (see ``export_state``)."""
+    return set(sorted(sorted(newest), key=newest.__getitem__, reverse=True)[:max_jobs])
+
+
 def _jobs(
-    conn: Connection, uuid: str, allowed: Callable[[str], bool]
+    conn: Connection, uuid: str, allowed: Callable[[str], bool], ids: set[int] | None = None
 ) -> tuple[dict[JobKey, JobState], dict[int, JobKey], dict[JobKey, tuple[bool, Any, Any]]]:
-    """The definition's jobs (in the job Systems it marks, of its namespaces), by their key and
-    by their entity id, and how new each is (whether it ran, its last run or update)."""
+    """The definition's jobs (in the job Systems it marks, of its namespaces; of ``ids`` only
+    when given), by their key and by their entity id, and how new each is (whether it ran, its
+    last run or update)."""
     e = t.entities.c
-    job_systems = [
-        sid
-        for sid, props in conn.execute(select(t.systems.c.id, t.systems.c.properties))
-        if uuid in ((props or {}).get("openLineageJobSystem") or [])
-    ]
+    job_systems = _job_systems(conn, uuid)
+    of_ids = [] if ids is None else [e.id.in_(chunk) for chunk in _id_chunks(sorted(ids))]
     jobs: dict[JobKey, JobState] = {}
     job_ids: dict[int, JobKey] = {}
     newest: dict[JobKey, tuple[bool, Any, Any]] = {}
@@ -81,7 +87,7 @@ def _jobs(
             t.run_metrics.c.last_run,
         )
         .outerjoin(t.run_metrics, t.run_metrics.c.entity_id == e.id)
-        .where(e.type == t.JOB, e.system_id.in_(job_systems))
+        .where(e.type == t.JOB, e.system_id.in_(job_systems), *([or_(*of_ids)] if of_ids else []))
     ):
         if not allowed(ns):
             continue
@@ -251,3 +257,178 @@ def _column_lineage(
         }
         for (eid, field), inputs in column_lineage.items()
     ]
+
+
+# -- per job: what changed since the state was stored ---------------------------------------------
+
+# above this many jobs to export again, their flows are read whole rather than by scope
+_MANY = 2_000
+
+
+def _job_systems(conn: Connection, uuid: str) -> list[int]:
+    return [
+        sid
+        for sid, props in conn.execute(select(t.systems.c.id, t.systems.c.properties))
+        if uuid in ((props or {}).get("openLineageJobSystem") or [])
+    ]
+
+
+def sources(
+    conn: Connection, uuid: str, allowed: Callable[[str], bool], max_jobs: int | None = None
+) -> tuple[dict[JobKey, str | None], int]:
+    """Each job's signature of what its part of the state is exported from: its digest, its
+    data flows with their datasets' digests, its parents and how many field flows it owns
+    (what a cleanup removes shows); None for a job or dataset the catalog keeps no digest of
+    (it is exported each time). With ``max_jobs``, of the jobs ``export_state`` keeps only,
+    and how many it leaves out."""
+    e, m = t.entities.c, t.run_metrics.c
+    signed: dict[JobKey, list[Any]] = {}
+    newest: dict[JobKey, tuple[bool, Any, Any]] = {}
+    for ns, name, content, last_update, last_run in conn.execute(
+        select(e.ol_namespace, e.ol_name, e.content_hash, e.last_update, m.last_run)
+        .outerjoin(t.run_metrics, m.entity_id == e.id)
+        .where(e.type == t.JOB, e.system_id.in_(_job_systems(conn, uuid)))
+    ):
+        if allowed(ns):
+            signed[(ns, name)] = [content]
+            newest[(ns, name)] = (last_run is not None, last_run or last_update, last_update)
+    not_shown = 0
+    if max_jobs is not None and len(signed) > max_jobs:
+        kept = _newest(newest, max_jobs)
+        not_shown = len(signed) - len(kept)
+        signed = {k: v for k, v in signed.items() if k in kept}
+    src, dst = t.entities.alias(), t.entities.alias()
+    f, ff = t.data_flows.c, t.field_flows.c
+    for kind, job_ns, job_name, s_id, s_hash, d_id, d_hash in conn.execute(
+        select(
+            f.kind,
+            f.scope_namespace,
+            f.scope_job,
+            src.c.id,
+            src.c.content_hash,
+            dst.c.id,
+            dst.c.content_hash,
+        )
+        .join(src, src.c.id == f.from_entity)
+        .join(dst, dst.c.id == f.to_entity)
+    ):
+        parts = signed.get((job_ns, job_name))
+        if parts is not None:
+            data = kind == t.DATA
+            parts.append((kind, s_id, s_hash if data else "", d_id, d_hash if data else ""))
+    for job_ns, job_name, count in conn.execute(
+        select(ff.scope_namespace, ff.scope_job, func.count()).group_by(
+            ff.scope_namespace, ff.scope_job
+        )
+    ):
+        parts = signed.get((job_ns, job_name))
+        if parts is not None:
+            parts.append(("field", count))
+    return {
+        key: None
+        if any(None in p if isinstance(p, tuple) else p is None for p in parts)
+        else digest([parts[0], sorted(parts[1:])])
+        for key, parts in signed.items()
+    }, not_shown
+
+
+def export_parts(
+    conn: Connection, uuid: str, allowed: Callable[[str], bool], keys: Collection[JobKey]
+) -> tuple[list[JobPart], list[DatasetPart]]:
+    """The parts of the state of these jobs (those the definition holds) and of every dataset
+    they read or write, as ``export_state`` exports them."""
+    wanted = set(keys)
+    many = len(wanted) > _MANY
+    e = t.entities.c
+    named = [
+        select(e.id).where(e.ol_name.in_(chunk))
+        for chunk in _chunked(sorted({name for _, name in wanted}))
+    ]
+    ids = None if many else {i for s in named for i in conn.scalars(s)}
+    if ids is not None and not ids:
+        return [], []
+    jobs, job_ids, _ = _jobs(conn, uuid, allowed, ids)
+    jobs = {k: v for k, v in jobs.items() if k in wanted}
+    scopes = None if many else sorted(flow_scope(*k) for k in jobs)
+    datasets = _datasets(conn, sorted(_data_flows(conn, jobs, scopes)))
+    parents: dict[JobKey, list[list[str]]] = {}
+    lines: dict[JobKey, list[list[Any]]] = {}
+    f, p = t.data_flows.c, t.entities.alias()
+    o_scopes = None if many else sorted(orchestration_scope(*k) for k in jobs)
+    for job_ns, job_name, p_ns, p_name in (
+        row
+        for s in _of_jobs(
+            select(f.scope_namespace, f.scope_job, p.c.ol_namespace, p.c.ol_name)
+            .join(p, p.c.id == f.from_entity)
+            .where(f.kind == t.ORCHESTRATION),
+            t.data_flows,
+            o_scopes,
+        )
+        for row in conn.execute(s)
+    ):
+        if (job_ns, job_name) in jobs:
+            parents.setdefault((job_ns, job_name), []).append([p_ns, p_name])
+    for job, line in _field_lines(conn, scopes, jobs, datasets):
+        lines.setdefault(job, []).append(line)
+    return (
+        [
+            {"job": j, "parents": sorted(parents.get(k, [])), "columnLineage": lines.get(k, [])}
+            for k, j in jobs.items()
+        ],
+        [{"dataset": d, "columnLineage": []} for d in datasets.values()],
+    )
+
+
+def _field_lines(
+    conn: Connection,
+    scopes: list[str] | None,
+    jobs: Collection[JobKey],
+    datasets: dict[int, DatasetState],
+) -> Iterator[tuple[JobKey, list]]:
+    """Each field flow of these jobs (of ``scopes``) as its job and [dataset namespace, name,
+    field, input]. Its datasets are named from ``datasets`` (the exported jobs reach them,
+    without another join), the few others looked up."""
+    ff = t.field_flows.c
+    sf, df = t.fields.alias(), t.fields.alias()
+    statement = (
+        select(
+            ff.scope_namespace,
+            ff.scope_job,
+            sf.c.entity_id,
+            sf.c.name,
+            df.c.entity_id,
+            df.c.name,
+            ff.transformation,
+            ff.subtype,
+        )
+        .join(sf, sf.c.id == ff.from_field)
+        .join(df, df.c.id == ff.to_field)
+    )
+    names = {i: (d["namespace"], d["name"]) for i, d in datasets.items()}
+    found = [
+        (job, s_id, s_field, d_id, d_field, kind, sub)
+        for s in _of_jobs(statement, t.field_flows, scopes)
+        for job_ns, job_name, s_id, s_field, d_id, d_field, kind, sub in conn.execute(s)
+        if (job := (job_ns, job_name)) in jobs
+    ]
+    others = sorted({i for f in found for i in (f[1], f[3])} - names.keys())
+    e = t.entities.c
+    for chunk in _id_chunks(others):
+        for eid, ns, name in conn.execute(
+            select(e.id, e.ol_namespace, e.ol_name).where(e.id.in_(chunk))
+        ):
+            names[eid] = (ns, name)
+    for job, s_id, s_field, d_id, d_field, kind, sub in found:
+        label = f"{kind}/{sub}" if kind and sub else kind or sub
+        source = [*names[s_id], s_field, *([label] if label else [])]
+        yield job, [*names[d_id], d_field, source]
+
+
+def _chunked(values: list[str]) -> Iterator[list[str]]:
+    for i in range(0, len(values), _CHUNK):
+        yield values[i : i + _CHUNK]
+
+
+def _id_chunks(ids: list[int]) -> Iterator[list[int]]:
+    for i in range(0, len(ids), _CHUNK):
+        yield ids[i : i + _CHUNK]

@@ -1,0 +1,227 @@
+"""The lineage state after a sync is patched for the jobs that changed, not exported again whole.
+
+What a user notices: the asset graph shows what the catalog holds after each sync (compared
+with a fresh whole export of the catalog, which does not go through the patching), and a sync
+that changed nothing writes nothing to the store. Each state row's ``written_at`` says whether
+a sync wrote it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select, text
+
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
+from ol_dagster.catalog.protocol import export_state
+from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_specs
+from ol_dagster.lineage_state import LineageState, dataset_key, job_key
+from ol_dagster.settings import SyncDefinition
+from ol_dagster.store import EventStore, schema
+from ol_dagster.sync.lineage_refresh import Refreshed, refresh_lineage
+from ol_dagster.sync.upload import upload_graph
+from ol_dagster_tests.catalogs.test_embedded_catalog import (
+    LAKE,
+    WH,
+    build_kpi,
+    ds,
+    export_anomalies,
+    graph_of,
+    job,
+    load_orders,
+)
+from ol_dagster_tests.catalogs.test_upload_change_detection import cleanup, definition
+
+
+def _kpi_with_count() -> dict[str, Any]:
+    """build_kpi writing one more column, from orders.id: its job and its output change."""
+    return job(
+        "etl",
+        "build_kpi",
+        [ds(WH, "shop.public.orders")],
+        [
+            ds(
+                LAKE,
+                "kpi/daily.parquet",
+                ["total", "n"],
+                {
+                    "total": [(WH, "shop.public.orders", "amount")],
+                    "n": [(WH, "shop.public.orders", "id")],
+                },
+            )
+        ],
+        sql="select sum(amount) as total, count(id) as n from shop.public.orders",
+        minute=5,
+    )
+
+
+def _at(events: list[dict[str, Any]], hour: int) -> list[dict[str, Any]]:
+    for e in events:
+        e["eventTime"] = e["eventTime"].replace("T02:", f"T{hour:02d}:")
+    return events
+
+
+class Synced:
+    """A catalog and a store, synced as a sync leaves them: upload, cutoff cleanup, refresh."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.definition: SyncDefinition = definition(tmp)
+        self.catalog = EmbeddedCatalog(f"sqlite:///{tmp / 'catalog.db'}")
+        self.store = EventStore(f"sqlite:///{tmp / 'store.db'}")
+        self.cutoff: datetime | None = None
+
+    def sync(self, events: list[dict[str, Any]]) -> Refreshed:
+        outcome = upload_graph(self.catalog, graph_of(events, self.definition), self.definition)
+        assert outcome.result.succeeded
+        self.cutoff = outcome.cutoff
+        cleanup(self, self.definition)  # type: ignore[arg-type]  # a catalog and its cutoff
+        refreshed = refresh_lineage(self.catalog, self.definition, self.store)
+        assert refreshed is not None
+        return refreshed
+
+    def stored(self) -> LineageState:
+        state = self.store.lineage_state("snap")
+        assert state is not None
+        return state  # type: ignore[return-value]
+
+    def rows(self) -> dict[str, dict[bytes, tuple[bytes, datetime]]]:
+        """Each state row's key with its part and the time it was written."""
+        out: dict[str, dict[bytes, tuple[bytes, datetime]]] = {}
+        with self.store.engine.connect() as conn:
+            for name, table, key in (
+                ("jobs", schema.lineage_jobs, "job_key"),
+                ("datasets", schema.lineage_datasets, "dataset_key"),
+            ):
+                out[name] = {
+                    k: (part, when)
+                    for k, part, when in conn.execute(
+                        select(table.c[key], table.c.part, table.c.written_at)
+                    )
+                }
+        return out
+
+    def close(self) -> None:
+        self.catalog.close()
+        self.store.dispose()
+
+
+@pytest.fixture
+def synced(tmp_path: Path) -> Iterator[Synced]:
+    s = Synced(tmp_path)
+    yield s
+    s.close()
+
+
+def _shop(hour: int, kpi: dict[str, Any] | None = None, anomalies: bool = True) -> list[dict]:
+    events = [load_orders(parent=("etl", "daily")), kpi or build_kpi()]
+    if anomalies:
+        events.append(export_anomalies())
+    return _at(events, hour)
+
+
+def _same_as_a_whole_export(s: Synced) -> None:
+    whole = export_state(s.catalog, s.definition)
+    assert whole is not None
+    stored = s.stored()
+    assert stored == whole
+    translator = OpenLineageTranslator()
+    assert build_lineage_specs("snap", stored, translator) == build_lineage_specs(
+        "snap", whole, translator
+    )
+
+
+def test_an_unchanged_sync_exports_and_writes_nothing(synced: Synced) -> None:
+    first = synced.sync(_shop(2))
+    assert first.exported == 4 and not first.whole  # daily, load_orders, build_kpi, anomalies
+    _same_as_a_whole_export(synced)
+    before = synced.rows()
+
+    again = synced.sync(_shop(3))  # the same jobs, new runs
+
+    assert again.exported == 0 and again.written.nothing
+    assert synced.rows() == before  # not one row written again (their times are the first's)
+    _same_as_a_whole_export(synced)
+
+
+def test_a_changed_job_rewrites_its_row_and_its_datasets_only(synced: Synced) -> None:
+    synced.sync(_shop(2))
+    before = synced.rows()
+
+    changed = synced.sync(_shop(3, kpi=_kpi_with_count()))
+
+    after = synced.rows()
+    _same_as_a_whole_export(synced)
+    rewritten = {k for k, v in after["jobs"].items() if before["jobs"].get(k) != v}
+    names = {job_key(j["namespace"], j["name"]): j["name"] for j in synced.stored()["jobs"]}
+    assert {names[k] for k in rewritten} == {"build_kpi"}
+    kpi = next(d for d in synced.stored()["datasets"] if d["name"] == "kpi/daily.parquet")
+    assert [f["name"] for f in kpi["fields"]] == ["total", "n"]
+    datasets = {k for k, v in after["datasets"].items() if before["datasets"].get(k) != v}
+    assert datasets == {dataset_key(kpi)}
+    # export_anomalies reads the changed dataset: exported again, its row the same (only the
+    # signature it is compared by next time is new)
+    assert changed.exported == 2 and changed.written.jobs == 1
+
+
+def test_a_removed_job_and_the_datasets_only_it_reached_go(synced: Synced) -> None:
+    synced.sync(_shop(2))
+    gone = synced.sync(_shop(3, anomalies=False))
+
+    assert gone.written.jobs_removed == 1 and gone.written.datasets_removed == 1
+    stored = synced.stored()
+    assert [j["name"] for j in stored["jobs"]] == ["build_kpi", "daily", "load_orders"]
+    assert "anomalies/out.csv" not in {d["name"] for d in stored["datasets"]}
+    assert job_key("features", "export_anomalies") not in synced.rows()["jobs"]
+    _same_as_a_whole_export(synced)
+
+
+def test_a_whole_export_rewrites_only_the_rows_that_differ(synced: Synced) -> None:
+    """A catalog that cannot say what changed (a ledger catalog) exports whole: the store
+    still writes only what differs."""
+    synced.sync(_shop(2))
+    whole = export_state(synced.catalog, synced.definition)
+    assert whole is not None
+    synced.store.replace_lineage("snap", whole)
+    assert synced.stored() == whole
+    before = synced.rows()
+
+    assert synced.store.replace_lineage("snap", whole).nothing
+    assert synced.rows() == before
+    jobs = [j for j in whole["jobs"] if j["name"] != "export_anomalies"]
+    fewer: LineageState = {**whole, "jobs": jobs}
+    assert synced.store.replace_lineage("snap", fewer).jobs_removed == 1
+    assert synced.stored() == fewer
+
+
+def test_an_old_stores_whole_document_becomes_rows_on_open(synced: Synced) -> None:
+    """A store written before the state was kept per job: its document is migrated when the
+    store opens, and the asset graph reads the same state; other documents stay as they were."""
+    synced.sync(_shop(2))
+    whole = export_state(synced.catalog, synced.definition)
+    assert whole is not None
+    url = synced.store.url
+    synced.store.save_lineage_state("snap/jobRuns", {"version": 1, "jobs": {"etl": {}}})
+    with synced.store.engine.begin() as conn:  # the store as the version before left it
+        for table in ("ol_lineage_links", "ol_lineage_datasets", "ol_lineage_jobs"):
+            conn.exec_driver_sql(f"DROP TABLE {table}")
+        conn.execute(
+            schema.lineage_state.update()
+            .where(schema.lineage_state.c.definition == "snap")
+            .values(state=whole)
+        )
+        conn.execute(text("UPDATE ol_store_meta SET value = '13' WHERE key = 'schema_version'"))
+    synced.store.dispose()
+
+    synced.store = EventStore(url)
+    assert synced.store.schema_version == schema.SCHEMA_VERSION
+    assert synced.stored() == whole
+    assert len(synced.rows()["jobs"]) == len(whole["jobs"])
+    assert synced.store.lineage_state("snap/jobRuns") == {"version": 1, "jobs": {"etl": {}}}
+    # the first sync after it signs every row; the next writes nothing
+    synced.sync(_shop(3))
+    _same_as_a_whole_export(synced)
+    assert synced.sync(_shop(4)).written.nothing
