@@ -39,7 +39,7 @@ from sqlalchemy.schema import CreateTable
 from ol_dagster.db import AUTO_ID as _Id
 from ol_dagster.db import lock_schema
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 
 class BatchKind(StrEnum):
@@ -137,6 +137,11 @@ events = Table(
     # from is told (and a re-sent event recognized) without reading the events back. NULL on
     # rows stored before version 7: their digest is computed from ``raw`` when needed.
     Column("digest", LargeBinary),
+    # version 14: the digest of what the event says about the lineage, without its run facts
+    # (``openlineage.run_facts``): a job whose events' content digests are those of its last
+    # synced batch is not normalized again. NULL on rows stored before, and on an event whose
+    # content is never reused: such an event is normalized every time.
+    Column("content", LargeBinary),
 )
 
 batch_graphs = Table(
@@ -150,6 +155,9 @@ batch_graphs = Table(
     Column("inputs", LargeBinary, nullable=False),
     Column("graph", LargeBinary, nullable=False),
     Column("built_at", DateTime, nullable=False),
+    # version 14: what the next batch's graph may reuse of this one (``lineage.reuse``): the
+    # rules it was built under and each job's content fingerprint. NULL: nothing.
+    Column("parts", LargeBinary),
 )
 
 
@@ -415,6 +423,14 @@ def _v12_to_v13(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX ix_ol_events_run ON ol_events USING hash (run_id)")
 
 
+def _v13_to_v14(conn: Connection) -> None:
+    """Each event's content digest and each graph's reusable parts: NULL for what is stored
+    already, so the first sync after the upgrade normalizes every job, as before."""
+    blob = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
+    _add_column(conn, events, "content", blob)
+    _add_column(conn, batch_graphs, "parts", blob)
+
+
 # steps that change a table other tables refer to: on SQLite they run with foreign keys off
 WITHOUT_FOREIGN_KEYS = {11}
 
@@ -432,6 +448,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     10: _v10_to_v11,
     11: _v11_to_v12,
     12: _v12_to_v13,
+    13: _v13_to_v14,
 }
 
 
