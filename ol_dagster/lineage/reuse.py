@@ -31,7 +31,7 @@ import orjson
 
 from ol_dagster.lineage.graph import LineageGraph, NodeKey
 from ol_dagster.lineage.normalize import normalize, resolve_field_flows
-from ol_dagster.openlineage.run_facts import run_facts_only
+from ol_dagster.openlineage.run_facts import run_facts_only, run_skeleton
 
 PARTS_FORMAT = 1
 
@@ -58,10 +58,16 @@ class JobContents:
 
     jobs: list[NodeKey | None]  # each event's job, in order (None: a DatasetEvent)
     fingerprints: dict[NodeKey, bytes] = field(default_factory=dict)
+    # the jobs of all runs in the order normalizing takes them: which describes a dataset last
+    order: bytes = b""
 
     @property
     def count(self) -> int:
         return len({j for j in self.jobs if j is not None})
+
+    @property
+    def dataset_events(self) -> bool:
+        return None in self.jobs
 
 
 def job_contents(rows: Sequence[Content]) -> JobContents:
@@ -92,6 +98,11 @@ def job_contents(rows: Sequence[Content]) -> JobContents:
         run_events: list[bytes] = [c for _, _, c in events]  # type: ignore[misc]
         ordered.setdefault(job, []).append((last, first, run_events))
     out = JobContents(jobs)
+    timeline = sorted((last, first, job) for job, rs in ordered.items() for last, first, _ in rs)
+    h = hashlib.blake2b(digest_size=16)
+    for _, _, (ns, name) in timeline:
+        h.update(orjson.dumps([ns, name]))
+    out.order = h.digest()
     for job, job_runs in ordered.items():
         if job in unknown:
             continue
@@ -112,6 +123,8 @@ def parts_of(contents: JobContents, rules: bytes, normalized: int, reused: int) 
             "format": PARTS_FORMAT,
             "rules": rules.hex(),
             "jobs": [[ns, name, fp.hex()] for (ns, name), fp in contents.fingerprints.items()],
+            "order": contents.order.hex(),
+            "datasetEvents": contents.dataset_events,
             "normalized": normalized,
             "reused": reused,
         }
@@ -129,18 +142,28 @@ def counts_of(parts: bytes | None) -> tuple[int, int] | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Reuse:
+    jobs: set[NodeKey]
+    # every job and dataset as the earlier graph has them: the same jobs, no DatasetEvent on
+    # either side, and the jobs' runs in the same order (so each dataset is described last by
+    # the same job)
+    whole: bool
+
+
 def reusable(
     contents: JobContents, earlier_parts: bytes, earlier: LineageGraph, rules: bytes
-) -> set[NodeKey]:
+) -> Reuse:
     """The jobs whose part of the earlier graph this batch may take as it is."""
+    nothing = Reuse(set(), whole=False)
     try:
         kept = orjson.loads(earlier_parts)
     except orjson.JSONDecodeError:
-        return set()
+        return nothing
     if type(kept) is not dict or kept.get("format") != PARTS_FORMAT:
-        return set()
+        return nothing
     if kept.get("rules") != rules.hex() or earlier.skipped_events or _aliased(earlier):
-        return set()
+        return nothing
     before = {(ns, name): fp for ns, name, fp in kept.get("jobs", [])}
     dangling = {d.job for d in earlier.dangling}
     reuse: set[NodeKey] = set()
@@ -153,7 +176,15 @@ def reusable(
             and job not in dangling
         ):
             reuse.add(job)
-    return reuse
+    described = {k for k, j in earlier.jobs.items() if not j.referenced_only}
+    whole = (
+        reuse == described
+        and len(reuse) == contents.count
+        and not contents.dataset_events
+        and kept.get("datasetEvents") is False
+        and kept.get("order") == contents.order.hex()
+    )
+    return Reuse(reuse, whole)
 
 
 def _aliased(graph: LineageGraph) -> bool:
@@ -185,6 +216,26 @@ def build_reusing(
             graph.routines[key] = routine
     resolve_field_flows(graph, (f for f in earlier.field_flows if f.job in reuse))
     return graph
+
+
+def build_whole(raw_events: Iterable[bytes], earlier: LineageGraph) -> LineageGraph | None:
+    """The earlier graph with this batch's run facts (``Reuse.whole``): its events normalized
+    down to their runs (``run_skeleton``), every description taken from ``earlier``."""
+    runs = normalize(run_skeleton(raw) for raw in raw_events)
+    if runs.skipped_events or runs.data_flows != earlier.data_flows:
+        return None
+    if runs.orchestration_flows != earlier.orchestration_flows:
+        return None
+    for key, node in earlier.jobs.items():
+        if not node.referenced_only:
+            ran = runs.jobs.get(key)
+            if ran is None:
+                return None
+            node.metrics = ran.metrics
+    earlier.quality_checks = runs.quality_checks
+    earlier.described_jobs = runs.described_jobs
+    earlier.completed_jobs = runs.completed_jobs
+    return earlier
 
 
 def _events(

@@ -30,7 +30,9 @@ from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack
 from ol_dagster.lineage.reuse import (
     JobContents,
+    Reuse,
     build_reusing,
+    build_whole,
     counts_of,
     job_contents,
     parts_of,
@@ -214,15 +216,18 @@ def _build(
     graph = None
     reuse = _reusable(store, definition, batch, contents, rules)
     if reuse:
-        earlier, jobs = reuse
+        earlier, plan = reuse
         try:
-            graph = build_reusing(
-                source(), contents, jobs, earlier, dataset_system_rules(definition)
-            )
+            if plan.whole:
+                graph = build_whole(source(), earlier)
+            else:
+                graph = build_reusing(
+                    source(), contents, plan.jobs, earlier, dataset_system_rules(definition)
+                )
         except ValueError as exc:  # the events changed under the listing
             log.warning("batch %s: nothing reused (%s): normalizing every job", batch.id, exc)
         if graph is not None:
-            counts = (contents.count - len(jobs), len(jobs))
+            counts = (contents.count - len(plan.jobs), len(plan.jobs))
             return graph, parts_of(contents, rules, *counts), counts
     graph = build_graph(source(), definition)
     counts = (contents.count, 0)
@@ -239,7 +244,7 @@ def _reusable(
     batch: BatchRecord,
     contents: JobContents,
     rules: bytes,
-) -> tuple[LineageGraph, set[tuple[str, str]]] | None:
+) -> tuple[LineageGraph, Reuse] | None:
     """The definition's last kept graph and the jobs this batch may take from it, if any."""
     if not contents.fingerprints:
         return None
@@ -250,8 +255,8 @@ def _reusable(
         graph = unpack(earlier.graph)
     except PackedGraphError:
         return None
-    jobs = reusable(contents, earlier.parts, graph, rules)
-    return (graph, jobs) if jobs else None
+    plan = reusable(contents, earlier.parts, graph, rules)
+    return (graph, plan) if plan.jobs else None
 
 
 def _handed(built: BatchGraph, hand_over: bool) -> BatchGraph:

@@ -143,7 +143,9 @@ def events_of(m: Model, night: int, index: int, rng: random.Random, *, fail: boo
     return [event("START", start, False), event(end, start + timedelta(seconds=5), True)]
 
 
-def snapshot(models: list[Model], night: int, *, fail: frozenset[str] | set[str] = frozenset()) -> list[dict]:
+def snapshot(
+    models: list[Model], night: int, *, fail: frozenset[str] | set[str] = frozenset()
+) -> list[dict]:
     rng = random.Random(night)
     out: list[dict] = []
     for i, m in enumerate(models):
@@ -427,3 +429,31 @@ def test_the_content_digest_leaves_out_run_facts_and_keeps_lineage():
         {"namespace": WH, "name": "shop.public.src", "field": "id"}
     ]
     assert digest(dataset_level) is None  # normalized every time
+
+
+def test_two_jobs_describing_a_dataset_in_another_order_give_the_last_description(
+    sides: tuple[Side, Side],
+):
+    """m0 and m1 both read ``shared`` and describe it each in its own words: the run that ends
+    last gives its description. On night 2 the same events come with m1's run first: nothing
+    of the lineage changed but which description is the last one; the catalog shows m0's."""
+    models = [
+        Model("m0", "select 1", ["shared"], ["id"]),
+        Model("m1", "select 2", ["shared"], ["id"]),
+    ]
+
+    def nightly(n: int, order: list[int]) -> list[dict[str, Any]]:
+        rng = random.Random(n)
+        events = []
+        for slot, i in enumerate(order):
+            for e in events_of(models[i], n, slot, rng):
+                for d in e["inputs"]:
+                    d["facets"]["documentation"] = {"description": f"as m{i} sees it"}
+                events.append(e)
+        return events
+
+    night(sides, nightly(0, [0, 1]))
+    assert night(sides, nightly(1, [1, 0])) == (0, 2)
+
+    described = {r[5]: r[6] for r in sides[0].contents()["entities"]}
+    assert described["shop.public.shared"] == "as m0 sees it"
