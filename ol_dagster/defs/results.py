@@ -203,6 +203,13 @@ def lineage_graph_result(built: BatchGraph) -> dg.MaterializeResult:
             # the batch's events and the earlier events of its runs, read for the graph
             "inputEvents": built.inputs.count,
             "earlierRunEvents": len(built.inputs.earlier),
+            # jobs normalized from their events, and jobs whose events say what they said in
+            # the last synced batch: their lineage taken as it was, their runs counted anew
+            **(
+                {"normalize": {"normalized": built.counts[0], "reused": built.counts[1]}}
+                if built.counts is not None
+                else {}
+            ),
         },
         check_results=[
             dg.AssetCheckResult(

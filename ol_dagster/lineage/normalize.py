@@ -320,25 +320,31 @@ class _Builder:
     # -- finish ------------------------------------------------------------------------------
 
     def resolve_field_flows(self) -> None:
-        for flow in self.pending_field_flows:
-            reason = self._missing_end(flow.source) or self._missing_end(flow.target)
-            if reason is None:
-                self.graph.field_flows.add(flow)
-            else:
-                self.graph.dangling.append(
-                    DanglingFlow(reason, flow.job, ":".join(flow.source), ":".join(flow.target))
-                )
+        resolve_field_flows(self.graph, self.pending_field_flows)
 
-    def _missing_end(self, end: tuple[str, str, str]) -> str | None:
-        """Why a field-flow end is not in the graph, or None (adding fields only lineage names)."""
-        node = self.graph.datasets.get(end[:2])
-        if node is None:
-            return DATASET_NOT_DESCRIBED
-        if end[2] not in node.fields:
-            if node.has_schema:
-                return FIELD_NOT_IN_SCHEMA
-            node.fields[end[2]] = FieldNode(end[2])  # known only from lineage
-        return None
+
+def resolve_field_flows(graph: LineageGraph, flows: Iterable[FieldFlow]) -> None:
+    """Each field flow into the graph, or into its dangling flows when an end is not in it."""
+    for flow in flows:
+        reason = _missing_end(graph, flow.source) or _missing_end(graph, flow.target)
+        if reason is None:
+            graph.field_flows.add(flow)
+        else:
+            graph.dangling.append(
+                DanglingFlow(reason, flow.job, ":".join(flow.source), ":".join(flow.target))
+            )
+
+
+def _missing_end(graph: LineageGraph, end: tuple[str, str, str]) -> str | None:
+    """Why a field-flow end is not in the graph, or None (adding fields only lineage names)."""
+    node = graph.datasets.get(end[:2])
+    if node is None:
+        return DATASET_NOT_DESCRIBED
+    if end[2] not in node.fields:
+        if node.has_schema:
+            return FIELD_NOT_IN_SCHEMA
+        node.fields[end[2]] = FieldNode(end[2])  # known only from lineage
+    return None
 
 
 def parse_all(raw_events: Iterable[bytes | str | Event]) -> tuple[list[Event], list[str]]:

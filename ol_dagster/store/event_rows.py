@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import Connection, Dialect
 from sqlalchemy.exc import DBAPIError
 
+from ol_dagster.openlineage.run_facts import content_digest
 from ol_dagster.store.base import naive
 from ol_dagster.store.schema import events
 
@@ -59,6 +60,7 @@ _EVENT_COLUMNS = (
     "job_name",
     "run_id",
     "digest",
+    "content",
 )
 # PostgreSQL types of those columns, for a binary COPY
 _EVENT_PG_TYPES = (
@@ -72,6 +74,7 @@ _EVENT_PG_TYPES = (
     "text",
     "text",
     "text",
+    "bytea",
     "bytea",
 )
 
@@ -94,6 +97,7 @@ def event_values(dialect: Dialect, new_events: Sequence[NewEvent]) -> list[tuple
             e.job_name,
             e.run_id,
             event_digest(e.raw),
+            content_digest(e.raw),
         )
         for e in new_events
     ]

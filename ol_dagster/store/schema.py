@@ -48,7 +48,7 @@ from ol_dagster.lineage_state import (
     state_rows,
 )
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 
 class BatchKind(StrEnum):
@@ -146,6 +146,11 @@ events = Table(
     # from is told (and a re-sent event recognized) without reading the events back. NULL on
     # rows stored before version 7: their digest is computed from ``raw`` when needed.
     Column("digest", LargeBinary),
+    # version 14: the digest of what the event says about the lineage, without its run facts
+    # (``openlineage.run_facts``): a job whose events' content digests are those of its last
+    # synced batch is not normalized again. NULL on rows stored before, and on an event whose
+    # content is never reused: such an event is normalized every time.
+    Column("content", LargeBinary),
 )
 
 batch_graphs = Table(
@@ -159,6 +164,9 @@ batch_graphs = Table(
     Column("inputs", LargeBinary, nullable=False),
     Column("graph", LargeBinary, nullable=False),
     Column("built_at", DateTime, nullable=False),
+    # version 14: what the next batch's graph may reuse of this one (``lineage.reuse``): the
+    # rules it was built under and each job's content fingerprint. NULL: nothing.
+    Column("parts", LargeBinary),
 )
 
 
@@ -523,6 +531,14 @@ def _v13_to_v14(conn: Connection) -> None:
         )
 
 
+def _v14_to_v15(conn: Connection) -> None:
+    """Each event's content digest and each graph's reusable parts: NULL for what is stored
+    already, so the first sync after the upgrade normalizes every job, as before."""
+    blob = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
+    _add_column(conn, events, "content", blob)
+    _add_column(conn, batch_graphs, "parts", blob)
+
+
 # steps that change a table other tables refer to: on SQLite they run with foreign keys off
 WITHOUT_FOREIGN_KEYS = {11}
 
@@ -541,6 +557,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     11: _v11_to_v12,
     12: _v12_to_v13,
     13: _v13_to_v14,
+    14: _v14_to_v15,
 }
 
 

@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import hashlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,16 @@ import orjson
 from ol_dagster.catalog.systems import dataset_system_rules
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack
+from ol_dagster.lineage.reuse import (
+    JobContents,
+    Reuse,
+    build_reusing,
+    build_whole,
+    counts_of,
+    job_contents,
+    parts_of,
+    reusable,
+)
 from ol_dagster.settings import SnapshotMode, SyncDefinition
 from ol_dagster.store import BatchRecord, EventStore
 from ol_dagster.sync.upload import build_graph
@@ -139,7 +149,7 @@ def batch_events(
 # The graph this process's ``lineage_graph`` step built last, with what it was built from (store,
 # batch, inputs): when the upload step of the run runs in the same process (``execute_in_process``,
 # ``ol-dagster sync``), it takes it from here, once, instead of unpacking the stored copy.
-_built_here: tuple[str, int, GraphInputs, LineageGraph] | None = None
+_built_here: tuple[str, int, GraphInputs, LineageGraph, tuple[int, int] | None] | None = None
 
 
 @dataclass(slots=True)
@@ -147,6 +157,8 @@ class BatchGraph:
     graph: LineageGraph
     inputs: GraphInputs
     built: bool  # normalized now (else loaded as the ``lineage_graph`` step stored it)
+    # jobs (normalized, reused from the last kept graph) when it was built; None: not known
+    counts: tuple[int, int] | None = None
 
 
 def batch_graph(
@@ -166,22 +178,95 @@ def batch_graph(
     inputs = inputs or graph_inputs(store, definition, batch)
     here, _built_here = _built_here, None
     if here is not None and (here[0], here[1], here[2].key) == (store.url, batch.id, inputs.key):
-        return _handed(BatchGraph(here[3], inputs, built=False), hand_over)
+        return _handed(BatchGraph(here[3], inputs, built=False, counts=here[4]), hand_over)
     packed = store.load_graph(batch.id, inputs.key)
     if packed is not None:
         try:
-            return _handed(BatchGraph(unpack(packed), inputs, built=False), hand_over)
+            graph = unpack(packed)
+            counts = counts_of(store.graph_parts(batch.id))
+            return _handed(BatchGraph(graph, inputs, built=False, counts=counts), hand_over)
         except PackedGraphError as exc:  # damaged: the events are still there
             log.warning(
                 "batch %s: the stored graph is not readable (%s): normalizing", batch.id, exc
             )
-    graph = build_graph(events if events is not None else inputs.events(), definition)
-    store.save_graph(batch.id, inputs.key, pack(graph))
-    return _handed(BatchGraph(graph, inputs, built=True), hand_over)
+    graph, parts, counts = _build(store, definition, batch, inputs, events)
+    store.save_graph(batch.id, inputs.key, pack(graph), parts=parts)
+    return _handed(BatchGraph(graph, inputs, built=True, counts=counts), hand_over)
+
+
+def _build(
+    store: EventStore,
+    definition: SyncDefinition,
+    batch: BatchRecord,
+    inputs: GraphInputs,
+    events: list[bytes] | None,
+) -> tuple[LineageGraph, bytes | None, tuple[int, int]]:
+    """The graph normalized, reusing the unchanged jobs of the definition's last kept graph
+    (``lineage.reuse``), with what the next batch may reuse of it and (normalized, reused)
+    job counts. Runs continued from earlier batches: every job normalized."""
+
+    def source() -> Iterable[bytes]:
+        return events if events is not None else inputs.events()
+
+    if inputs.earlier:
+        graph = build_graph(source(), definition)
+        return graph, None, (_described(graph), 0)
+    rules = _rules_digest(definition)
+    contents = job_contents(store.event_contents(batch.id))
+    graph = None
+    reuse = _reusable(store, definition, batch, contents, rules)
+    if reuse:
+        earlier, plan = reuse
+        try:
+            if plan.whole:
+                graph = build_whole(source(), earlier)
+            else:
+                graph = build_reusing(
+                    source(), contents, plan.jobs, earlier, dataset_system_rules(definition)
+                )
+        except ValueError as exc:  # the events changed under the listing
+            log.warning("batch %s: nothing reused (%s): normalizing every job", batch.id, exc)
+        if graph is not None:
+            counts = (contents.count - len(plan.jobs), len(plan.jobs))
+            return graph, parts_of(contents, rules, *counts), counts
+    graph = build_graph(source(), definition)
+    counts = (contents.count, 0)
+    return graph, parts_of(contents, rules, *counts), counts
+
+
+def _described(graph: LineageGraph) -> int:
+    return sum(not j.referenced_only for j in graph.jobs.values())
+
+
+def _reusable(
+    store: EventStore,
+    definition: SyncDefinition,
+    batch: BatchRecord,
+    contents: JobContents,
+    rules: bytes,
+) -> tuple[LineageGraph, Reuse] | None:
+    """The definition's last kept graph and the jobs this batch may take from it, if any."""
+    if not contents.fingerprints:
+        return None
+    earlier = store.earlier_graph(definition.name, batch.id)
+    if earlier is None:
+        return None
+    try:
+        graph = unpack(earlier.graph)
+    except PackedGraphError:
+        return None
+    plan = reusable(contents, earlier.parts, graph, rules)
+    return (graph, plan) if plan.jobs else None
 
 
 def _handed(built: BatchGraph, hand_over: bool) -> BatchGraph:
     global _built_here
     if hand_over:
-        _built_here = (built.inputs.store.url, built.inputs.batch_id, built.inputs, built.graph)
+        _built_here = (
+            built.inputs.store.url,
+            built.inputs.batch_id,
+            built.inputs,
+            built.graph,
+            built.counts,
+        )
     return built

@@ -132,6 +132,23 @@ def test_a_sync_normalizes_once_and_reads_each_event_once(make_env, counts: Coun
     assert graph["jobs"] == 20 and graph["inputEvents"] == 20 and graph["earlierRunEvents"] == 0
 
 
+def test_the_graph_page_says_how_many_jobs_a_repeated_snapshot_reused(make_env):
+    """The same five models posted again under new run ids: ``lineage_graph`` says none was
+    normalized again, and the catalog still has them all."""
+    env: Env = make_env()
+    models = [(f"etl.model_{i}", pg(f"in_{i}"), pg(f"out_{i}")) for i in range(5)]
+    env.post({"events": [job(NS, name, [a], [b]) for name, a, b in models]})
+    env.sync()
+    assert _metadata(env.instance, "lineage_graph")["normalize"] == {"normalized": 5, "reused": 0}
+    env.post({"events": [job(NS, name, [a], [b]) for name, a, b in models]})
+
+    (line,) = env.sync()
+
+    assert line["status"] == "synced"
+    assert _metadata(env.instance, "lineage_graph")["normalize"] == {"normalized": 0, "reused": 5}
+    assert len(env.jobs()) == 5
+
+
 def test_the_graph_page_shows_the_graph_uploaded_for_a_run_split_over_batches(
     make_env, counts: Counts
 ):

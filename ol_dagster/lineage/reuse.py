@@ -1,0 +1,247 @@
+"""Normalize only what changed: a job whose events say what they said last time is reused.
+
+A nightly snapshot mostly repeats the one before under new run ids and times. Each event carries
+a content digest (``openlineage.run_facts``: what it says about the lineage, without its run
+facts); a job's *fingerprint* is its events' content digests in the order normalizing combines
+them (runs by their last event time, each run's events by time). A job whose fingerprint is the
+one it had in the definition's last kept graph keeps that graph's part of it: its description,
+owners, source code location, SQL (routine) and field flows. The batch is still normalized as
+one, but such a job's events go in with that content taken out (``run_facts_only``): so its
+run facts (metrics, last run, quality results), its data flows and orchestration flows, and the
+datasets as its events describe them are what they are in this batch, in the order the whole
+batch gives them. The field flows kept are then resolved against this batch's datasets, as
+normalizing resolves its own.
+
+The result is the graph normalizing every event gives (the tests compare catalogs fed both
+ways). Where that could not be told from the digests, nothing is reused: a graph naming
+symlinks (an alias changes the keys the kept flows name), a graph with events it skipped, a
+job whose kept part has dangling flows, an event without a content digest (stored before
+content digests, or with dataset-level column lineage), and runs continued from earlier batches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+import orjson
+
+from ol_dagster.lineage.graph import LineageGraph, NodeKey
+from ol_dagster.lineage.normalize import normalize, resolve_field_flows
+from ol_dagster.openlineage.run_facts import run_facts_only, run_skeleton
+
+PARTS_FORMAT = 1
+
+
+class Content(Protocol):
+    """An event as the store lists it for grouping (``store.graphs.EventContent``)."""
+
+    @property
+    def run_id(self) -> str | None: ...
+    @property
+    def job_namespace(self) -> str | None: ...
+    @property
+    def job_name(self) -> str | None: ...
+    @property
+    def event_time(self) -> datetime: ...
+    @property
+    def content(self) -> bytes | None: ...
+
+
+@dataclass(slots=True)
+class JobContents:
+    """The batch's jobs (those its events describe) and the fingerprints of those that have
+    one (every event of the job with a content digest)."""
+
+    jobs: list[NodeKey | None]  # each event's job, in order (None: a DatasetEvent)
+    fingerprints: dict[NodeKey, bytes] = field(default_factory=dict)
+    # the jobs of all runs in the order normalizing takes them: which describes a dataset last
+    order: bytes = b""
+
+    @property
+    def count(self) -> int:
+        return len({j for j in self.jobs if j is not None})
+
+    @property
+    def dataset_events(self) -> bool:
+        return None in self.jobs
+
+
+def job_contents(rows: Sequence[Content]) -> JobContents:
+    """Each job's fingerprint: its runs ordered as normalizing orders them (by their last event
+    time, then by first appearance), each run's content digests in time order."""
+    jobs: list[NodeKey | None] = []
+    runs: dict[object, list[tuple[datetime, int, bytes | None]]] = {}
+    run_job: dict[object, NodeKey] = {}
+    for position, row in enumerate(rows):
+        if row.job_namespace is None or row.job_name is None:
+            jobs.append(None)
+            continue
+        job = (row.job_namespace, row.job_name)
+        jobs.append(job)
+        key: object = (row.run_id, job) if row.run_id is not None else position
+        runs.setdefault(key, []).append((row.event_time, position, row.content))
+        run_job[key] = job
+    unknown: set[NodeKey] = set()
+    ordered: dict[NodeKey, list[tuple[datetime, int, list[bytes]]]] = {}
+    for key, events in runs.items():
+        job = run_job[key]
+        if any(content is None for _, _, content in events):
+            unknown.add(job)
+            continue
+        events.sort(key=lambda e: (e[0], e[1]))
+        last = max(t for t, _, _ in events)
+        first = min(p for _, p, _ in events)
+        run_events: list[bytes] = [c for _, _, c in events]  # type: ignore[misc]
+        ordered.setdefault(job, []).append((last, first, run_events))
+    out = JobContents(jobs)
+    timeline = sorted((last, first, job) for job, rs in ordered.items() for last, first, _ in rs)
+    h = hashlib.blake2b(digest_size=16)
+    for _, _, (ns, name) in timeline:
+        h.update(orjson.dumps([ns, name]))
+    out.order = h.digest()
+    for job, job_runs in ordered.items():
+        if job in unknown:
+            continue
+        job_runs.sort(key=lambda r: (r[0], r[1]))
+        h = hashlib.blake2b(digest_size=16)
+        for _, _, contents in job_runs:
+            h.update(b"r%d" % len(contents))
+            for content in contents:
+                h.update(content)
+        out.fingerprints[job] = h.digest()
+    return out
+
+
+def parts_of(contents: JobContents, rules: bytes, normalized: int, reused: int) -> bytes:
+    """What a graph is kept with for the next batch (``ol_batch_graphs.parts``)."""
+    return orjson.dumps(
+        {
+            "format": PARTS_FORMAT,
+            "rules": rules.hex(),
+            "jobs": [[ns, name, fp.hex()] for (ns, name), fp in contents.fingerprints.items()],
+            "order": contents.order.hex(),
+            "datasetEvents": contents.dataset_events,
+            "normalized": normalized,
+            "reused": reused,
+        }
+    )
+
+
+def counts_of(parts: bytes | None) -> tuple[int, int] | None:
+    """(normalized, reused) jobs as ``parts_of`` recorded them."""
+    if parts is None:
+        return None
+    try:
+        kept = orjson.loads(parts)
+        return int(kept["normalized"]), int(kept["reused"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Reuse:
+    jobs: set[NodeKey]
+    # every job and dataset as the earlier graph has them: the same jobs, no DatasetEvent on
+    # either side, and the jobs' runs in the same order (so each dataset is described last by
+    # the same job)
+    whole: bool
+
+
+def reusable(
+    contents: JobContents, earlier_parts: bytes, earlier: LineageGraph, rules: bytes
+) -> Reuse:
+    """The jobs whose part of the earlier graph this batch may take as it is."""
+    nothing = Reuse(set(), whole=False)
+    try:
+        kept = orjson.loads(earlier_parts)
+    except orjson.JSONDecodeError:
+        return nothing
+    if type(kept) is not dict or kept.get("format") != PARTS_FORMAT:
+        return nothing
+    if kept.get("rules") != rules.hex() or earlier.skipped_events or _aliased(earlier):
+        return nothing
+    before = {(ns, name): fp for ns, name, fp in kept.get("jobs", [])}
+    dangling = {d.job for d in earlier.dangling}
+    reuse: set[NodeKey] = set()
+    for job, fp in contents.fingerprints.items():
+        node = earlier.jobs.get(job)
+        if (
+            before.get(job) == fp.hex()
+            and node is not None
+            and not node.referenced_only
+            and job not in dangling
+        ):
+            reuse.add(job)
+    described = {k for k, j in earlier.jobs.items() if not j.referenced_only}
+    whole = (
+        reuse == described
+        and len(reuse) == contents.count
+        and not contents.dataset_events
+        and kept.get("datasetEvents") is False
+        and kept.get("order") == contents.order.hex()
+    )
+    return Reuse(reuse, whole)
+
+
+def _aliased(graph: LineageGraph) -> bool:
+    # every alias normalizing learns lands on a dataset named under it (``_Builder.dataset``)
+    return any(d.aliases for d in graph.datasets.values())
+
+
+def build_reusing(
+    raw_events: Iterable[bytes],
+    contents: JobContents,
+    reuse: set[NodeKey],
+    earlier: LineageGraph,
+    dataset_systems: list[tuple[str, str]],
+) -> LineageGraph | None:
+    """The batch's graph with the jobs of ``reuse`` taken from ``earlier``; None when it cannot
+    be told equal to normalizing every event (the caller then does)."""
+    graph = normalize(_events(raw_events, contents.jobs, reuse), dataset_systems=dataset_systems)
+    if graph.skipped_events or _aliased(graph):
+        return None
+    for key in reuse:
+        old, node = earlier.jobs[key], graph.jobs.get(key)
+        if node is None:
+            return None
+        node.description = old.description
+        node.owners = old.owners
+        node.source_code_location = old.source_code_location
+        routine = earlier.routines.get(key)
+        if routine is not None:
+            graph.routines[key] = routine
+    resolve_field_flows(graph, (f for f in earlier.field_flows if f.job in reuse))
+    return graph
+
+
+def build_whole(raw_events: Iterable[bytes], earlier: LineageGraph) -> LineageGraph | None:
+    """The earlier graph with this batch's run facts (``Reuse.whole``): its events normalized
+    down to their runs (``run_skeleton``), every description taken from ``earlier``."""
+    runs = normalize(run_skeleton(raw) for raw in raw_events)
+    if runs.skipped_events or runs.data_flows != earlier.data_flows:
+        return None
+    if runs.orchestration_flows != earlier.orchestration_flows:
+        return None
+    for key, node in earlier.jobs.items():
+        if not node.referenced_only:
+            ran = runs.jobs.get(key)
+            if ran is None:
+                return None
+            node.metrics = ran.metrics
+    earlier.quality_checks = runs.quality_checks
+    earlier.described_jobs = runs.described_jobs
+    earlier.completed_jobs = runs.completed_jobs
+    return earlier
+
+
+def _events(
+    raw_events: Iterable[bytes], jobs: list[NodeKey | None], reuse: set[NodeKey]
+) -> Iterator[bytes]:
+    # strict: events read that are not the ones listed raise ``ValueError`` (the caller then
+    # normalizes every event)
+    for job, raw in zip(jobs, raw_events, strict=True):
+        yield run_facts_only(raw) if job in reuse else raw
