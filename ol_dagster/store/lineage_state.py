@@ -26,6 +26,7 @@ from typing import Any, cast
 import orjson
 from sqlalchemy import Connection, Table, delete, select
 
+from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage_state import (
     LineageState,
     StateRows,
@@ -168,7 +169,9 @@ def _read_rows(conn: Connection, definition: str, not_shown: int) -> LineageStat
         for (part,) in result:
             yield orjson.loads(part)
 
-    return joined_state(parts(_jobs), list(parts(_datasets)), not_shown=not_shown)
+    # tens of thousands of small parts, no cycles: a collection in the middle frees nothing
+    with gc_paused():
+        return joined_state(parts(_jobs), list(parts(_datasets)), not_shown=not_shown)
 
 
 def _stored(

@@ -20,7 +20,7 @@ from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.protocol import export_state
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_specs
 from ol_dagster.lineage_state import LineageState, dataset_key, job_key
-from ol_dagster.settings import SyncDefinition
+from ol_dagster.settings import SyncDefinition, parse_settings
 from ol_dagster.store import EventStore, schema
 from ol_dagster.sync.lineage_refresh import Refreshed, refresh_lineage
 from ol_dagster.sync.upload import upload_graph
@@ -35,6 +35,7 @@ from ol_dagster_tests.catalogs.test_embedded_catalog import (
     load_orders,
 )
 from ol_dagster_tests.catalogs.test_upload_change_detection import cleanup, definition
+from ol_dagster_tests.conftest import settings_data
 
 
 def _kpi_with_count() -> dict[str, Any]:
@@ -225,3 +226,21 @@ def test_an_old_stores_whole_document_becomes_rows_on_open(synced: Synced) -> No
     synced.sync(_shop(3))
     _same_as_a_whole_export(synced)
     assert synced.sync(_shop(4)).written.nothing
+
+
+def test_a_capped_definition_is_patched_to_its_newest_jobs(synced: Synced, tmp_path: Path) -> None:
+    """``assetGraph.maxJobs``: the rows hold the newest jobs a whole export keeps, the others
+    counted; a job that is no longer among them goes."""
+    synced.definition = parse_settings(
+        settings_data(
+            tmp_path,
+            datasetSystems=[{"namespace": LAKE, "system": "lake", "cleanupMode": "CUTOFF"}],
+            assetGraph={"maxJobs": 2},
+        )
+    ).definition("snap")
+    synced.sync(_shop(2))
+    assert synced.stored()["jobsNotShown"] == 2
+    _same_as_a_whole_export(synced)
+    synced.sync(_at([load_orders(parent=("etl", "daily"))], 4))  # now the newest run
+    assert "load_orders" in {j["name"] for j in synced.stored()["jobs"]}
+    _same_as_a_whole_export(synced)
