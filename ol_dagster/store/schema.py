@@ -39,7 +39,7 @@ from sqlalchemy.schema import CreateTable
 from ol_dagster.db import AUTO_ID as _Id
 from ol_dagster.db import lock_schema
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 
 class BatchKind(StrEnum):
@@ -261,6 +261,41 @@ kafka_dead_letters = Table(
 )
 
 
+lineage_parts = Table(
+    "ol_lineage_parts",
+    metadata,
+    # version 14: what each definition last synced of each job (its inputs, outputs, SQL and
+    # column flows) and of each dataset (its fields), per catalog: a batch's change set is each
+    # written job's new part against this one (``ol_dagster.changes``). ``key`` is a digest of
+    # the (namespace, name), so that names of any length fit PostgreSQL's index.
+    Column("definition", String(200), primary_key=True),
+    Column("catalog", String(200), primary_key=True),
+    Column("kind", String(16), primary_key=True),  # job or dataset
+    Column("key", String(64), primary_key=True),
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("digest", String(64), nullable=False),
+    Column("part", JSON, nullable=False),
+    Index("ix_ol_lineage_parts_catalog", "catalog", "kind"),
+)
+
+batch_changes = Table(
+    "ol_batch_changes",
+    metadata,
+    # version 14: the lineage change set of a batch in one catalog (``ol-dagster changes``)
+    Column(
+        "batch_id",
+        _Id,
+        ForeignKey("ol_batches.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("catalog", String(200), primary_key=True),
+    Column("change_set", JSON, nullable=False),
+    Column("recorded_at", DateTime, nullable=False),
+)
+
+
 class StoreVersionError(RuntimeError):
     """The store's schema is newer than this ol-dagster understands."""
 
@@ -415,6 +450,12 @@ def _v12_to_v13(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX ix_ol_events_run ON ol_events USING hash (run_id)")
 
 
+def _v13_to_v14(conn: Connection) -> None:
+    """Lineage change sets: each job's and dataset's last synced part, and each batch's changes."""
+    lineage_parts.create(conn, checkfirst=True)
+    batch_changes.create(conn, checkfirst=True)
+
+
 # steps that change a table other tables refer to: on SQLite they run with foreign keys off
 WITHOUT_FOREIGN_KEYS = {11}
 
@@ -432,6 +473,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     10: _v10_to_v11,
     11: _v11_to_v12,
     12: _v12_to_v13,
+    13: _v13_to_v14,
 }
 
 

@@ -210,6 +210,7 @@ def test_both_catalogs_receive_the_batch_and_each_cleans_with_its_own_cutoff(two
         assert section["cleanup"]["removedJobs"] == [ANOMALIES]
         assert section["checks"] == {
             "upload_succeeded": True,
+            "downstream_intact": True,
             "removal_cap": True,
             "cleanup_permitted": True,
             "owned_dataset_systems": True,
