@@ -22,6 +22,7 @@ from ol_dagster.changes.parts import DatasetPart, JobPart
 from ol_dagster.lineage.graph import NodeKey
 
 KINDS = ("job", "dataset", "dataFlow", "fieldFlow")
+MAX_ITEMS = 10_000  # items a change set keeps; beyond, they are counted only
 CHANGES = ("added", "removed", "changed")
 
 Item = dict[str, Any]
@@ -55,6 +56,8 @@ class ChangeSet:
     items: tuple[Item, ...]
     impacted: tuple[Item, ...] = field(default=())
 
+    not_listed: int = 0  # items counted but not kept (``MAX_ITEMS``)
+
     @classmethod
     def of(
         cls,
@@ -63,9 +66,21 @@ class ChangeSet:
         catalog: str,
         items: Iterable[Item],
         impacted: Iterable[Item] = (),
+        *,
+        dedupe: bool = False,
+        not_listed: int = 0,
     ) -> ChangeSet:
-        ordered = tuple(sorted(_dedupe(items), key=_order))
-        return cls(definition, batch, catalog, count(ordered), ordered, tuple(impacted))
+        """The change set of ``items`` (``dedupe``: one per object, the last given): removals
+        first, then changes, then additions, each by kind; the first ``MAX_ITEMS`` kept and all
+        counted."""
+        every = _dedupe(items) if dedupe else list(items)
+        counts = count(every)
+        # by change and kind first (cheap), then by object among those kept: a first batch
+        # adds every column flow it names, hundreds of thousands
+        every.sort(key=_rank)
+        kept = sorted(every[:MAX_ITEMS], key=_order)
+        not_listed += len(every) - len(kept)
+        return cls(definition, batch, catalog, counts, tuple(kept), tuple(impacted), not_listed)
 
     @property
     def empty(self) -> bool:
@@ -78,17 +93,20 @@ class ChangeSet:
             "catalog": self.catalog,
             "counts": {k: dict(v) for k, v in self.counts.items()},
             "items": list(self.items),
+            "itemsNotListed": self.not_listed,
             "impacted": list(self.impacted),
         }
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> ChangeSet:
-        return cls.of(
+        return cls(
             doc["definition"],
             int(doc["batch"]),
             doc["catalog"],
-            doc.get("items") or [],
-            doc.get("impacted") or [],
+            {k: dict(v) for k, v in (doc.get("counts") or count([])).items()},
+            tuple(doc.get("items") or []),
+            tuple(doc.get("impacted") or []),
+            int(doc.get("itemsNotListed") or 0),
         )
 
 
@@ -104,8 +122,20 @@ def _identity(item: Item) -> tuple[Any, ...]:
     return (item["kind"], item.get("namespace", ""), item.get("name", ""), ends)
 
 
+# what a person reads first, and what a long change set keeps: removals, then changes, then
+# additions, each by kind
+_RANK = {
+    (k, c): i
+    for i, (c, k) in enumerate((c, k) for c in ("removed", "changed", "added") for k in KINDS)
+}
+
+
+def _rank(item: Item) -> int:
+    return _RANK[item["kind"], item["change"]]
+
+
 def _order(item: Item) -> tuple[Any, ...]:
-    return (KINDS.index(item["kind"]), CHANGES.index(item["change"]), _identity(item))
+    return (_rank(item), _identity(item))
 
 
 def _dedupe(items: Iterable[Item]) -> list[Item]:

@@ -11,11 +11,14 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import orjson
 
 from ol_dagster.lineage.graph import LineageGraph, NodeKey
+
+_flow = attrgetter("job", "source", "target")
 
 JobPart = dict[str, Any]  # inputs, outputs, dataFlows, fieldFlows, sql
 DatasetPart = dict[str, Any]  # fields (None: not known)
@@ -29,28 +32,38 @@ def job_parts(graph: LineageGraph, admitted: Callable[[str], bool]) -> dict[Node
     """The part of each job the graph describes (not a parent named only by its children) in a
     namespace ``admitted`` (the definition's own)."""
     jobs = {k for k, j in graph.jobs.items() if not j.referenced_only and admitted(k[0])}
+    # grouped for every job (a snapshot has a million column flows: one pass, in C where it can)
     flows: dict[NodeKey, set[tuple[NodeKey, NodeKey]]] = defaultdict(set)
-    for f in graph.data_flows:
-        if f.job in jobs:
-            flows[f.job].add((f.source, f.target))
-    columns: dict[NodeKey, set[tuple[tuple[str, str, str], tuple[str, str, str]]]] = defaultdict(
-        set
-    )
-    for f in graph.field_flows:
-        if f.job in jobs:
-            columns[f.job].add((f.source, f.target))
+    for job, source, target in map(_flow, graph.data_flows):
+        flows[job].add((source, target))
+    columns: dict[NodeKey, set[Any]] = defaultdict(set)
+    for job, source, target in map(_flow, graph.field_flows):
+        columns[job].add((source, target))
     out: dict[NodeKey, JobPart] = {}
+    empty: set[Any] = set()
     for key in jobs:
-        pairs = flows.get(key, set())
+        pairs = flows.get(key, empty)
         routine = graph.routines.get(key)
+        # tuples: serialized as the lists the store gives back, so digests agree
         out[key] = {
             "inputs": sorted({s for s, _ in pairs}),
             "outputs": sorted({t for _, t in pairs}),
             "dataFlows": sorted(pairs),
-            "fieldFlows": sorted(columns.get(key, set())),
+            "fieldFlows": sorted(columns.get(key, empty)),
             "sql": routine.statement if routine is not None else None,
         }
-    return {k: _as_json(p) for k, p in out.items()}
+    return out
+
+
+def merged(old: JobPart, new: JobPart) -> JobPart:
+    """A job's part after a run that adds to its lineage without replacing it (an additive
+    definition's run): what it had and what the run adds; its SQL, the run's when it has one."""
+    out: JobPart = {}
+    for name in ("inputs", "outputs", "dataFlows", "fieldFlows"):
+        both = {orjson.dumps(v) for v in [*old.get(name, []), *new.get(name, [])]}
+        out[name] = sorted(orjson.loads(v) for v in both)  # lists alike, whatever they came as
+    out["sql"] = new.get("sql") if new.get("sql") is not None else old.get("sql")
+    return out
 
 
 def dataset_parts(graph: LineageGraph) -> dict[NodeKey, DatasetPart]:
@@ -65,9 +78,3 @@ def dataset_parts(graph: LineageGraph) -> dict[NodeKey, DatasetPart]:
 def dropped_datasets(graph: LineageGraph) -> list[NodeKey]:
     """The datasets a DROP named."""
     return sorted(key for key, d in graph.datasets.items() if d.dropped)
-
-
-def _as_json(part: dict[str, Any]) -> dict[str, Any]:
-    """Tuples as lists, as the part reads back from the store (so a digest is the same)."""
-    loaded: dict[str, Any] = orjson.loads(orjson.dumps(part))
-    return loaded

@@ -47,8 +47,9 @@ def changes_metadata(change_set: ChangeSet | None) -> dict[str, Any]:
     if change_set is None:
         return {}
     totals = {c: sum(change_set.counts[k][c] for k in KINDS) for c in CHANGES}
-    # The picture of the changed neighbourhood goes here beside the table, drawn from
-    # ``changes.changeset.neighbourhood(change_set, ...)`` as an image in the Markdown.
+    # The picture of the changed neighbourhood belongs here, beside the table: its nodes and
+    # edges are ``sync.changes.picture_graph(store, change_set)`` (``changeset.neighbourhood``
+    # over the catalog's jobs), drawn as an image embedded in a Markdown value.
     return {
         "changes": dg.MetadataValue.md(changes_markdown(change_set)),
         "changeCounts": dg.MetadataValue.json({k: dict(v) for k, v in change_set.counts.items()}),

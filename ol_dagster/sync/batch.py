@@ -39,12 +39,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from ol_dagster.catalog.protocol import Catalog, DatasetRef, TakesEvents, UploadResult
 from ol_dagster.changes.changeset import ChangeSet
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.ownership import removal_cap
+from ol_dagster.ownership import is_snapshot, removal_cap
 from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, CatalogRecord, EventStore
 from ol_dagster.store.event_store import utcnow
@@ -74,6 +74,7 @@ from ol_dagster.sync.reports import CleanupReport, UploadRecord, stored_report, 
 from ol_dagster.sync.upload import UploadOutcome, graph_facts, upload_graph
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # Between a run's upload and cleanup steps nothing renews the lock: it is kept this long, or
 # until the process that holds it is gone. In a step the lease is short and renewed by a
@@ -289,13 +290,16 @@ def _upload_locked(
     )
     done = UploadDone(record, graph, outcome.cutoff, outcome.result)
     if outcome.result.succeeded:
+        snapshot = is_snapshot(definition, batch.kind is BatchKind.POSTED, batch.whole_snapshot)
         done.changes = _recorded(
-            lambda: changes.record_upload(store, definition, where.key, batch.id, graph)
+            lambda: changes.record_upload(
+                store, definition, where.key, batch.id, graph, snapshot=snapshot
+            )
         )
     return done
 
 
-def _recorded(record: Callable[[], ChangeSet | None]) -> ChangeSet | None:
+def _recorded(record: Callable[[], _T]) -> _T | None:
     """A change set recorded, or None when it could not be: what the sync reports on the side
     never stops the sync itself."""
     try:
@@ -650,6 +654,8 @@ def stale_cleanup(
                 max_removals=max_removals,
                 journal=StoreJournal(store, definition.name, run_id, None, catalog=where.key),
             )
+            removed = report["removedJobs"]
+            _recorded(lambda: changes.forget_jobs(store, definition, where.key, removed))
             _override(report, CleanupOverrides(max_removals), run_id, requested_by)
             if earlier:
                 report["reconciled"] = earlier

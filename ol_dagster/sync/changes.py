@@ -10,34 +10,69 @@ listed (``changes.downstream``), whichever definition syncs them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 
-from ol_dagster.changes.changeset import ChangeSet, Item, dataset_change, job_changes
+from ol_dagster.changes.changeset import (
+    ChangeSet,
+    Edge,
+    Item,
+    Node,
+    count,
+    dataset_change,
+    job_changes,
+    neighbourhood,
+)
 from ol_dagster.changes.downstream import Reader, impacted
-from ol_dagster.changes.parts import dataset_parts, digest, dropped_datasets, job_parts
+from ol_dagster.changes.parts import dataset_parts, digest, dropped_datasets, job_parts, merged
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.ownership import admits
-from ol_dagster.settings import SyncDefinition
+from ol_dagster.settings import LineageReplacement, SyncDefinition
 from ol_dagster.store import EventStore
 from ol_dagster.store.changes import part_key
 
 JOB, DATASET = "job", "dataset"
 
 
+def replaced_jobs(
+    definition: SyncDefinition, graph: LineageGraph, snapshot: bool
+) -> Callable[[NodeKey], bool]:
+    """Whether the batch replaces a job's lineage (a snapshot, outside shared namespaces; a
+    JobEvent; a completed run with ``lineageReplacement: JOB``), as its cleanup does; any other
+    run only adds to what the job had."""
+    whole = set(graph.described_jobs)
+    if definition.lineageReplacement is LineageReplacement.JOB:
+        whole |= graph.completed_jobs
+    return lambda key: (snapshot and not definition.is_shared(key[0])) or key in whole
+
+
 def record_upload(
-    store: EventStore, definition: SyncDefinition, catalog: str, batch: int, graph: LineageGraph
+    store: EventStore,
+    definition: SyncDefinition,
+    catalog: str,
+    batch: int,
+    graph: LineageGraph,
+    *,
+    snapshot: bool,
 ) -> ChangeSet:
     """What the upload of ``graph`` changed in ``catalog``: recorded with the batch, and the new
-    parts kept for the next batch."""
+    parts kept for the next batch. ``snapshot``: the batch speaks for every job of its
+    namespaces (``ownership.is_snapshot``)."""
     name = definition.name
     new_jobs = job_parts(graph, lambda ns: admits(definition, ns))
     digests = store.part_digests(name, catalog, JOB)
     changed = {k: p for k, p in new_jobs.items() if digests.get(part_key(*k)) != digest(p)}
     old = store.parts(name, catalog, JOB, (part_key(*k) for k in changed))
+    replaced = replaced_jobs(definition, graph, snapshot)
     items: list[Item] = []
-    for key, part in changed.items():
+    for key, part in list(changed.items()):
         before = old.get(part_key(*key))
+        if before is not None and not replaced(key):
+            part = changed[key] = merged(before.part, part)
+            if digest(part) == before.digest:
+                del changed[key]
+                continue
         items.extend(job_changes(key, before.part if before else None, part))
     ds_digests = store.part_digests(name, catalog, DATASET)
     new_ds = {
@@ -109,6 +144,23 @@ def record_cleanup(
     return _save(store, definition, catalog, batch, items)
 
 
+def forget_jobs(
+    store: EventStore, definition: SyncDefinition, catalog: str, removed_jobs: Sequence[str]
+) -> int:
+    """The day-based cleanup removed these jobs (``<namespace>.<name>``): their parts go, so a
+    job removed is no reader any more, and one that comes back is added again."""
+    gone = set(removed_jobs)
+    if not gone:
+        return 0
+    left = [
+        (p.namespace, p.name)
+        for p in store.catalog_parts(catalog, JOB)
+        if p.definition == definition.name and f"{p.namespace}.{p.name}" in gone
+    ]
+    store.replace_parts(definition.name, catalog, JOB, [], removed=left)
+    return len(left)
+
+
 def _touched(items: Iterable[Item]) -> set[NodeKey]:
     """The datasets the items' flows and changed jobs name."""
     out: set[NodeKey] = set()
@@ -129,9 +181,21 @@ def _save(
     earlier = store.change_set(batch, catalog)
     if earlier is not None:
         items = [*(earlier.get("items") or []), *items]
-    merged = ChangeSet.of(definition.name, batch, catalog, items)
-    hit = impacted(merged.items, *_catalog_now(store, catalog, merged.items))
-    change_set = ChangeSet.of(definition.name, batch, catalog, merged.items, hit)
+    hit = impacted(items, *_catalog_now(store, catalog, items))
+    change_set = ChangeSet.of(definition.name, batch, catalog, items, hit, dedupe=bool(earlier))
+    if earlier is not None and earlier.get("itemsNotListed"):
+        # what the earlier step counted and did not keep is counted still
+        counts = ChangeSet.from_dict(earlier).counts
+        listed = count(earlier.get("items") or [])
+        summed = {
+            k: {c: n + counts[k][c] - listed[k][c] for c, n in v.items()}
+            for k, v in change_set.counts.items()
+        }
+        change_set = replace(
+            change_set,
+            counts=summed,
+            not_listed=change_set.not_listed + int(earlier["itemsNotListed"]),
+        )
     store.save_change_set(batch, catalog, change_set.as_dict())
     return change_set
 
@@ -152,6 +216,17 @@ def _catalog_now(
         if known is not None or (p.namespace, p.name) not in fields:
             fields[(p.namespace, p.name)] = known
     return readers, fields
+
+
+def picture_graph(
+    store: EventStore, change_set: ChangeSet, *, limit: int = 50
+) -> tuple[list[Node], list[Edge]]:
+    """The nodes and edges of the change set's neighbourhood (``changeset.neighbourhood``): the
+    changed objects and one hop around them, through every job on the catalog now."""
+    if change_set.empty:
+        return [], []
+    around = [((p.namespace, p.name), p.part) for p in store.catalog_parts(change_set.catalog, JOB)]
+    return neighbourhood(change_set, around, limit=limit)
 
 
 def stored(store: EventStore, batch: int, catalog: str) -> ChangeSet | None:

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from starlette.testclient import TestClient
 
+from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.changes.changeset import ChangeSet, dataset_change, job_changes, neighbourhood
 from ol_dagster.commands.cli import main
 from ol_dagster.commands.headless import sync_batches
@@ -30,7 +31,14 @@ from ol_dagster.settings import load_settings
 from ol_dagster.store import EventStore
 from ol_dagster_tests.commands.test_newcomer_commands import cli
 from ol_dagster_tests.conftest import settings_data
-from ol_dagster_tests.safety.test_cleanup_rules import WH, ds, job
+from ol_dagster_tests.safety.test_cleanup_rules import (
+    WH,
+    Harness,
+    definition,
+    ds,
+    job,
+    job_event,
+)
 
 MODEL = (WH, "model.orders")
 UPLOAD = dg.AssetKey(["snap", "catalog_upload"])
@@ -186,7 +194,7 @@ def test_a_batch_shows_what_it_added_removed_and_changed_and_what_it_breaks_down
     assert (check.passed, check.severity) == (False, dg.AssetCheckSeverity.ERROR)
     assert "mart.revenue.order_id" in (check.description or "")
     # without --batch: the newest batch with a change set
-    assert [h["column"] for h in env.changes(capsys=capsys)["impacted"]] == ["order_id"]
+    assert [i["column"] for i in env.changes(capsys=capsys)["impacted"]] == ["order_id"]
 
     # the same lineage again: nothing changed, nothing broken
     line = env.sync("snap", orders_model(NO_ID, renamed_sql), simple("new_job"))
@@ -242,3 +250,43 @@ def test_a_job_change_gives_its_flows_and_what_changed() -> None:
     assert ("job:etl:j", "dataset:db:b", "context") in edges  # its output stays
     assert ("dataset:db:b", "job:etl:r", "context") in edges
     assert all(n[2] in ("job", "dataset") for n in nodes)
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[Harness]:
+    """The sync's steps without Dagster, on SQLite (``test_cleanup_rules.Harness``)."""
+    catalog = EmbeddedCatalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+    store = EventStore(f"sqlite:///{tmp_path / 'store.db'}")
+    yield Harness(catalog, store)
+    store.dispose()
+    catalog.close()
+
+
+def test_an_additive_run_adds_to_a_job_and_only_its_whole_description_removes(h: Harness) -> None:
+    """An ADDITIVE definition's runs add to their job's lineage (the catalog keeps what earlier
+    runs said): a run that reads another table is a job with one more input, nothing removed.
+    A JobEvent describes the job whole: what it no longer names is removed."""
+    d = definition(snapshotMode="ADDITIVE", allowedJobNamespaces=["etl"])
+    orders, customers, out = ds(WH, "orders"), ds(WH, "customers"), ds(WH, "report")
+
+    def change_set() -> dict[str, Any]:
+        batch = h.store.latest_change_batch("snap", "main")
+        assert batch is not None
+        doc = h.store.change_set(batch, "main")
+        assert doc is not None
+        return doc
+
+    h.sync(d, [job("etl", "report", [orders], [out])])
+    h.sync(d, [job("etl", "report", [customers], [out])])
+    (changed,) = _items(change_set(), "job", "changed")
+    assert changed["inputsAdded"] == [{"namespace": WH, "name": "customers"}]
+    assert "inputsRemoved" not in changed
+    assert _items(change_set(), "dataFlow", "removed") == []
+
+    h.sync(d, [job("etl", "report", [orders], [out])])  # nothing new: no change
+    assert change_set()["items"] == []
+
+    h.sync(d, [job_event("etl", "report", [customers], [out])])
+    (changed,) = _items(change_set(), "job", "changed")
+    assert changed["inputsRemoved"] == [{"namespace": WH, "name": "orders"}]
+    assert [f["source"]["name"] for f in _items(change_set(), "dataFlow", "removed")] == ["orders"]
