@@ -102,6 +102,18 @@ class AssetGraphSettings(StrictModel):
     maxJobs: Annotated[int, Field(ge=0)] = 10_000
 
 
+class Severity(StrEnum):
+    WARN = "WARN"
+    ERROR = "ERROR"
+
+
+class ChangeSettings(StrictModel):
+    """What a batch's lineage changes are held to: ``downstreamIntact`` is the severity of the
+    check that fails when a batch takes away a dataset or column another job still reads."""
+
+    downstreamIntact: Severity = Severity.WARN
+
+
 class SyncDefinition(StrictModel):
     """One sync definition: a producer (or repository of producers) and the catalog it feeds."""
 
@@ -129,6 +141,7 @@ class SyncDefinition(StrictModel):
     receiver: ReceiverSettings
     logStore: LogStoreSettings | None = None
     assetGraph: AssetGraphSettings = AssetGraphSettings()
+    changes: ChangeSettings = ChangeSettings()
     openLineage: RunLineageSettings | None = None  # its own runs as OpenLineage events
 
     @field_validator("name")

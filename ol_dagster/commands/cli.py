@@ -1,4 +1,4 @@
-"""The ``ol-dagster`` command: serve, send, sync, inspect, lineage, check, demo, consume.
+"""The ``ol-dagster`` command: serve, send, sync, inspect, lineage, changes, check, demo, consume.
 
 Every sub-command takes ``--settings PATH`` (default: ``OL_DAGSTER_SETTINGS`` or
 ``./ol_dagster.yaml``). Errors a person can fix (bad settings, a missing secret, an unreachable
@@ -211,6 +211,19 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_changes(args: argparse.Namespace) -> int:
+    from ol_dagster.commands.changes import show_changes
+
+    settings = load_settings(args.settings)
+    return show_changes(
+        settings,
+        settings.definition(args.definition),
+        batch=args.batch,
+        catalog=args.catalog,
+        as_json=args.json,
+    )
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from ol_dagster.commands.check import check, render
 
@@ -268,8 +281,8 @@ def _depth(text: str) -> int:
 
 
 def _add_reading_commands(sub: argparse._SubParsersAction) -> None:
-    """The commands that read the catalogs and the broker: ``lineage``, ``check``, ``demo`` and
-    ``consume``."""
+    """The commands that read the catalogs, the store and the broker: ``lineage``, ``changes``,
+    ``check``, ``demo`` and ``consume``."""
     p = sub.add_parser("lineage", help="the lineage of a dataset or job, read from the catalog")
     p.add_argument("node", help="dataset:<namespace>:<name> or job:<namespace>:<name>")
     p.add_argument(
@@ -287,6 +300,18 @@ def _add_reading_commands(sub: argparse._SubParsersAction) -> None:
     direction.add_argument("--downstream", action="store_true", help="only what the node leads to")
     p.add_argument("--json", action="store_true", help="print JSON instead of edge lines")
     p.set_defaults(func=_cmd_lineage)
+
+    p = sub.add_parser(
+        "changes",
+        help="what a batch added, removed and changed in the lineage, and what it left broken",
+    )
+    p.add_argument("--definition", required=True, help=DEFINITION_HELP)
+    p.add_argument(
+        "--batch", type=int, metavar="N", help="the batch (default: the newest with changes)"
+    )
+    p.add_argument("--catalog", help="one of the definition's catalogs (default: its first)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    p.set_defaults(func=_cmd_changes)
 
     p = sub.add_parser(
         "check",

@@ -260,7 +260,10 @@ def _upload_asset(
         key=keys[names.CATALOG_UPLOAD],
         deps=[upstream],
         kinds={"catalog"},
-        check_specs=[check_spec(C.UPLOAD_SUCCEEDED, keys[names.CATALOG_UPLOAD])],
+        check_specs=[
+            check_spec(c, keys[names.CATALOG_UPLOAD])
+            for c in (C.UPLOAD_SUCCEEDED, C.DOWNSTREAM_INTACT)
+        ],
         group_name=names.group(name),
         partitions_def=partitions,
         description=names.catalog_asset_description(
@@ -308,7 +311,8 @@ def _upload_asset(
         runs = batch_job_runs(done.graph, translator) if done.result.succeeded else []
         if runs and where.primary:
             remember_job_runs(store, definition, runs, batch.id)
-        yield judged(upload_result(done, job_runs_metadata(runs)), batch.partition_key)
+        result = upload_result(done, job_runs_metadata(runs), definition.changes.downstreamIntact)
+        yield judged(result, batch.partition_key)
 
     return catalog_upload
 

@@ -15,6 +15,7 @@ WHOLE_SNAPSHOT = "whole_snapshot"
 LOG_STORE_WRITTEN = "log_store_written"  # only with a logStore
 NO_DANGLING_FLOWS = "no_dangling_flows"
 UPLOAD_SUCCEEDED = "upload_succeeded"
+DOWNSTREAM_INTACT = "downstream_intact"
 REMOVAL_CAP = "removal_cap"
 CLEANUP_PERMITTED = "cleanup_permitted"
 OWNED_DATASET_SYSTEMS = "owned_dataset_systems"
@@ -36,6 +37,10 @@ CHECK_DESCRIPTIONS = {
     UPLOAD_SUCCEEDED: "Every object of the batch was written to the catalog; a failure means "
     "some rows failed, so the cleanup is skipped (UPLOAD_FAILED) and the batch keeps its "
     "events for a retry.",
+    DOWNSTREAM_INTACT: "Nothing the batch took away (a dataset or column removed, renamed or no "
+    "longer written) is still read by another job on the catalog, of any definition; a failure "
+    "means some job still reads it, and lists each downstream job, dataset and column (a "
+    "warning, or an error with changes.downstreamIntact: ERROR).",
     REMOVAL_CAP: "The planned removals stay within maxRemovalsPerRun (and, for a batch, "
     "maxRemovalShare); a failure means the cleanup would have removed more, so nothing was "
     "deleted until the limit is raised for a run.",

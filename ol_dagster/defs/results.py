@@ -13,6 +13,7 @@ from typing import Any
 import dagster as dg
 
 from ol_dagster.defs import constants as C
+from ol_dagster.defs.changes import changes_metadata, downstream_check, skipped_check
 from ol_dagster.defs.lineage_assets import JobRunRow
 from ol_dagster.defs.report import cleanup_markdown, counts_markdown, rows_markdown
 from ol_dagster.logstore_backlog import LogOutcome
@@ -29,6 +30,7 @@ from ol_dagster.sync.cleanup import (
 )
 from ol_dagster.sync.graph import BatchGraph
 from ol_dagster.sync.reports import CleanupReport
+from ol_dagster.sync_definition import Severity
 
 _TABLE_ROWS = 200
 
@@ -249,7 +251,8 @@ def superseded_result(newer: int | None) -> dg.MaterializeResult:
                 check_name=C.UPLOAD_SUCCEEDED,
                 passed=True,
                 description=f"superseded by batch {newer}: nothing uploaded",
-            )
+            ),
+            skipped_check(f"superseded by batch {newer}: nothing uploaded"),
         ],
     )
 
@@ -265,14 +268,18 @@ def kept_result(synced_in: str) -> dg.MaterializeResult:
                 check_name=C.UPLOAD_SUCCEEDED,
                 passed=True,
                 description=f"synced to this catalog by run {synced_in}: not uploaded again",
-            )
+            ),
+            skipped_check(f"synced to this catalog by run {synced_in}: not uploaded again"),
         ],
     )
 
 
-def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeResult:
+def upload_result(
+    done: UploadDone, job_runs: dict[str, Any], severity: Severity = Severity.WARN
+) -> dg.MaterializeResult:
     """``catalog_upload``: the cutoff, what was written, updated and touched per object type,
-    the failed rows, and ``job_runs`` (``job_runs_metadata``) when the upload succeeded."""
+    the failed rows, ``job_runs`` (``job_runs_metadata``) when the upload succeeded, and the
+    batch's lineage changes with the ``downstream_intact`` check (at ``severity``)."""
     result = done.result
     assert result is not None, "a superseded upload has no result"
     failed_rows = [
@@ -302,6 +309,7 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
             ),
             "dropped": dg.MetadataValue.json(result.dropped),
             **job_runs,
+            **changes_metadata(done.changes),
         },
         check_results=[
             dg.AssetCheckResult(
@@ -311,7 +319,8 @@ def upload_result(done: UploadDone, job_runs: dict[str, Any]) -> dg.MaterializeR
                 if result.succeeded
                 else f"{len(result.failed)} row(s) failed: nothing is deleted (UPLOAD_FAILED)",
                 metadata={"failedRows": len(result.failed)},
-            )
+            ),
+            downstream_check(done.changes, severity),
         ],
     )
 

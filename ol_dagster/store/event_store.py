@@ -11,6 +11,7 @@ one class of it, and ``EventStore`` is all of them over one engine (``store.base
 * ``events`` and ``digests``: stored events read back, and their digests without them;
 * ``catalog_facts``: each catalog's part of a batch's sync;
 * ``graphs``: packed graphs; ``lineage_state``: each definition's lineage state document;
+* ``changes``: each job's and dataset's last synced part, and each batch's change set;
 * ``journal``: the cleanup journal; ``lock``: each definition's sync lock;
 * ``turns``: fair turns at SQLite's write lock; ``schema``: tables and migrations.
 
@@ -30,6 +31,7 @@ from ol_dagster.store import schema
 from ol_dagster.store.base import StoreUnavailable, utcnow
 from ol_dagster.store.batches import BatchRecords
 from ol_dagster.store.catalog_facts import CatalogFacts
+from ol_dagster.store.changes import LineageChanges
 from ol_dagster.store.digests import EventDigests
 from ol_dagster.store.event_rows import StoredEvent, event_digest
 from ol_dagster.store.events import EventReads
@@ -58,6 +60,7 @@ class EventStore(
     CatalogFacts,
     PackedGraphs,
     LineageStates,
+    LineageChanges,
     CleanupJournal,
     SyncLocks,
 ):

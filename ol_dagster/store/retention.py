@@ -32,6 +32,7 @@ from ol_dagster.store.catalog_facts import newest_synced_snapshot
 from ol_dagster.store.schema import (
     BatchStatus,
     batch_catalogs,
+    batch_changes,
     batch_graphs,
     batches,
     events,
@@ -198,6 +199,7 @@ class Retention(StoreBase):
                 conn.execute(events.delete().where(events.c.batch_id.in_(still)))
                 conn.execute(batch_graphs.delete().where(batch_graphs.c.batch_id.in_(still)))
                 conn.execute(batch_catalogs.delete().where(batch_catalogs.c.batch_id.in_(still)))
+                conn.execute(batch_changes.delete().where(batch_changes.c.batch_id.in_(still)))
                 conn.execute(batches.delete().where(b.id.in_(still)))
                 purged.extend(still)
         return sorted(purged)

@@ -48,7 +48,7 @@ from ol_dagster.lineage_state import (
     state_rows,
 )
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 
 class BatchKind(StrEnum):
@@ -313,6 +313,41 @@ kafka_dead_letters = Table(
 )
 
 
+lineage_parts = Table(
+    "ol_lineage_parts",
+    metadata,
+    # version 14: what each definition last synced of each job (its inputs, outputs, SQL and
+    # column flows) and of each dataset (its fields), per catalog: a batch's change set is each
+    # written job's new part against this one (``ol_dagster.changes``). ``key`` is a digest of
+    # the (namespace, name), so that names of any length fit PostgreSQL's index.
+    Column("definition", String(200), primary_key=True),
+    Column("catalog", String(200), primary_key=True),
+    Column("kind", String(16), primary_key=True),  # job or dataset
+    Column("key", String(64), primary_key=True),
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("digest", String(64), nullable=False),
+    Column("part", JSON, nullable=False),
+    Index("ix_ol_lineage_parts_catalog", "catalog", "kind"),
+)
+
+batch_changes = Table(
+    "ol_batch_changes",
+    metadata,
+    # version 14: the lineage change set of a batch in one catalog (``ol-dagster changes``)
+    Column(
+        "batch_id",
+        _Id,
+        ForeignKey("ol_batches.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("catalog", String(200), primary_key=True),
+    Column("change_set", JSON, nullable=False),
+    Column("recorded_at", DateTime, nullable=False),
+)
+
+
 class StoreVersionError(RuntimeError):
     """The store's schema is newer than this ol-dagster understands."""
 
@@ -539,6 +574,12 @@ def _v14_to_v15(conn: Connection) -> None:
     _add_column(conn, batch_graphs, "parts", blob)
 
 
+def _v15_to_v16(conn: Connection) -> None:
+    """Lineage change sets: each job's and dataset's last synced part, and each batch's changes."""
+    lineage_parts.create(conn, checkfirst=True)
+    batch_changes.create(conn, checkfirst=True)
+
+
 # steps that change a table other tables refer to: on SQLite they run with foreign keys off
 WITHOUT_FOREIGN_KEYS = {11}
 
@@ -558,6 +599,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     12: _v12_to_v13,
     13: _v13_to_v14,
     14: _v14_to_v15,
+    15: _v15_to_v16,
 }
 
 

@@ -34,21 +34,23 @@ the same way for a batch and for the day-based cleanup (``_override``).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from ol_dagster.catalog.protocol import Catalog, DatasetRef, TakesEvents, UploadResult
+from ol_dagster.changes.changeset import ChangeSet
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.ownership import removal_cap
+from ol_dagster.ownership import is_snapshot, removal_cap
 from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import BatchKind, BatchRecord, BatchStatus, CatalogRecord, EventStore
 from ol_dagster.store.event_store import utcnow
 from ol_dagster.store.holder import this_process
 from ol_dagster.store.kafka_writes import DeadLetter
-from ol_dagster.sync import fanout
+from ol_dagster.sync import changes, fanout
 from ol_dagster.sync.cleanup import (
     ALREADY_SYNCED,
     RUN_FAILED,
@@ -70,6 +72,9 @@ from ol_dagster.sync.journal import (
 from ol_dagster.sync.lease import STEP_LEASE_SECONDS, Heartbeat
 from ol_dagster.sync.reports import CleanupReport, UploadRecord, stored_report, stored_upload
 from ol_dagster.sync.upload import UploadOutcome, graph_facts, upload_graph
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # Between a run's upload and cleanup steps nothing renews the lock: it is kept this long, or
 # until the process that holds it is gone. In a step the lease is short and renewed by a
@@ -116,6 +121,7 @@ class UploadDone:
     # the run that finished this catalog's part of the batch: an earlier one a retry leaves
     # alone, or another one that synced it since this run was requested (ALREADY_SYNCED)
     kept_from: str | None = None
+    changes: ChangeSet | None = None  # what the upload changed (None: not recorded)
 
     @property
     def superseded_by(self) -> int | None:
@@ -282,7 +288,25 @@ def _upload_locked(
     store.record_upload(
         batch.id, cutoff=outcome.cutoff, result=record, catalog=where.key, primary=where.primary
     )
-    return UploadDone(record, graph, outcome.cutoff, outcome.result)
+    done = UploadDone(record, graph, outcome.cutoff, outcome.result)
+    if outcome.result.succeeded:
+        snapshot = is_snapshot(definition, batch.kind is BatchKind.POSTED, batch.whole_snapshot)
+        done.changes = _recorded(
+            lambda: changes.record_upload(
+                store, definition, where.key, batch.id, graph, snapshot=snapshot
+            )
+        )
+    return done
+
+
+def _recorded(record: Callable[[], _T]) -> _T | None:
+    """A change set recorded, or None when it could not be: what the sync reports on the side
+    never stops the sync itself."""
+    try:
+        return record()
+    except Exception:
+        log.exception("the batch's change set could not be recorded")
+        return None
 
 
 def _takes_events(catalog: Catalog) -> bool:
@@ -411,6 +435,14 @@ def _cleanup_locked(
             max_share=over.maxRemovalShare,
             journal=StoreJournal(store, definition.name, run_id, batch.id, catalog=where.key),
         )
+        if report["skippedReason"] is None:
+            removed = report["removedJobs"]
+            entities = bool((report.get("removed") or {}).get("physicalEntities"))
+            _recorded(
+                lambda: changes.record_cleanup(
+                    store, definition, where.key, batch.id, removed, entities
+                )
+            )
     _override(report, over, run_id, requested_by)
     if earlier:
         # what earlier runs removed and never reported (they died in their cleanup)
@@ -622,6 +654,8 @@ def stale_cleanup(
                 max_removals=max_removals,
                 journal=StoreJournal(store, definition.name, run_id, None, catalog=where.key),
             )
+            removed = report["removedJobs"]
+            _recorded(lambda: changes.forget_jobs(store, definition, where.key, removed))
             _override(report, CleanupOverrides(max_removals), run_id, requested_by)
             if earlier:
                 report["reconciled"] = earlier

@@ -20,7 +20,17 @@ from ol_dagster.store import EventStore
 from ol_dagster_tests.commands.test_newcomer_commands import cli, json_lines
 from ol_dagster_tests.conftest import TOKENS, run_event, settings_data
 
-COMMANDS = ("serve", "send", "sync", "inspect", "lineage", "check", "demo", "consume")
+COMMANDS = (
+    "serve",
+    "send",
+    "sync",
+    "inspect",
+    "lineage",
+    "changes",
+    "check",
+    "demo",
+    "consume",
+)
 
 
 def _write(tmp_path: Path, data: dict[str, Any], name: str = "ol_dagster.yaml") -> Path:

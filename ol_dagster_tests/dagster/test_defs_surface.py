@@ -61,6 +61,7 @@ def test_every_asset_check_says_what_it_guards_and_what_a_failure_means(
         "log_store_written",
         "no_dangling_flows",
         "upload_succeeded",
+        "downstream_intact",
         "removal_cap",
         "cleanup_permitted",
         "owned_dataset_systems",

@@ -82,6 +82,7 @@ def test_second_snapshot_removes_the_job_it_no_longer_describes(env):
         "whole_snapshot": True,
         "no_dangling_flows": True,
         "upload_succeeded": True,
+        "downstream_intact": True,
         "removal_cap": True,
         "cleanup_permitted": True,
         "owned_dataset_systems": True,

@@ -52,6 +52,7 @@ ALL_CHECKS = {
     "received_batch.whole_snapshot",
     "lineage_graph.no_dangling_flows",
     "catalog_upload.upload_succeeded",
+    "catalog_upload.downstream_intact",
     "catalog_cleanup.removal_cap",
     "catalog_cleanup.cleanup_permitted",
     "catalog_cleanup.owned_dataset_systems",

@@ -48,6 +48,7 @@ CHECKS_ALL_PASSED = {
     "whole_snapshot": True,
     "no_dangling_flows": True,
     "upload_succeeded": True,
+    "downstream_intact": True,
     "removal_cap": True,
     "cleanup_permitted": True,
     "owned_dataset_systems": True,

@@ -210,6 +210,7 @@ def test_both_catalogs_receive_the_batch_and_each_cleans_with_its_own_cutoff(two
         assert section["cleanup"]["removedJobs"] == [ANOMALIES]
         assert section["checks"] == {
             "upload_succeeded": True,
+            "downstream_intact": True,
             "removal_cap": True,
             "cleanup_permitted": True,
             "owned_dataset_systems": True,
@@ -479,7 +480,7 @@ def test_per_catalog_nodes_name_their_catalog_and_each_check_its_batch(two_embed
     )
     assert result.success
     evaluations = result.get_asset_check_evaluations()
-    assert len(evaluations) == 11  # 2 on received_batch, 1 on lineage_graph, 4 per catalog
+    assert len(evaluations) == 13  # 2 on received_batch, 1 on lineage_graph, 5 per catalog
     for evaluation in evaluations:
         # the check's history lists every batch's result: each says which it judged
         assert (evaluation.description or "").startswith(f"batch {batch}"), evaluation

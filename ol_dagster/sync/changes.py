@@ -1,0 +1,235 @@
+"""A batch's lineage change set, recorded as the sync goes: by the upload, then by the cleanup.
+
+The upload compares each job it wrote with the part of it synced before (only those whose digest
+differs are read back), and each dataset whose schema it carries; it records the new parts and
+the change set. The cleanup adds the jobs it removed (with their flows, from their last parts)
+and, when it removed dataset entities, the datasets no job of the definition reads or writes any
+more. Each time, the readers on the catalog that the removals leave without their input are
+listed (``changes.downstream``), whichever definition syncs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+
+from ol_dagster.changes.changeset import (
+    ChangeSet,
+    Edge,
+    Item,
+    Node,
+    count,
+    dataset_change,
+    job_changes,
+    neighbourhood,
+)
+from ol_dagster.changes.downstream import Reader, impacted
+from ol_dagster.changes.parts import dataset_parts, digest, dropped_datasets, job_parts, merged
+from ol_dagster.lineage import LineageGraph
+from ol_dagster.lineage.graph import NodeKey
+from ol_dagster.ownership import admits
+from ol_dagster.settings import LineageReplacement, SyncDefinition
+from ol_dagster.store import EventStore
+from ol_dagster.store.changes import part_key
+
+JOB, DATASET = "job", "dataset"
+
+
+def replaced_jobs(
+    definition: SyncDefinition, graph: LineageGraph, snapshot: bool
+) -> Callable[[NodeKey], bool]:
+    """Whether the batch replaces a job's lineage (a snapshot, outside shared namespaces; a
+    JobEvent; a completed run with ``lineageReplacement: JOB``), as its cleanup does; any other
+    run only adds to what the job had."""
+    whole = set(graph.described_jobs)
+    if definition.lineageReplacement is LineageReplacement.JOB:
+        whole |= graph.completed_jobs
+    return lambda key: (snapshot and not definition.is_shared(key[0])) or key in whole
+
+
+def record_upload(
+    store: EventStore,
+    definition: SyncDefinition,
+    catalog: str,
+    batch: int,
+    graph: LineageGraph,
+    *,
+    snapshot: bool,
+) -> ChangeSet:
+    """What the upload of ``graph`` changed in ``catalog``: recorded with the batch, and the new
+    parts kept for the next batch. ``snapshot``: the batch speaks for every job of its
+    namespaces (``ownership.is_snapshot``)."""
+    name = definition.name
+    new_jobs = job_parts(graph, lambda ns: admits(definition, ns))
+    digests = store.part_digests(name, catalog, JOB)
+    changed = {k: p for k, p in new_jobs.items() if digests.get(part_key(*k)) != digest(p)}
+    old = store.parts(name, catalog, JOB, (part_key(*k) for k in changed))
+    replaced = replaced_jobs(definition, graph, snapshot)
+    items: list[Item] = []
+    for key, part in list(changed.items()):
+        before = old.get(part_key(*key))
+        if before is not None and not replaced(key):
+            part = changed[key] = merged(before.part, part)
+            if digest(part) == before.digest:
+                del changed[key]
+                continue
+        items.extend(job_changes(key, before.part if before else None, part))
+    ds_digests = store.part_digests(name, catalog, DATASET)
+    new_ds = {
+        k: p
+        for k, p in dataset_parts(graph).items()
+        # a dataset seen without its schema keeps the fields known of it
+        if (p["fields"] is not None or part_key(*k) not in ds_digests)
+        and ds_digests.get(part_key(*k)) != digest(p)
+    }
+    old_ds = store.parts(name, catalog, DATASET, (part_key(*k) for k in new_ds))
+    for key, part in new_ds.items():
+        before = old_ds.get(part_key(*key))
+        item = dataset_change(key, before.part if before else None, part)
+        if item is not None:
+            items.append(item)
+    drops = dropped_datasets(graph)
+    items.extend(
+        {"kind": DATASET, "change": "removed", "namespace": ns, "name": n} for ns, n in drops
+    )
+    store.replace_parts(name, catalog, JOB, [(*k, digest(p), p) for k, p in changed.items()])
+    store.replace_parts(
+        name, catalog, DATASET, [(*k, digest(p), p) for k, p in new_ds.items()], removed=drops
+    )
+    return _save(store, definition, catalog, batch, items)
+
+
+def record_cleanup(
+    store: EventStore,
+    definition: SyncDefinition,
+    catalog: str,
+    batch: int,
+    removed_jobs: Sequence[str],
+    removed_datasets: bool,
+) -> ChangeSet | None:
+    """What the cleanup removed, added to the batch's change set: the jobs it removed (named
+    ``<namespace>.<name>``), and, when it removed dataset entities (``removed_datasets``), the
+    datasets no job of the definition reads or writes any more. None when it removed neither."""
+    if not removed_jobs and not removed_datasets:
+        return None
+    name = definition.name
+    gone = set(removed_jobs)
+    mine = [p for p in store.catalog_parts(catalog, JOB) if p.definition == name]
+    items: list[Item] = []
+    left: list[tuple[str, str]] = []
+    for p in mine:
+        if f"{p.namespace}.{p.name}" in gone:
+            items.extend(job_changes((p.namespace, p.name), p.part, None))
+            left.append((p.namespace, p.name))
+    store.replace_parts(name, catalog, JOB, [], removed=left)
+    dropped: list[tuple[str, str]] = []
+    if removed_datasets:
+        still = {
+            tuple(k)
+            for p in mine
+            if (p.namespace, p.name) not in left
+            for k in [*p.part.get("inputs", []), *p.part.get("outputs", [])]
+        }
+        known = store.part_digests(name, catalog, DATASET)
+        earlier = store.change_set(batch, catalog) or {}
+        for ns, n in _touched(items + list(earlier.get("items") or [])):
+            if (ns, n) not in still and part_key(ns, n) in known:
+                dropped.append((ns, n))
+        items.extend(
+            {"kind": DATASET, "change": "removed", "namespace": ns, "name": n} for ns, n in dropped
+        )
+        store.replace_parts(name, catalog, DATASET, [], removed=dropped)
+    if not items:
+        return None
+    return _save(store, definition, catalog, batch, items)
+
+
+def forget_jobs(
+    store: EventStore, definition: SyncDefinition, catalog: str, removed_jobs: Sequence[str]
+) -> int:
+    """The day-based cleanup removed these jobs (``<namespace>.<name>``): their parts go, so a
+    job removed is no reader any more, and one that comes back is added again."""
+    gone = set(removed_jobs)
+    if not gone:
+        return 0
+    left = [
+        (p.namespace, p.name)
+        for p in store.catalog_parts(catalog, JOB)
+        if p.definition == definition.name and f"{p.namespace}.{p.name}" in gone
+    ]
+    store.replace_parts(definition.name, catalog, JOB, [], removed=left)
+    return len(left)
+
+
+def _touched(items: Iterable[Item]) -> set[NodeKey]:
+    """The datasets the items' flows and changed jobs name."""
+    out: set[NodeKey] = set()
+    for item in items:
+        for end in ("source", "target"):
+            if end in item:
+                out.add((item[end]["namespace"], item[end]["name"]))
+        for k in ("inputsRemoved", "outputsRemoved"):
+            out |= {(r["namespace"], r["name"]) for r in item.get(k) or []}
+    return out
+
+
+def _save(
+    store: EventStore, definition: SyncDefinition, catalog: str, batch: int, items: list[Item]
+) -> ChangeSet:
+    """The batch's change set with ``items`` added to what an earlier step or run recorded
+    (a retried batch keeps what its first run changed), its impact judged on the catalog now."""
+    earlier = store.change_set(batch, catalog)
+    if earlier is not None:
+        items = [*(earlier.get("items") or []), *items]
+    hit = impacted(items, *_catalog_now(store, catalog, items))
+    change_set = ChangeSet.of(definition.name, batch, catalog, items, hit, dedupe=bool(earlier))
+    if earlier is not None and earlier.get("itemsNotListed"):
+        # what the earlier step counted and did not keep is counted still
+        counts = ChangeSet.from_dict(earlier).counts
+        listed = count(earlier.get("items") or [])
+        summed = {
+            k: {c: n + counts[k][c] - listed[k][c] for c, n in v.items()}
+            for k, v in change_set.counts.items()
+        }
+        change_set = replace(
+            change_set,
+            counts=summed,
+            not_listed=change_set.not_listed + int(earlier["itemsNotListed"]),
+        )
+    store.save_change_set(batch, catalog, change_set.as_dict())
+    return change_set
+
+
+def _catalog_now(
+    store: EventStore, catalog: str, items: Sequence[Item]
+) -> tuple[list[Reader], Mapping[NodeKey, list[str] | None]]:
+    """Every job's current part on the catalog, and the fields known of the datasets the items
+    name; read only when something was removed (most batches remove nothing)."""
+    if not any(i["change"] == "removed" or "fieldsRemoved" in i for i in items):
+        return [], {}
+    readers = [
+        (p.definition, (p.namespace, p.name), p.part) for p in store.catalog_parts(catalog, JOB)
+    ]
+    fields: dict[NodeKey, list[str] | None] = {}
+    for p in store.catalog_parts(catalog, DATASET):
+        known = p.part.get("fields")
+        if known is not None or (p.namespace, p.name) not in fields:
+            fields[(p.namespace, p.name)] = known
+    return readers, fields
+
+
+def picture_graph(
+    store: EventStore, change_set: ChangeSet, *, limit: int = 50
+) -> tuple[list[Node], list[Edge]]:
+    """The nodes and edges of the change set's neighbourhood (``changeset.neighbourhood``): the
+    changed objects and one hop around them, through every job on the catalog now."""
+    if change_set.empty:
+        return [], []
+    around = [((p.namespace, p.name), p.part) for p in store.catalog_parts(change_set.catalog, JOB)]
+    return neighbourhood(change_set, around, limit=limit)
+
+
+def stored(store: EventStore, batch: int, catalog: str) -> ChangeSet | None:
+    """The change set recorded for a batch in a catalog, if any."""
+    doc = store.change_set(batch, catalog)
+    return ChangeSet.from_dict(doc) if doc is not None else None
