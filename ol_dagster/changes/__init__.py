@@ -1,0 +1,1 @@
+"""What a batch changed in the lineage, and how it is shown."""
