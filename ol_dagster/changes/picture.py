@@ -46,10 +46,10 @@ _COLOURS = {
 }
 _ORDER = {state: i for i, state in enumerate(STATES)}
 
-_NODE_W, _NODE_H = 190, 30
-_COL_GAP, _ROW_GAP = 70, 12
+_NODE_W, _NODE_H = 200, 30
+_COL_GAP, _ROW_GAP = 56, 12
 _MARGIN, _TOP = 16, 44  # the legend sits above the drawing
-_CHARS = 26  # label characters that fit a node at the font size used
+_CHARS = 24  # label characters that fit a node (DejaVu Sans, 12 px: about 7.4 px each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +74,7 @@ def render_svg(nodes: Iterable[Sequence[str]], edges: Iterable[Sequence[str]]) -
     ``context``. Edges to a node not given (or not drawn) are left out.
     """
     every = _nodes(nodes)
-    links = [(str(e[0]), str(e[1]), _state(e[2])) for e in edges]
+    links = [(str(s), str(d), _state(st, f"lineage edge {s!r} -> {d!r}")) for s, d, st in edges]
     drawn = _select(every, links)
     shown = [(s, d, st) for s, d, st in links if s in drawn and d in drawn and s != d]
     placed, width, height = _place(drawn, shown)
@@ -110,10 +110,10 @@ def picture_markdown(nodes: Iterable[Sequence[str]], edges: Iterable[Sequence[st
     return f"![Lineage changes: {alt}](data:image/svg+xml;base64,{encoded})"
 
 
-def _state(value: str) -> str:
+def _state(value: str, of: str) -> str:
     state = str(value)
     if state not in _ORDER:
-        raise ValueError(f"lineage change state {state!r}: expected one of {', '.join(STATES)}")
+        raise ValueError(f"{of}: state {state!r}, expected one of {', '.join(STATES)}")
     return state
 
 
@@ -122,7 +122,8 @@ def _nodes(nodes: Iterable[Sequence[str]]) -> dict[str, _Node]:
     for node_id, label, kind, state in nodes:
         if kind not in KINDS:
             raise ValueError(f"lineage node {node_id!r}: kind {kind!r}, expected job or dataset")
-        out[str(node_id)] = _Node(str(node_id), str(label), str(kind), _state(state))
+        node = f"lineage node {node_id!r}"
+        out[str(node_id)] = _Node(str(node_id), str(label), str(kind), _state(state, node))
     return out
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -80,8 +81,16 @@ def producer_venv(name: str, requirements: list[str]) -> Producer:
     return Producer(venv / "bin", time.monotonic() - started)
 
 
-def write_settings(directory: Path, name: str, namespaces: list[str]) -> Path:
-    """One definition ``name`` owning ``namespaces``, on SQLite files in ``directory``."""
+def free_port() -> int:
+    """A loopback port free now, for a server that cannot be told to pick its own."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_settings(directory: Path, name: str, namespaces: list[str], **definition: Any) -> Path:
+    """One definition ``name`` owning ``namespaces`` (more of its settings in ``definition``), on
+    SQLite files in ``directory``."""
     data: dict[str, Any] = {
         "store": {"url": f"sqlite:///{directory / 'store.db'}"},
         "catalogs": {"main": {"kind": "embedded", "url": f"sqlite:///{directory / 'catalog.db'}"}},
@@ -92,6 +101,7 @@ def write_settings(directory: Path, name: str, namespaces: list[str]) -> Path:
                 "catalog": "main",
                 "allowedJobNamespaces": namespaces,
                 "receiver": {"token": {"env": TOKEN_ENV}},
+                **definition,
             }
         ],
     }
