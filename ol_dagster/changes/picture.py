@@ -49,7 +49,7 @@ _ORDER = {state: i for i, state in enumerate(STATES)}
 _NODE_W, _NODE_H = 200, 30
 _COL_GAP, _ROW_GAP = 56, 12
 _MARGIN, _TOP = 16, 44  # the legend sits above the drawing
-_CHARS = 24  # label characters that fit a node (DejaVu Sans, 12 px: about 7.4 px each)
+_CHARS = 25  # label characters that fit a node (DejaVu Sans, 12 px: about 7.4 px each)
 
 
 @dataclass(frozen=True, slots=True)

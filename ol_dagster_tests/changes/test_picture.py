@@ -80,7 +80,7 @@ def test_a_long_name_keeps_its_end_and_any_label_is_escaped() -> None:
     svg = render_svg([("a", label, "dataset", "added")], [])
     ((title, box),) = boxes(svg).items()
     assert title == f"dataset {label} (added)"
-    assert box["label"] == "…" + label[-23:]
+    assert box["label"] == "…" + label[-24:]
     assert "<script>" not in svg
 
 

@@ -83,7 +83,7 @@ def _call(
 
 
 @contextmanager
-def browser_page(profile: Path, width: int = 1400, height: int = 1000) -> Iterator[Page]:
+def browser_page(profile: Path, width: int = 1600, height: int = 900) -> Iterator[Page]:
     """A blank tab of a headless Chromium with a fresh profile; the browser is ended after."""
     binary = chromium()
     assert binary, "no chromium on the PATH"

@@ -13,6 +13,7 @@ two DAG runs, three to five minutes on two busy cores): marked ``producers``, ru
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -192,6 +193,11 @@ def test_a_dag_then_the_dag_with_a_task_deleted(
             after = synced_state(settings, "shop")
 
     starts = dag_runs(settings, "START")
+    for event in starts + dag_runs(settings, "COMPLETE"):  # shown with -s: what Airflow sent
+        facets = event["run"]["facets"]
+        print(event["eventType"], sorted(event["job"]["facets"]), sorted(facets))
+        print("  dagRun:", json.dumps(facets["airflowDagRun"]["dagRun"], sort_keys=True))
+        print("  tasksState:", facets.get("airflowState", {}).get("tasksState"))
     assert [dag_tasks(s) for s in starts] == [
         {"extract", "transform", "load"},
         {"extract", "transform"},
