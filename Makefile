@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: install demo test dev lint format validate clean
+.PHONY: install demo test test-producers dev lint format validate clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,13 @@ test: install
 		echo "make test failed: all tests exited $$first, the PostgreSQL pass exited $$second" >&2; \
 		exit 1; \
 	fi
+
+# Real producers (dbt with openlineage-dbt, Airflow with its OpenLineage provider; each installed
+# once into a venv of its own under .venv-producers/, or skipped with pip's reason) into the real
+# receiver, and the change picture in Dagster's UI in headless Chromium (skipped without chromium).
+# Minutes each, so not part of `make test`.
+test-producers: install
+	$(BIN)/pytest -q -n 2 -m producers --durations=10 ol_dagster_tests/producers
 
 # Run from DAGSTER_HOME: `dagster dev` warns about a dagster.yaml in the folder it runs in that is not
 # DAGSTER_HOME's (the checkout's is the template copied there). The settings are named absolutely.

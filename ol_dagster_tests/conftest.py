@@ -58,6 +58,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "contract_violations_allowed: the test itself sends a fake requests the real server "
         "refuses (to see the fake refuse them)",
     )
+    config.addinivalue_line(
+        "markers",
+        "producers: installs and runs a real producer (dbt, Airflow) or a browser; left out of "
+        "`make test` (pyproject's addopts), run by `make test-producers`",
+    )
 
 
 @pytest.fixture(autouse=True)

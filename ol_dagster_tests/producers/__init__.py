@@ -1,0 +1,1 @@
+"""Tests against real producers (dbt, Airflow) and a real browser."""
