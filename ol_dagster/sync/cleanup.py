@@ -15,6 +15,9 @@ describe by deleting what a run's scopes own and did not touch (seed
   they replace nothing.
 * **DAYS** for everything else: what was not updated for ``cleanup.staleJobDays`` (job Systems and
   flows) or a dataset System's ``cleanupDays``.
+* **Inventories** (a reader the definition turned on, ``inventories: [airflow]``): the children
+  of a parent that its producer's newest whole list no longer names, in a namespace the
+  definition alone writes, are retired by the cutoff (reason ``NOT_IN_INVENTORY``).
 * **DROP** lifecycle events remove their dataset through a call of the same plan, in a System this
   definition owns whose policy allows cleaning: every guard below applies to them too.
 
@@ -46,12 +49,15 @@ from ol_dagster.catalog.protocol import (
     ObjectType,
     Rehearsing,
     Removal,
+    RetiresChildren,
 )
 from ol_dagster.catalog.systems import job_system_for
 from ol_dagster.lineage.graph import NodeKey, flow_scope, orchestration_scope, scope_prefix
+from ol_dagster.lineage.inventories import Inventory
 from ol_dagster.ownership import (
     CUTOFF,
     DAYS,
+    NOT_IN_INVENTORY,
     SHARED_SYSTEM_DOWNGRADED,
     SYSTEM_CLAIMED,
     BatchShape,
@@ -66,6 +72,7 @@ from ol_dagster.ownership import (
     owns_system,
     removal_cap,
     removal_share,
+    retired_children,
     share_exceeded,
     systems_by_name,
 )
@@ -98,6 +105,7 @@ ALREADY_SYNCED = "ALREADY_SYNCED"
 # warnings (SHARED_SYSTEM_DOWNGRADED and SYSTEM_CLAIMED: ``ol_dagster.ownership``)
 DANGLING_FLOW = "DANGLING_FLOW"
 DROP_NOT_OWNED = "DROP_NOT_OWNED"
+INVENTORY_NOT_SUPPORTED = "INVENTORY_NOT_SUPPORTED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +125,8 @@ class BatchFacts:
     drops: list[DatasetRef] = field(default_factory=list)  # datasets a DROP event named
     # dataset Systems another definition claimed -> the System its datasets were placed in
     claimed: dict[str, str] = field(default_factory=dict)
+    # producer inventories its events hold, by the readers the definition turned on
+    inventories: list[Inventory] = field(default_factory=list)
 
     def shape(self, definition: SyncDefinition) -> BatchShape:
         return BatchShape(
@@ -125,6 +135,7 @@ class BatchFacts:
             described_jobs=tuple(self.described_jobs),
             completed_jobs=tuple(self.completed_jobs),
             dataset_systems=tuple(self.dataset_systems),
+            inventories=tuple(self.inventories),
         )
 
 
@@ -163,6 +174,13 @@ def invoke(catalog: Catalog, target: str, args: Mapping[str, Any], dry: bool) ->
         )
     if target == "drops":
         return catalog.drop_datasets([DatasetRef(*d) for d in args["datasets"]], dry_run=dry)
+    if target == "retireJobs" and isinstance(catalog, RetiresChildren):
+        return catalog.retire_jobs(
+            args["system"],
+            jobs=[(ns, name) for ns, name in args["jobs"]],
+            before=datetime.fromisoformat(args["before"]),
+            dry_run=dry,
+        )
     raise ValueError(f"unknown cleanup call {target!r}")
 
 
@@ -374,6 +392,40 @@ class _Planner:
             )
         )
 
+    def retire(self, inventories: Iterable[Inventory]) -> None:
+        """A call per parent and job System for the children its whole list no longer names
+        (``ownership.retired_children``), by the cutoff: a child this batch described stays."""
+        for inv in inventories:
+            if not isinstance(self.catalog, RetiresChildren):
+                self.warnings.append(
+                    {"code": INVENTORY_NOT_SUPPORTED, "parent": f"{inv.parent[0]}.{inv.parent[1]}"}
+                )
+                continue
+            retired = retired_children(self.definition, inv, self.catalog.children(inv.parent))
+            by_system: dict[str, list[NodeKey]] = {}
+            for job in retired:
+                by_system.setdefault(job_system_for(self.definition, job[0]), []).append(job)
+            for system, jobs in sorted(by_system.items()):
+                self.calls.append(
+                    _Call(
+                        "retireJobs",
+                        {
+                            "system": system,
+                            "reason": NOT_IN_INVENTORY,
+                            "reader": inv.reader,
+                            "parent": f"{inv.parent[0]}.{inv.parent[1]}",
+                            "jobs": [f"{ns}.{name}" for ns, name in jobs],
+                            "deleteBefore": self.cutoff.isoformat(),
+                        },
+                        {
+                            "system": system,
+                            "jobs": [list(j) for j in jobs],
+                            "before": self.cutoff.isoformat(),
+                        },
+                        self.catalog,
+                    )
+                )
+
     def carry_out(self, verdict: Verdict) -> None:
         """The calls of a verdict: cutoff namespaces and replaced jobs by the cutoff, the rest
         after its days, each dataset System as the verdict says."""
@@ -402,6 +454,7 @@ def plan_batch(
         p.warnings.append({"code": SYSTEM_CLAIMED, "system": system, "placedIn": placed})
     verdict = decide(definition, facts.shape(definition), p.systems)
     p.carry_out(verdict)
+    p.retire(verdict.inventories)
     p.drops(facts.drops)
     return verdict.mode, p
 
@@ -533,6 +586,9 @@ def execute(
             # a job the batch still describes left a former job System: moved, not removed
             report["movedJobs"] = sorted(gone & described)
             report["removedJobs"] = sorted(gone - described)
+            retired = _retired(calls)
+            if retired:
+                report["retired"] = retired
             report["removed"] = _totals(c.real for c in calls)
             # what the catalog did not remove: it did not have it, it is another source's, or it
             # refused (that entry is tried again next run)
@@ -560,6 +616,25 @@ def execute(
             report["warnings"].append({"code": exc.code, "message": str(exc)})
     report["calls"] = [c.as_dict() for c in calls]
     return report
+
+
+def _retired(calls: list[_Call]) -> list[dict[str, str]]:
+    """The jobs the inventories' calls removed, each with its parent, reader and reason."""
+    out: list[dict[str, str]] = []
+    for c in calls:
+        if c.target != "retireJobs" or c.real is None:
+            continue
+        d = c.description
+        out += [
+            {
+                "job": job,
+                "parent": d.get("parent", ""),
+                "reader": d.get("reader", ""),
+                "reason": d.get("reason", ""),
+            }
+            for job in c.real.removed_jobs
+        ]
+    return sorted(out, key=lambda r: r["job"])
 
 
 def _journal_removed(counts: CleanupCounts) -> JournalCounts:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ol_dagster.catalog.embedded.settings import EmbeddedCatalogSettings
 from ol_dagster.catalog.kind import CatalogKind, CheckContext, Opening
-from ol_dagster.catalog.protocol import Annotating, ExportsState, Rehearsing
+from ol_dagster.catalog.protocol import Annotating, ExportsState, Rehearsing, RetiresChildren
 
 if TYPE_CHECKING:
     from ol_dagster.catalog.check.findings import Finding
@@ -35,5 +35,5 @@ KIND = CatalogKind(
     settings=EmbeddedCatalogSettings,
     factory=_open,
     checker=_check,
-    capabilities=frozenset({Rehearsing, ExportsState, Annotating}),
+    capabilities=frozenset({Rehearsing, ExportsState, Annotating, RetiresChildren}),
 )
