@@ -49,7 +49,6 @@ from ol_dagster.catalog.protocol import (
     ObjectType,
     Rehearsing,
     Removal,
-    RetiresChildren,
 )
 from ol_dagster.catalog.systems import job_system_for
 from ol_dagster.lineage.graph import NodeKey, flow_scope, orchestration_scope, scope_prefix
@@ -57,7 +56,6 @@ from ol_dagster.lineage.inventories import Inventory
 from ol_dagster.ownership import (
     CUTOFF,
     DAYS,
-    NOT_IN_INVENTORY,
     SHARED_SYSTEM_DOWNGRADED,
     SYSTEM_CLAIMED,
     BatchShape,
@@ -72,11 +70,11 @@ from ol_dagster.ownership import (
     owns_system,
     removal_cap,
     removal_share,
-    retired_children,
     share_exceeded,
     systems_by_name,
 )
 from ol_dagster.settings import SyncDefinition
+from ol_dagster.sync import retire
 from ol_dagster.sync.reports import (
     CallArgs,
     CallDescription,
@@ -105,7 +103,6 @@ ALREADY_SYNCED = "ALREADY_SYNCED"
 # warnings (SHARED_SYSTEM_DOWNGRADED and SYSTEM_CLAIMED: ``ol_dagster.ownership``)
 DANGLING_FLOW = "DANGLING_FLOW"
 DROP_NOT_OWNED = "DROP_NOT_OWNED"
-INVENTORY_NOT_SUPPORTED = "INVENTORY_NOT_SUPPORTED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,13 +171,8 @@ def invoke(catalog: Catalog, target: str, args: Mapping[str, Any], dry: bool) ->
         )
     if target == "drops":
         return catalog.drop_datasets([DatasetRef(*d) for d in args["datasets"]], dry_run=dry)
-    if target == "retireJobs" and isinstance(catalog, RetiresChildren):
-        return catalog.retire_jobs(
-            args["system"],
-            jobs=[(ns, name) for ns, name in args["jobs"]],
-            before=datetime.fromisoformat(args["before"]),
-            dry_run=dry,
-        )
+    if target == "retireJobs":
+        return retire.invoke(catalog, args, dry)
     raise ValueError(f"unknown cleanup call {target!r}")
 
 
@@ -393,38 +385,10 @@ class _Planner:
         )
 
     def retire(self, inventories: Iterable[Inventory]) -> None:
-        """A call per parent and job System for the children its whole list no longer names
-        (``ownership.retired_children``), by the cutoff: a child this batch described stays."""
-        for inv in inventories:
-            if not isinstance(self.catalog, RetiresChildren):
-                self.warnings.append(
-                    {"code": INVENTORY_NOT_SUPPORTED, "parent": f"{inv.parent[0]}.{inv.parent[1]}"}
-                )
-                continue
-            retired = retired_children(self.definition, inv, self.catalog.children(inv.parent))
-            by_system: dict[str, list[NodeKey]] = {}
-            for job in retired:
-                by_system.setdefault(job_system_for(self.definition, job[0]), []).append(job)
-            for system, jobs in sorted(by_system.items()):
-                self.calls.append(
-                    _Call(
-                        "retireJobs",
-                        {
-                            "system": system,
-                            "reason": NOT_IN_INVENTORY,
-                            "reader": inv.reader,
-                            "parent": f"{inv.parent[0]}.{inv.parent[1]}",
-                            "jobs": [f"{ns}.{name}" for ns, name in jobs],
-                            "deleteBefore": self.cutoff.isoformat(),
-                        },
-                        {
-                            "system": system,
-                            "jobs": [list(j) for j in jobs],
-                            "before": self.cutoff.isoformat(),
-                        },
-                        self.catalog,
-                    )
-                )
+        """The calls of the inventories (``sync.retire``)."""
+        calls, warnings = retire.plan(self.catalog, self.definition, inventories, self.cutoff)
+        self.warnings += warnings
+        self.calls += [_Call("retireJobs", d, a, self.catalog) for d, a in calls]
 
     def carry_out(self, verdict: Verdict) -> None:
         """The calls of a verdict: cutoff namespaces and replaced jobs by the cutoff, the rest
@@ -586,7 +550,11 @@ def execute(
             # a job the batch still describes left a former job System: moved, not removed
             report["movedJobs"] = sorted(gone & described)
             report["removedJobs"] = sorted(gone - described)
-            retired = _retired(calls)
+            retired = retire.retired(
+                (c.description, c.real.removed_jobs)
+                for c in calls
+                if c.target == "retireJobs" and c.real
+            )
             if retired:
                 report["retired"] = retired
             report["removed"] = _totals(c.real for c in calls)
@@ -616,25 +584,6 @@ def execute(
             report["warnings"].append({"code": exc.code, "message": str(exc)})
     report["calls"] = [c.as_dict() for c in calls]
     return report
-
-
-def _retired(calls: list[_Call]) -> list[dict[str, str]]:
-    """The jobs the inventories' calls removed, each with its parent, reader and reason."""
-    out: list[dict[str, str]] = []
-    for c in calls:
-        if c.target != "retireJobs" or c.real is None:
-            continue
-        d = c.description
-        out += [
-            {
-                "job": job,
-                "parent": d.get("parent", ""),
-                "reader": d.get("reader", ""),
-                "reason": d.get("reason", ""),
-            }
-            for job in c.real.removed_jobs
-        ]
-    return sorted(out, key=lambda r: r["job"])
 
 
 def _journal_removed(counts: CleanupCounts) -> JournalCounts:
