@@ -30,21 +30,21 @@ READERS: dict[str, Reader] = {airflow.NAME: airflow.read}
 def read_inventories(
     events: Iterable[Mapping[str, Any]], readers: Iterable[str]
 ) -> list[Inventory]:
-    """The inventories the events hold, by the named readers, in the events' order. Two trusted
-    lists of one run of one parent (a re-run of a cleared DAG run sends its START again) make
-    the later one partial: a run that started again is not a whole run."""
+    """The inventories the events hold, by the named readers, in the events' order. A second
+    list of one run of one parent (a re-run of a cleared DAG run sends its START again) is
+    partial: a run that started again is not a whole run."""
     chosen = [READERS[name] for name in readers]
     found: list[Inventory] = []
-    runs: dict[tuple[str, str, str, str], int] = {}
+    runs: set[tuple[str, str, str, str]] = set()
     for event in events:
         for reader in chosen:
             inventory = reader(event)
             if inventory is None:
                 continue
-            if inventory.partial is None and inventory.run is not None:
+            if inventory.run is not None:
                 key = (inventory.reader, *inventory.parent, inventory.run)
-                if key in runs:
+                if key in runs and inventory.partial is None:
                     inventory = inventory.marked_partial(airflow.RERUN)
-                runs[key] = len(found)
+                runs.add(key)
             found.append(inventory)
     return found
