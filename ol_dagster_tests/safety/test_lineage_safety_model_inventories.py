@@ -4,11 +4,12 @@ Random sequences of Airflow DAG runs, streamed event by event through the receiv
 synced (``sync.batch``, the embedded catalog on SQLite), beside the model written from the docs
 alone; after each sync the catalog and the report must be the model's (``Driver.check``,
 ``check_report``). Three definitions share the catalog: ``orch`` writes the DAGs and their tasks
-(namespace ``airflow``, inventories on or off, dry run, caps and shares drawn), ``dbt`` writes
-jobs whose parent is a DAG (namespace ``dbt``, names that look like the DAG's tasks), ``look``
-writes the look-alike namespace ``Airflow`` with a DAG of the same name and children of the
-``airflow`` DAG. DAG STARTs list random subsets of the tasks, with whole and partial run types
-and DAG runs started twice (cleared tasks). What must hold: a partial run never retires, and
+(namespace ``airflow``, and Spark jobs its DAGs run in ``spark``; inventories on or off, dry
+run, caps and shares drawn), ``dbt`` writes jobs whose parent is a DAG (namespace ``dbt``, names
+that look like the DAG's tasks, inventories on), ``look`` writes the look-alike namespace
+``Airflow`` with a DAG of the same name and children of both DAGs (inventories off). DAG STARTs
+list all tasks but one, with whole and partial run types and DAG runs started twice (cleared
+tasks). What must hold: a partial run never retires, and
 only the owner's children in the list's namespace ever are.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -51,7 +53,7 @@ def universe(inventories: bool, dry_run: bool, cap: int, share: float) -> tuple:
             uuid="5a5a5a5a-0000-4000-8000-000000000001",
             snapshot=False,
             replace_jobs=False,
-            allowed=("airflow",),
+            allowed=("airflow", "spark"),
             job_system="orch_jobs",
             dry_run=dry_run,
             max_removals=cap,
@@ -74,7 +76,6 @@ def universe(inventories: bool, dry_run: bool, cap: int, share: float) -> tuple:
             replace_jobs=False,
             allowed=("Airflow",),
             job_system="look_jobs",
-            inventories=("airflow",),
         ),
     )
 
@@ -104,6 +105,10 @@ class InventoryMachine(RuleBasedStateMachine):
         for name in ("orch", "dbt", "look"):
             self.d.stream(name, [self._task(name, "dag", t, ("airflow", "dag")) for t in TASKS])
             self.d.sync(name)
+        self.d.stream("orch", [self._task("orch", "dag", "t1", ("airflow", "dag"), "spark")])
+        self.d.stream("look", [self._task("look", "dag", t, ("Airflow", "dag")) for t in TASKS])
+        self.d.sync("orch")
+        self.d.sync("look")
 
     @property
     def d(self) -> Driver:
@@ -128,12 +133,19 @@ class InventoryMachine(RuleBasedStateMachine):
     def _child(self, data: st.DataObject, name: str) -> Event:
         dag = data.draw(st.sampled_from(DAGS), label="dag")
         task = data.draw(st.sampled_from(TASKS), label="task")
-        # a child of the ``airflow`` DAG or of its own namespace's (``look``)
-        own = name == "look" and data.draw(st.booleans(), label="own parent")
-        return self._task(name, dag, task, (NAMESPACE[name], dag) if own else ("airflow", dag))
+        # a child of the ``airflow`` DAG or of its own namespace's (``look``); ``orch`` runs
+        # Spark jobs from its DAGs too: its own children, but not Airflow tasks
+        parent = ("airflow", dag)
+        if name == "look" and data.draw(st.booleans(), label="own parent"):
+            parent = (NAMESPACE[name], dag)
+        if name == "orch" and data.draw(st.booleans(), label="a Spark job"):
+            return self._task(name, dag, task, parent, namespace="spark")
+        return self._task(name, dag, task, parent)
 
-    def _task(self, name: str, dag: str, task: str, parent: tuple[str, str]) -> Event:
-        ns = NAMESPACE[name]
+    def _task(
+        self, name: str, dag: str, task: str, parent: tuple[str, str], namespace: str = ""
+    ) -> Event:
+        ns = namespace or NAMESPACE[name]
         return self._run(
             ns,
             f"{dag}.{task}",
@@ -145,11 +157,20 @@ class InventoryMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def dag_runs_start(self, data: st.DataObject) -> None:
-        """One or two DAG STARTs (with a task run between them) in one batch, then a sync."""
+        """A DAG START, now and then followed in the same batch by a run of the task it left out
+        (the batch describes it) and by another START, of the same DAG run (cleared tasks) or
+        not; then a sync."""
         name = data.draw(st.sampled_from(["orch", "orch", "look"]), label="definition")
-        events = [self._start(data, name)]
+        first = self._start(data, name)
+        events = [first]
         if data.draw(st.booleans(), label="more"):
-            events += [self._child(data, name), self._start(data, name)]
+            left_out = [t for t in TASKS if t not in (first.tasks or ())] or ["t1"]
+            parent = (first.namespace, first.name)
+            events.append(self._task(name, first.name, left_out[0], parent))
+            again = self._start(data, name)
+            if data.draw(st.booleans(), label="the same DAG run again (cleared tasks)"):
+                again = replace(again, name=first.name, dag_run=first.dag_run)
+            events.append(again)
         self.d.stream(name, events)
         self.d.sync(name)
 
