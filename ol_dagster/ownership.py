@@ -16,6 +16,10 @@ The rules (docs/deletion-rules.md):
   day-based cleanup only.
 * A snapshot's cutoff covers the namespaces in which the batch describes at least one job; a batch
   that describes no job (dataset events only) removes nothing by cutoff.
+* A producer inventory (``lineage.inventories``: a parent's event naming all its children) retires
+  the parent's children it no longer names, only when the definition turned its reader on, the
+  list is whole (never a partial run), and only in a namespace the definition alone writes: the
+  newest whole list of each parent counts.
 * A dataset System belongs to the definition that created it (``openLineageOwner``). Its CUTOFF is
   kept only when the definition has a single namespace (one literal pattern, nothing shared) and
   the batch describes one of its jobs; another definition's datasets never land in it (they go to
@@ -26,8 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from ol_dagster.lineage.inventories import Inventory
 from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.sync_definition import CleanupMode, LineageReplacement, SnapshotMode, SyncDefinition
 
@@ -42,6 +48,11 @@ NOT_ADMITTED = "NOT_ADMITTED"  # a namespace the definition's patterns do not ad
 OTHER_OWNER = "OTHER_OWNER"  # a System another definition created
 NO_JOB_DESCRIBED = "NO_JOB_DESCRIBED"  # the batch describes no job of the definition
 NOT_CLEANED = "NOT_CLEANED"  # cleanupMode NONE
+PARTIAL_RUN = "PARTIAL_RUN"  # an inventory of a run that is not whole: retires nothing
+OLDER_INVENTORY = "OLDER_INVENTORY"  # a newer whole list of the same parent counts instead
+
+# why a job is retired
+NOT_IN_INVENTORY = "NOT_IN_INVENTORY"
 
 # warnings
 SHARED_SYSTEM_DOWNGRADED = "SHARED_SYSTEM_DOWNGRADED"
@@ -174,6 +185,7 @@ class BatchShape:
     described_jobs: tuple[NodeKey, ...] = ()  # JobEvents
     completed_jobs: tuple[NodeKey, ...] = ()  # runs completed in it, judged whole
     dataset_systems: tuple[str, ...] = ()  # Systems its datasets are in
+    inventories: tuple[Inventory, ...] = ()  # read by the readers the definition turned on
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +212,7 @@ class Verdict:
     dataset_systems: tuple[DatasetSystemCall, ...]
     downgraded: tuple[str, ...]  # CUTOFF Systems cleaned by days (SHARED_SYSTEM_DOWNGRADED)
     skipped: tuple[Skip, ...]
+    inventories: tuple[Inventory, ...] = ()  # whole lists whose missing children are retired
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -212,6 +225,9 @@ class Verdict:
                 for c in self.dataset_systems
             ],
             "skipped": [{"what": s.what, "reason": s.reason} for s in self.skipped],
+            **(
+                {"inventories": [i.as_dict() for i in self.inventories]} if self.inventories else {}
+            ),
         }
 
 
@@ -252,6 +268,7 @@ def decide(
     )
     if mode == CUTOFF and not own:
         skipped.append(Skip("batch", NO_JOB_DESCRIBED))
+    inventories = _inventories(definition, batch.inventories, skipped)
     return Verdict(
         mode=mode,
         cutoff_namespaces=tuple(cutoff_ns),
@@ -260,6 +277,62 @@ def decide(
         dataset_systems=tuple(calls),
         downgraded=tuple(downgraded),
         skipped=tuple(skipped),
+        inventories=inventories,
+    )
+
+
+def _inventories(
+    definition: SyncDefinition, found: Iterable[Inventory], skipped: list[Skip]
+) -> tuple[Inventory, ...]:
+    """The newest whole list of each parent, from a reader the definition turned on, speaking
+    for a namespace the definition alone writes; every other list is skipped with its reason."""
+    newest: dict[tuple[str, str, str], Inventory] = {}
+    for inv in found:
+        what = f"inventory:{inv.parent[0]}|{inv.parent[1]}"
+        if inv.reader not in definition.inventories:
+            continue
+        if inv.partial is not None:
+            skipped.append(Skip(what, PARTIAL_RUN))
+        elif not admits(definition, inv.namespace):
+            skipped.append(Skip(what, NOT_ADMITTED))
+        elif definition.is_shared(inv.namespace):
+            skipped.append(Skip(what, SHARED_NAMESPACE))
+        else:
+            key = (inv.reader, *inv.parent)
+            older = newest.get(key)
+            if older is not None:
+                skipped.append(Skip(what, OLDER_INVENTORY))
+            # the events are read in arrival order; the later of two equal times wins
+            if older is None or _when(inv) >= _when(older):
+                newest[key] = inv
+            else:
+                newest[key] = older
+    return tuple(newest[k] for k in sorted(newest))
+
+
+def _when(inventory: Inventory) -> datetime:
+    try:
+        at = datetime.fromisoformat(inventory.time)
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def retired_children(
+    definition: SyncDefinition, inventory: Inventory, children: Iterable[NodeKey]
+) -> list[NodeKey]:
+    """The children of the inventory's parent (as the catalog links them) that a whole list no
+    longer names: only in the namespace the list speaks for, when the definition alone writes
+    it. A child in any other namespace is another producer's or another definition's: kept."""
+    return sorted(
+        {
+            child
+            for child in children
+            if child[0] == inventory.namespace
+            and child != inventory.parent
+            and child[1] not in inventory.children
+            and exclusive(definition, child[0])
+        }
     )
 
 

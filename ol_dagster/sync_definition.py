@@ -16,6 +16,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
+from ol_dagster.lineage.inventories import READERS
 from ol_dagster.namespaces import is_literal
 from ol_dagster.openlineage.envelope import namespace_allowed
 from ol_dagster.run_lineage_settings import RunLineageSettings
@@ -143,6 +144,8 @@ class SyncDefinition(StrictModel):
     assetGraph: AssetGraphSettings = AssetGraphSettings()
     changes: ChangeSettings = ChangeSettings()
     openLineage: RunLineageSettings | None = None  # its own runs as OpenLineage events
+    # producer inventories it trusts (``ol_dagster.lineage.inventories``): off by default
+    inventories: list[str] = []
 
     @field_validator("name")
     @classmethod
@@ -154,6 +157,19 @@ class SyncDefinition(StrictModel):
             )
         if problem := _too_long(value):
             raise ValueError(problem)
+        return value
+
+    @field_validator("inventories")
+    @classmethod
+    def _known_readers(cls, value: list[str]) -> list[str]:
+        for i, name in enumerate(value):
+            if name not in READERS:
+                raise ValueError(
+                    f"inventories.{i}: {name!r} is not an inventory reader "
+                    f"(there are: {', '.join(sorted(READERS))})"
+                )
+            if name in value[:i]:
+                raise ValueError(f"inventories.{i}: {name!r} is listed twice")
         return value
 
     @model_validator(mode="after")

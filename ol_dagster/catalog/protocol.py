@@ -340,6 +340,22 @@ class Annotating(Protocol):
     def annotate(self, key: str, items: list[AnalysisItem]) -> int: ...
 
 
+@runtime_checkable
+class RetiresChildren(Protocol):
+    """A catalog that can tell a parent job's children (the jobs whose orchestration flow comes
+    from it) and remove chosen jobs with their flows: what a producer inventory retires
+    (``sync.cleanup``). A catalog without it reports ``INVENTORY_NOT_SUPPORTED``."""
+
+    def children(self, parent: NodeKey) -> list[NodeKey]: ...
+
+    def retire_jobs(
+        self, system: str, *, jobs: Sequence[NodeKey], before: datetime, dry_run: bool
+    ) -> CleanupCounts:
+        """These jobs' entities and routines in ``system`` and every flow they own or touch,
+        each only when last updated before ``before``."""
+        ...
+
+
 # every capability a kind may declare (``catalog.kind.CatalogKind.capabilities``)
 CAPABILITIES: tuple[type[Any], ...] = (
     Rehearsing,
@@ -347,6 +363,7 @@ CAPABILITIES: tuple[type[Any], ...] = (
     ExportsState,
     PatchesState,
     Annotating,
+    RetiresChildren,
 )
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -62,6 +62,7 @@ from ol_dagster.sync.cleanup import (
     skipped_report,
 )
 from ol_dagster.sync.graph import batch_graph, current_inputs
+from ol_dagster.sync.inventories import batch_inventories
 from ol_dagster.sync.journal import (
     STALE_REPORT,
     StoreJournal,
@@ -313,9 +314,12 @@ def _takes_events(catalog: Catalog) -> bool:
     return isinstance(catalog, TakesEvents) and catalog.takes_events
 
 
-def batch_facts(store: EventStore, batch: BatchRecord, upload: UploadRecord) -> BatchFacts:
-    """What the cleanup is told about a batch: the stored batch and its recorded upload. The one
-    copy, used by the assets and the tests alike."""
+def batch_facts(
+    store: EventStore, batch: BatchRecord, upload: UploadRecord, readers: Sequence[str] = ()
+) -> BatchFacts:
+    """What the cleanup is told about a batch: the stored batch and its recorded upload (and the
+    producer inventories its events hold, by ``readers``). The one copy, used by the assets and
+    the tests alike."""
     g = upload.get("graph") or {}
     return BatchFacts(
         posted=batch.kind is BatchKind.POSTED,
@@ -334,6 +338,7 @@ def batch_facts(store: EventStore, batch: BatchRecord, upload: UploadRecord) -> 
         dropped=upload.get("dropped") or {},
         drops=[DatasetRef(*d) for d in g.get("drops") or []],
         claimed=dict(g.get("claimedSystems") or {}),
+        inventories=batch_inventories(store, batch.id, readers),
     )
 
 
@@ -429,7 +434,7 @@ def _cleanup_locked(
         report = run_cleanup(
             catalog,
             definition,
-            batch_facts(store, batch, upload),
+            batch_facts(store, batch, upload, definition.inventories),
             cutoff=cutoff,
             max_removals=over.maxRemovalsPerRun,
             max_share=over.maxRemovalShare,

@@ -15,6 +15,9 @@ describe by deleting what a run's scopes own and did not touch (seed
   they replace nothing.
 * **DAYS** for everything else: what was not updated for ``cleanup.staleJobDays`` (job Systems and
   flows) or a dataset System's ``cleanupDays``.
+* **Inventories** (a reader the definition turned on, ``inventories: [airflow]``): the children
+  of a parent that its producer's newest whole list no longer names, in a namespace the
+  definition alone writes, are retired by the cutoff (reason ``NOT_IN_INVENTORY``).
 * **DROP** lifecycle events remove their dataset through a call of the same plan, in a System this
   definition owns whose policy allows cleaning: every guard below applies to them too.
 
@@ -49,6 +52,7 @@ from ol_dagster.catalog.protocol import (
 )
 from ol_dagster.catalog.systems import job_system_for
 from ol_dagster.lineage.graph import NodeKey, flow_scope, orchestration_scope, scope_prefix
+from ol_dagster.lineage.inventories import Inventory
 from ol_dagster.ownership import (
     CUTOFF,
     DAYS,
@@ -70,6 +74,7 @@ from ol_dagster.ownership import (
     systems_by_name,
 )
 from ol_dagster.settings import SyncDefinition
+from ol_dagster.sync import retire
 from ol_dagster.sync.reports import (
     CallArgs,
     CallDescription,
@@ -117,6 +122,8 @@ class BatchFacts:
     drops: list[DatasetRef] = field(default_factory=list)  # datasets a DROP event named
     # dataset Systems another definition claimed -> the System its datasets were placed in
     claimed: dict[str, str] = field(default_factory=dict)
+    # producer inventories its events hold, by the readers the definition turned on
+    inventories: list[Inventory] = field(default_factory=list)
 
     def shape(self, definition: SyncDefinition) -> BatchShape:
         return BatchShape(
@@ -125,6 +132,7 @@ class BatchFacts:
             described_jobs=tuple(self.described_jobs),
             completed_jobs=tuple(self.completed_jobs),
             dataset_systems=tuple(self.dataset_systems),
+            inventories=tuple(self.inventories),
         )
 
 
@@ -163,6 +171,8 @@ def invoke(catalog: Catalog, target: str, args: Mapping[str, Any], dry: bool) ->
         )
     if target == "drops":
         return catalog.drop_datasets([DatasetRef(*d) for d in args["datasets"]], dry_run=dry)
+    if target == "retireJobs":
+        return retire.invoke(catalog, args, dry)
     raise ValueError(f"unknown cleanup call {target!r}")
 
 
@@ -374,6 +384,12 @@ class _Planner:
             )
         )
 
+    def retire(self, inventories: Iterable[Inventory]) -> None:
+        """The calls of the inventories (``sync.retire``)."""
+        calls, warnings = retire.plan(self.catalog, self.definition, inventories, self.cutoff)
+        self.warnings += warnings
+        self.calls += [_Call("retireJobs", d, a, self.catalog) for d, a in calls]
+
     def carry_out(self, verdict: Verdict) -> None:
         """The calls of a verdict: cutoff namespaces and replaced jobs by the cutoff, the rest
         after its days, each dataset System as the verdict says."""
@@ -402,6 +418,7 @@ def plan_batch(
         p.warnings.append({"code": SYSTEM_CLAIMED, "system": system, "placedIn": placed})
     verdict = decide(definition, facts.shape(definition), p.systems)
     p.carry_out(verdict)
+    p.retire(verdict.inventories)
     p.drops(facts.drops)
     return verdict.mode, p
 
@@ -533,6 +550,13 @@ def execute(
             # a job the batch still describes left a former job System: moved, not removed
             report["movedJobs"] = sorted(gone & described)
             report["removedJobs"] = sorted(gone - described)
+            retired = retire.retired(
+                (c.description, c.real.removed_jobs)
+                for c in calls
+                if c.target == "retireJobs" and c.real
+            )
+            if retired:
+                report["retired"] = retired
             report["removed"] = _totals(c.real for c in calls)
             # what the catalog did not remove: it did not have it, it is another source's, or it
             # refused (that entry is tried again next run)

@@ -67,11 +67,12 @@ class CleanupWarning(TypedDict, total=False):
     placedIn: str  # SYSTEM_CLAIMED: the System of this definition's own its datasets went to
     count: int  # DANGLING_FLOW
     message: str  # REMOVAL_REFUSED, CLEANUP_NOT_CONFIRMED
+    parent: str  # INVENTORY_NOT_SUPPORTED: "<namespace>.<name>" of the parent job
 
 
 class CallDescription(TypedDict, total=False):
     """What one cleanup call acts on, as a report and the journal show it; the keys present
-    depend on the call's target (flows, jobSystem, datasetSystem, drops)."""
+    depend on the call's target (flows, jobSystem, datasetSystem, drops, retireJobs)."""
 
     system: str
     schemas: list[str]
@@ -81,6 +82,10 @@ class CallDescription(TypedDict, total=False):
     scopePrefixes: list[str]
     scopes: list[str]
     datasets: list[str]
+    reason: str  # retireJobs: NOT_IN_INVENTORY
+    reader: str  # retireJobs: the inventory reader
+    parent: str  # retireJobs: "<namespace>.<name>" of the parent whose list it read
+    jobs: list[str]  # retireJobs: "<namespace>.<name>" of each job retired
 
 
 class CallArgs(TypedDict, total=False):
@@ -169,6 +174,8 @@ class CleanupReport(TypedDict):
     ownership: NotRequired[dict[str, Any]]
     # after the real calls
     movedJobs: NotRequired[list[str]]
+    # jobs a producer inventory retired: job, parent, reader, reason (NOT_IN_INVENTORY)
+    retired: NotRequired[list[dict[str, str]]]
     removed: NotRequired[dict[str, int]]
     notFound: NotRequired[dict[str, int]]
     kept: NotRequired[dict[str, int]]

@@ -359,6 +359,7 @@ def definition_data(spec: DefinitionSpec, catalog: str = "main") -> dict[str, An
         "limits": {"maxNameLength": spec.max_name_length},
         "outputOptions": {"dryRun": spec.dry_run},
         "receiver": {"token": {"env": f"OL_TEST_TOKEN_{spec.name.upper()}"}},
+        "inventories": list(spec.inventories),
     }
 
 
@@ -684,13 +685,19 @@ def to_json(e: Event) -> dict[str, Any]:
             )
         }
     run: dict[str, Any] = {"runId": e.run_id}
+    if e.tasks is not None:  # the Airflow provider's DAG run START
+        job.setdefault("facets", {})["airflow"] = _facet(
+            "AirflowJobFacet", taskTree={}, taskGroups={}, tasks={t: {} for t in e.tasks}
+        )
+        dag_run = {"dag_id": e.name, "run_id": e.dag_run}
+        if e.run_type is not None:
+            dag_run["run_type"] = e.run_type
+        run["facets"] = {"airflowDagRun": _facet("AirflowDagRunFacet", dag={}, dagRun=dag_run)}
     if e.parent is not None:
         parent_run = uuid.uuid5(RUN_NAMESPACE, f"parent-{e.parent[0]}.{e.parent[1]}")
-        run["facets"] = {
-            "parent": _facet(
-                "ParentRunFacet",
-                run={"runId": str(parent_run)},
-                job={"namespace": e.parent[0], "name": e.parent[1]},
-            )
-        }
+        run.setdefault("facets", {})["parent"] = _facet(
+            "ParentRunFacet",
+            run={"runId": str(parent_run)},
+            job={"namespace": e.parent[0], "name": e.parent[1]},
+        )
     return {**body, "eventType": e.event_type, "schemaURL": f"{SPEC}#/$defs/RunEvent", "run": run}

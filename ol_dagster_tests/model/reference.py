@@ -58,6 +58,8 @@ a day pass, so the day-based cleanup removes nothing.
     namespace admitted alone: the same.
 (d) a DROP lifecycle (the latest lifecycle change of the dataset in the batch): the dataset, in a
     System this definition created whose cleanupMode is not NONE.
+(e) a producer inventory the definition reads (``inventories``): the parent's children the list
+    no longer names, in a namespace it admits alone (``model.inventory`` has the rules).
 
 Removing an entity removes every flow that touches it. Guards stop the whole cleanup, drops
 included: cleanup disabled, an empty batch, a failed upload, planned removals over the cap, any
@@ -106,6 +108,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
+
+from ol_dagster_tests.model import inventory
 
 # cleanupMode
 CUTOFF = "CUTOFF"
@@ -178,6 +182,7 @@ class DefinitionSpec:
     dry_run: bool = False
     shared: tuple[str, ...] = ()  # sharedJobNamespaces
     max_name_length: int = MAX_NAME_LENGTH
+    inventories: tuple[str, ...] = ()  # inventory readers turned on (``model.inventory``)
 
     @property
     def patterns(self) -> tuple[str, ...]:
@@ -251,6 +256,10 @@ class Event:
     processing: str = "BATCH"  # jobType.processingType
     dataset: Dataset | None = None  # a DatasetEvent's
     time: int = 0  # seconds, for eventTime
+    # an Airflow DAG run's START: its task ids (job facet airflow.tasks), run type, run id
+    tasks: tuple[str, ...] | None = None
+    run_type: str | None = "manual"
+    dag_run: str = "manual__1"
 
     @property
     def job(self) -> Job:
@@ -300,6 +309,7 @@ class Description:
     drops: set[DatasetKey] = field(default_factory=set)
     job_events: set[Job] = field(default_factory=set)  # (b)
     completed: set[Job] = field(default_factory=set)  # (c)
+    inventories: dict[Job, frozenset[str]] = field(default_factory=dict)  # parent -> children
 
     @property
     def empty(self) -> bool:
@@ -551,6 +561,7 @@ class ReferenceModel:
             if change == "RENAME" and old is not None:
                 out.renames.append((old, key))
         out.drops = {key for key, change in latest.items() if change == "DROP"}
+        out.inventories = inventory.inventories(b.events, d.inventories, d.admits_alone)
         return out
 
     # -- upload ---------------------------------------------------------------------------------
@@ -641,6 +652,13 @@ class ReferenceModel:
         out.calls |= bool(replaced)
         out.flows |= {k for k in stale if k[0][:2] in replaced}  # (b), (c)
         out.undescribed = len(out.flows)
+        links = [(k[1], k[2]) for k in self.flows if k[0][2] == ORCHESTRATION]
+        for ns, name in inventory.retired(desc.inventories, links, d.admits_alone):  # (e)
+            out.calls = True
+            key = (d.job_system_of(ns), ns, name)
+            if self.jobs.get(key, cut) < cut:
+                out.jobs.add(key)
+            out.flows |= {k for k in stale if k[0][:2] == (ns, name)}
         for key in desc.drops:  # (d)
             if self.cleanable(d, key[0]):
                 out.calls = True

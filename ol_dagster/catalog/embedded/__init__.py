@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 
 from ol_dagster.catalog.embedded.settings import EmbeddedCatalogSettings
 from ol_dagster.catalog.kind import CatalogKind, CheckContext, Opening
-from ol_dagster.catalog.protocol import Annotating, ExportsState, PatchesState, Rehearsing
+from ol_dagster.catalog.protocol import (
+    Annotating,
+    ExportsState,
+    PatchesState,
+    Rehearsing,
+    RetiresChildren,
+)
 
 if TYPE_CHECKING:
     from ol_dagster.catalog.check.findings import Finding
@@ -35,5 +41,5 @@ KIND = CatalogKind(
     settings=EmbeddedCatalogSettings,
     factory=_open,
     checker=_check,
-    capabilities=frozenset({Rehearsing, ExportsState, PatchesState, Annotating}),
+    capabilities=frozenset({Rehearsing, ExportsState, PatchesState, Annotating, RetiresChildren}),
 )

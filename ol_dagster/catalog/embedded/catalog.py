@@ -18,6 +18,7 @@ from typing import Any
 from ol_dagster.catalog.embedded import annotations, clock, export, reads, schema
 from ol_dagster.catalog.embedded import cleanup as cleanup_ops
 from ol_dagster.catalog.embedded import permissions as access
+from ol_dagster.catalog.embedded import retire as retire_ops
 from ol_dagster.catalog.embedded import upload as upload_ops
 from ol_dagster.catalog.embedded.bulk import Bulk, naive
 from ol_dagster.catalog.embedded.rehearsal import Sessions
@@ -130,6 +131,17 @@ class EmbeddedCatalog:
                 dry_run,
                 naive(routines_before) if routines_before else None,
             )
+
+    def children(self, parent: NodeKey) -> list[NodeKey]:
+        with self.sessions.read() as conn:
+            return retire_ops.children(conn, parent)
+
+    def retire_jobs(
+        self, system: str, *, jobs: Sequence[NodeKey], before: datetime, dry_run: bool
+    ) -> CleanupCounts:
+        with self.sessions.cleanup() as conn:
+            access.require_admin(conn, self.user)
+            return retire_ops.retire_jobs(conn, system, list(jobs), naive(before), dry_run)
 
     def cleanup_dataset_system(
         self, system: str, *, before: datetime, dry_run: bool
