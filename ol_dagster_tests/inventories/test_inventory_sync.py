@@ -62,6 +62,19 @@ def first_sync(h: Harness, d: SyncDefinition) -> None:
 
 
 def test_a_task_the_dag_no_longer_lists_is_retired_and_nothing_else_moves(h: Harness) -> None:
+    retire_one_task(h)
+
+
+def test_the_retirement_on_each_database(catalog: EmbeddedCatalog, tmp_path: Path) -> None:
+    """The same on the embedded catalog of the suite's databases (SQLite, PostgreSQL)."""
+    store = EventStore(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        retire_one_task(Harness(catalog, store))
+    finally:
+        store.dispose()
+
+
+def retire_one_task(h: Harness) -> None:
     d = airflow_definition()
     first_sync(h, d)
     before_jobs, before_flows = jobs(h.catalog), flows(h.catalog)
