@@ -72,6 +72,7 @@ def cleanup_markdown(report: CleanupReport) -> str:
             table,
             "",
             f"**removed jobs**: {removed}",
+            *_inventories(report),
             *_kept(report),
             *_reconciled(report.get("reconciled")),
         ]
@@ -99,6 +100,21 @@ def _kept(report: CleanupReport) -> list[str]:
         if len(objects) > KEPT_SHOWN:
             lines += ["", f"_{len(objects) - KEPT_SHOWN} more not shown_"]
     return lines
+
+
+def _inventories(report: CleanupReport) -> list[str]:
+    """Each producer inventory's call: the parent whose list no longer names these jobs, and
+    whether they went (planned only under a dry run or a guard)."""
+    out = []
+    for call in report.get("calls", []):
+        if call["target"] == "retireJobs":
+            done = "retired" if call.get("real") is not None else "planned, not retired"
+            jobs = ", ".join(call.get("jobs") or [])
+            out.append(
+                f"**{call.get('reason')}** ({call.get('reader')} list of {call.get('parent')}, "
+                f"{done}): {jobs}"
+            )
+    return out
 
 
 def _where(call: CallReport | ReconciledCall) -> str:

@@ -9,6 +9,8 @@ import copy
 
 import pytest
 
+from ol_dagster.catalog.protocol import RetiresChildren
+from ol_dagster.catalog.registry import catalog_kind, kind_names
 from ol_dagster.lineage.inventories import READERS, read_inventories
 from ol_dagster.lineage.inventories.airflow import read
 from ol_dagster.settings import SyncDefinition
@@ -93,3 +95,10 @@ def test_readers_are_named_in_settings_and_off_by_default() -> None:
     with pytest.raises(ValueError, match=r"inventories.0: 'dagster' is not an inventory reader"):
         SyncDefinition.model_validate({**base, "inventories": ["dagster"]})
     assert sorted(READERS) == ["airflow"]
+
+
+def test_only_the_embedded_catalog_retires_chosen_jobs_as_the_docs_say() -> None:
+    """docs/deletion-rules.md: the other kinds warn INVENTORY_NOT_SUPPORTED and retire nothing
+    (the kind's declaration is held to what its backend does when it opens)."""
+    able = [n for n in kind_names() if RetiresChildren in catalog_kind(n).capabilities]
+    assert able == ["embedded"]

@@ -11,13 +11,15 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
+from ol_dagster.defs.report import cleanup_markdown
 from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import EventStore
+from ol_dagster.sync.reports import CleanupReport
 from ol_dagster_tests.inventories.airflow_events import dag_start, table, task_run
 from ol_dagster_tests.safety.test_cleanup_rules import Harness, flows, jobs
 
@@ -62,6 +64,19 @@ def first_sync(h: Harness, d: SyncDefinition) -> None:
 
 
 def test_a_task_the_dag_no_longer_lists_is_retired_and_nothing_else_moves(h: Harness) -> None:
+    retire_one_task(h)
+
+
+def test_the_retirement_on_each_database(catalog: EmbeddedCatalog, tmp_path: Path) -> None:
+    """The same on the embedded catalog of the suite's databases (SQLite, PostgreSQL)."""
+    store = EventStore(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        retire_one_task(Harness(catalog, store))
+    finally:
+        store.dispose()
+
+
+def retire_one_task(h: Harness) -> None:
     d = airflow_definition()
     first_sync(h, d)
     before_jobs, before_flows = jobs(h.catalog), flows(h.catalog)
@@ -133,6 +148,11 @@ def test_a_dry_run_reports_the_retirement_without_removing(h: Harness) -> None:
     assert call["jobs"] == [f"airflow.{DAG}.export"]
     assert call["dryRun"] is not None and call["dryRun"]["physicalEntities"] == 1
     assert call["real"] is None
+    # the cleanup's materialization says it in one line
+    assert (
+        f"**NOT_IN_INVENTORY** (airflow list of airflow.{DAG}, planned, not retired): "
+        f"airflow.{DAG}.export" in cleanup_markdown(cast(CleanupReport, report))
+    )
 
 
 def test_the_removal_cap_holds(h: Harness) -> None:
