@@ -19,7 +19,7 @@ from sqlalchemy import select, text
 from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.protocol import export_state
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_specs
-from ol_dagster.lineage_state import LineageState, dataset_key, job_key
+from ol_dagster.lineage_state import LineageState, dataset_key, job_key, state_rows
 from ol_dagster.settings import SyncDefinition, parse_settings
 from ol_dagster.store import EventStore, schema
 from ol_dagster.sync.lineage_refresh import Refreshed, refresh_lineage
@@ -244,3 +244,41 @@ def test_a_capped_definition_is_patched_to_its_newest_jobs(synced: Synced, tmp_p
     synced.sync(_at([load_orders(parent=("etl", "daily"))], 4))  # now the newest run
     assert "load_orders" in {j["name"] for j in synced.stored()["jobs"]}
     _same_as_a_whole_export(synced)
+
+
+def test_rows_round_trip_on_each_store(event_store: EventStore) -> None:
+    """SQLite and PostgreSQL: a state saved as rows reads back as it was saved, a second save of
+    it writes nothing, and patching one job rewrites that row alone."""
+    job = {
+        "namespace": "etl",
+        "description": None,
+        "integration": None,
+        "jobType": None,
+        "owners": [],
+        "inputs": [[WH, "a"]],
+        "outputs": [[WH, "b"]],
+    }
+    dataset = {"namespace": WH, "type": "TABLE", "system": "wh", "description": None, "owners": []}
+    state: LineageState = {
+        "version": 1,
+        "jobs": [{**job, "name": "one"}, {**job, "name": "two"}],  # type: ignore[typeddict-item]
+        "datasets": [
+            {**dataset, "name": n, "fields": [{"name": "x", "type": None, "description": None}]}  # type: ignore[typeddict-item]
+            for n in ("a", "b")
+        ],
+        "parents": [[["etl", "one"], ["etl", "two"]]],
+        "columnLineage": [{"dataset": [WH, "b"], "field": "x", "inputs": [[WH, "a", "x"]]}],
+    }
+    assert not event_store.replace_lineage("d", state).nothing
+    assert event_store.lineage_state("d") == state
+    assert event_store.replace_lineage("d", state).nothing
+    two = {**state["jobs"][1], "description": "the second"}
+    patched = event_store.patch_lineage(
+        "d",
+        state_rows([{"job": two, "parents": [], "columnLineage": []}], []),
+        {},
+        [],  # type: ignore[typeddict-item]
+    )
+    assert (patched.jobs, patched.datasets_removed) == (1, 0)
+    got = event_store.lineage_state("d")
+    assert got is not None and [j["description"] for j in got["jobs"]] == [None, "the second"]
