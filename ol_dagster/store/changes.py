@@ -50,6 +50,17 @@ class LineageChanges(StoreBase):
             )
             return {k: d for k, d in rows}
 
+    def part_names(self, definition: str, catalog: str, kind: str) -> set[tuple[str, str]]:
+        """The (namespace, name) of every part of ``kind`` the definition synced to ``catalog``."""
+        t = schema.lineage_parts
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(t.c.namespace, t.c.name).where(
+                    t.c.definition == definition, t.c.catalog == catalog, t.c.kind == kind
+                )
+            )
+            return {(ns, name) for ns, name in rows}
+
     def parts(
         self, definition: str, catalog: str, kind: str, keys: Iterable[str]
     ) -> dict[str, StoredPart]:

@@ -440,14 +440,14 @@ def _cleanup_locked(
             max_share=over.maxRemovalShare,
             journal=StoreJournal(store, definition.name, run_id, batch.id, catalog=where.key),
         )
-        if report["skippedReason"] is None:
-            removed = report["removedJobs"]
-            entities = bool((report.get("removed") or {}).get("physicalEntities"))
-            _recorded(
-                lambda: changes.record_cleanup(
-                    store, definition, where.key, batch.id, removed, entities
-                )
+        # a skipped cleanup removed nothing: the jobs the upload listed as ending stay
+        removed = report["removedJobs"]
+        entities = bool((report.get("removed") or {}).get("physicalEntities"))
+        _recorded(
+            lambda: changes.record_cleanup(
+                store, definition, where.key, batch.id, removed, entities
             )
+        )
     _override(report, over, run_id, requested_by)
     if earlier:
         # what earlier runs removed and never reported (they died in their cleanup)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from ol_dagster.changes.changeset import (
     ChangeSet,
@@ -24,7 +25,14 @@ from ol_dagster.changes.changeset import (
     neighbourhood,
 )
 from ol_dagster.changes.downstream import Reader, impacted
-from ol_dagster.changes.parts import dataset_parts, digest, dropped_datasets, job_parts, merged
+from ol_dagster.changes.parts import (
+    JobPart,
+    dataset_parts,
+    digest,
+    dropped_datasets,
+    job_parts,
+    merged,
+)
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.ownership import admits
@@ -92,11 +100,34 @@ def record_upload(
     items.extend(
         {"kind": DATASET, "change": "removed", "namespace": ns, "name": n} for ns, n in drops
     )
+    ending = _ending(store, definition, catalog, graph, new_jobs) if snapshot else {}
+    for key, before in ending.items():
+        items.extend(job_changes(key, before, None))
     store.replace_parts(name, catalog, JOB, [(*k, digest(p), p) for k, p in changed.items()])
     store.replace_parts(
         name, catalog, DATASET, [(*k, digest(p), p) for k, p in new_ds.items()], removed=drops
     )
-    return _save(store, definition, catalog, batch, items)
+    earlier = store.change_set(batch, catalog)
+    if earlier is not None:  # a retried batch keeps what its first run changed
+        items = [*(earlier.get("items") or []), *items]
+    return _save(store, definition, catalog, batch, items, earlier=earlier, gone=set(ending))
+
+
+def _ending(
+    store: EventStore,
+    definition: SyncDefinition,
+    catalog: str,
+    graph: LineageGraph,
+    described: Mapping[NodeKey, JobPart],
+) -> dict[NodeKey, JobPart]:
+    """The jobs of a snapshot's namespaces (outside shared ones) that it no longer describes:
+    its cleanup removes them. Listed as removed from the upload on, so the check sees what their
+    removal breaks; the cleanup then keeps only those it did remove (``record_cleanup``)."""
+    spoken = {ns for ns in graph.job_namespaces if not definition.is_shared(ns)}
+    names = store.part_names(definition.name, catalog, JOB)
+    ending = [k for k in names if k[0] in spoken and k not in described]
+    found = store.parts(definition.name, catalog, JOB, (part_key(*k) for k in ending))
+    return {(p.namespace, p.name): p.part for p in found.values()}
 
 
 def record_cleanup(
@@ -107,19 +138,23 @@ def record_cleanup(
     removed_jobs: Sequence[str],
     removed_datasets: bool,
 ) -> ChangeSet | None:
-    """What the cleanup removed, added to the batch's change set: the jobs it removed (named
-    ``<namespace>.<name>``), and, when it removed dataset entities (``removed_datasets``), the
-    datasets no job of the definition reads or writes any more. None when it removed neither."""
-    if not removed_jobs and not removed_datasets:
-        return None
+    """What the cleanup did, in the batch's change set: the jobs it removed (named
+    ``<namespace>.<name>``; those the upload listed as ending and the cleanup kept, stopped by a
+    guard, are no longer listed), and, when it removed dataset entities (``removed_datasets``),
+    the datasets no job of the definition reads or writes any more. None when nothing changed."""
     name = definition.name
     gone = set(removed_jobs)
+    earlier = store.change_set(batch, catalog)
+    listed = list((earlier or {}).get("items") or [])
+    ending = {(i["namespace"], i["name"]) for i in listed if _job_removal(i)}
+    kept = {k for k in ending if f"{k[0]}.{k[1]}" not in gone}
+    items = [i for i in listed if _job_of(i) not in kept]
     mine = [p for p in store.catalog_parts(catalog, JOB) if p.definition == name]
-    items: list[Item] = []
     left: list[tuple[str, str]] = []
     for p in mine:
         if f"{p.namespace}.{p.name}" in gone:
-            items.extend(job_changes((p.namespace, p.name), p.part, None))
+            if (p.namespace, p.name) not in ending:
+                items.extend(job_changes((p.namespace, p.name), p.part, None))
             left.append((p.namespace, p.name))
     store.replace_parts(name, catalog, JOB, [], removed=left)
     dropped: list[tuple[str, str]] = []
@@ -130,18 +165,27 @@ def record_cleanup(
             if (p.namespace, p.name) not in left
             for k in [*p.part.get("inputs", []), *p.part.get("outputs", [])]
         }
-        known = store.part_digests(name, catalog, DATASET)
-        earlier = store.change_set(batch, catalog) or {}
-        for ns, n in _touched(items + list(earlier.get("items") or [])):
-            if (ns, n) not in still and part_key(ns, n) in known:
-                dropped.append((ns, n))
+        known = store.part_names(name, catalog, DATASET)
+        dropped = sorted(k for k in _touched(items) if k not in still and k in known)
         items.extend(
             {"kind": DATASET, "change": "removed", "namespace": ns, "name": n} for ns, n in dropped
         )
         store.replace_parts(name, catalog, DATASET, [], removed=dropped)
-    if not items:
+    if not kept and len(items) == len(listed):
         return None
-    return _save(store, definition, catalog, batch, items)
+    return _save(store, definition, catalog, batch, items, earlier=earlier)
+
+
+def _job_removal(item: Item) -> bool:
+    return item["kind"] == JOB and item["change"] == "removed"
+
+
+def _job_of(item: Item) -> NodeKey | None:
+    """The job an item is of: a job's own item, or a flow's owner."""
+    if item["kind"] == JOB:
+        return (item["namespace"], item["name"])
+    job = item.get("job")
+    return (job["namespace"], job["name"]) if job else None
 
 
 def forget_jobs(
@@ -174,17 +218,25 @@ def _touched(items: Iterable[Item]) -> set[NodeKey]:
 
 
 def _save(
-    store: EventStore, definition: SyncDefinition, catalog: str, batch: int, items: list[Item]
+    store: EventStore,
+    definition: SyncDefinition,
+    catalog: str,
+    batch: int,
+    items: list[Item],
+    *,
+    earlier: Mapping[str, Any] | None,
+    gone: set[NodeKey] | None = None,
 ) -> ChangeSet:
-    """The batch's change set with ``items`` added to what an earlier step or run recorded
-    (a retried batch keeps what its first run changed), its impact judged on the catalog now."""
-    earlier = store.change_set(batch, catalog)
-    if earlier is not None:
-        items = [*(earlier.get("items") or []), *items]
-    hit = impacted(items, *_catalog_now(store, catalog, items))
+    """Record the batch's change set of ``items`` (``earlier``: the one recorded before, whose
+    kept items they include), its impact judged on the catalog now, the definition's jobs
+    ``gone`` no longer reading or writing anything."""
+    readers, fields = _catalog_now(store, catalog, items)
+    mine = gone or set()
+    readers = [r for r in readers if not (r[0] == definition.name and r[1] in mine)]
+    hit = impacted(items, readers, fields)
     change_set = ChangeSet.of(definition.name, batch, catalog, items, hit, dedupe=bool(earlier))
     if earlier is not None and earlier.get("itemsNotListed"):
-        # what the earlier step counted and did not keep is counted still
+        # what was counted before and not kept is counted still
         counts = ChangeSet.from_dict(earlier).counts
         listed = count(earlier.get("items") or [])
         summed = {

@@ -29,6 +29,8 @@ from ol_dagster.commands.headless import sync_batches
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import load_settings
 from ol_dagster.store import EventStore
+from ol_dagster.sync.batch import CleanupOverrides, cleanup_batch, upload_batch
+from ol_dagster.sync.graph import batch_graph
 from ol_dagster_tests.commands.test_newcomer_commands import cli
 from ol_dagster_tests.conftest import settings_data
 from ol_dagster_tests.safety.test_cleanup_rules import (
@@ -38,6 +40,7 @@ from ol_dagster_tests.safety.test_cleanup_rules import (
     ds,
     job,
     job_event,
+    other_definition,
 )
 
 MODEL = (WH, "model.orders")
@@ -187,6 +190,15 @@ def test_a_batch_shows_what_it_added_removed_and_changed_and_what_it_breaks_down
     page = env.page()
     assert "etl:new_job" in page and "SQL edited" in page and "fields +amount" in page
 
+    # the same, as lines a person reads
+    capsys.readouterr()
+    assert main(["--settings", str(env.path), "changes", "--definition", "snap"]) == 0
+    lines = capsys.readouterr().out
+    assert "changed  job       etl:orders_model  (SQL edited; column flows +1 −1)" in lines
+    assert (
+        "impacted: job reports:revenue (add) writes postgres://db:5432:mart.revenue.total" in lines
+    )
+
     # by the definition's setting, an error; the column id that order_id reads goes
     env.write(changes={"downstreamIntact": "ERROR"})
     line = env.sync("snap", orders_model(NO_ID, renamed_sql), simple("new_job"))
@@ -254,7 +266,7 @@ def test_a_job_change_gives_its_flows_and_what_changed() -> None:
 
 @pytest.fixture
 def h(tmp_path: Path) -> Iterator[Harness]:
-    """The sync's steps without Dagster, on SQLite (``test_cleanup_rules.Harness``)."""
+    """The upload and the cleanup without Dagster, on SQLite (``test_cleanup_rules.Harness``)."""
     catalog = EmbeddedCatalog(f"sqlite:///{tmp_path / 'catalog.db'}")
     store = EventStore(f"sqlite:///{tmp_path / 'store.db'}")
     yield Harness(catalog, store)
@@ -290,3 +302,35 @@ def test_an_additive_run_adds_to_a_job_and_only_its_whole_description_removes(h:
     (changed,) = _items(change_set(), "job", "changed")
     assert changed["inputsRemoved"] == [{"namespace": WH, "name": "orders"}]
     assert [f["source"]["name"] for f in _items(change_set(), "dataFlow", "removed")] == ["orders"]
+
+
+def test_a_job_a_snapshot_drops_is_seen_from_the_upload_and_stays_when_a_guard_keeps_it(
+    h: Harness,
+) -> None:
+    """A snapshot that no longer describes a job: its upload already lists the job as removed
+    and names the reader of the table only it wrote (another definition's job), so the check
+    sees it; the cleanup, stopped by its cap, keeps the job: the change set no longer lists it."""
+    snap, other = (
+        definition(),
+        other_definition(snapshotMode="ADDITIVE", allowedJobNamespaces=["bi"]),
+    )
+    feed = job("etl", "feed", [ds(WH, "src")], [ds(WH, "feed_table")])
+    keep = job("etl", "keep", [ds(WH, "a")], [ds(WH, "b")])
+    h.sync(snap, [feed, keep])
+    h.sync(other, [job("bi", "dash", [ds(WH, "feed_table")], [ds(WH, "dash_table")])])
+
+    batch = h.receive(snap, [keep])
+    batch_graph(h.store, snap, h.store.get_batch(batch))
+    done = upload_batch(h.store, h.catalog, snap, batch, run_id="r1")
+    assert done.changes is not None
+    assert _names(_items(done.changes.as_dict(), "job", "removed")) == {"etl.feed"}
+    assert [(i["definition"], i["job"]["name"]) for i in done.changes.impacted] == [
+        ("other", "dash")
+    ]
+
+    report = cleanup_batch(
+        h.store, h.catalog, snap, batch, run_id="r1", overrides=CleanupOverrides(0)
+    )
+    assert report["skippedReason"] == "REMOVAL_CAP_EXCEEDED"
+    after = h.store.change_set(batch, "main")
+    assert after is not None and after["items"] == [] and after["impacted"] == []
