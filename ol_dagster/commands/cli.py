@@ -131,11 +131,14 @@ def _cmd_sync(args: argparse.Namespace) -> int:
         instance = instance_from_env(project_dir)
     code = 0
     synced_any = False
-    for line in sync_batches(args.settings, definition=args.definition, instance=instance):
-        synced_any = True
-        print(json.dumps(line, default=str))
-        if line["status"] != "synced":
-            code = 1
+    try:
+        for line in sync_batches(args.settings, definition=args.definition, instance=instance):
+            synced_any = True
+            print(json.dumps(line, default=str))
+            if line["status"] != "synced":
+                code = 1
+    finally:
+        instance.dispose()  # closes the instance's database files, which it keeps open
     if not synced_any:
         # an empty run still answers, one line per definition asked (the batch lines' keys
         # "definition" and "status"), so a person or a script can tell it from a silent failure
