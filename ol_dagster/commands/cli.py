@@ -114,28 +114,31 @@ def _send_token(args: argparse.Namespace) -> str:
 
 
 def _cmd_sync(args: argparse.Namespace) -> int:
-    from ol_dagster.commands.startup import open_store
-
-    # what cannot work stops here, in one line, before Dagster is imported
-    settings = load_settings(args.settings)
-    if args.definition:
-        settings.definition(args.definition)
-    open_store(settings).dispose()
-    # Importing Dagster and opening its instance make ~150,000 container objects that live as
-    # long as the process: with the collector paused they are not walked again and again while
-    # they are made (a fifth of the import's CPU time).
+    # Importing the store and Dagster and opening its instance make ~150,000 container objects
+    # that live as long as the process: with the collector paused they are not walked again and
+    # again while they are made (a fifth of the import's CPU time, and a full collection).
     with gc_paused():
+        from ol_dagster.commands.startup import open_store
+
+        # what cannot work stops here, in one line, before Dagster is imported
+        settings = load_settings(args.settings)
+        if args.definition:
+            settings.definition(args.definition)
+        open_store(settings).dispose()
         from ol_dagster.commands.headless import instance_from_env, sync_batches
 
         project_dir = settings_path(args.settings).resolve().parent
         instance = instance_from_env(project_dir)
     code = 0
     synced_any = False
-    for line in sync_batches(args.settings, definition=args.definition, instance=instance):
-        synced_any = True
-        print(json.dumps(line, default=str))
-        if line["status"] != "synced":
-            code = 1
+    try:
+        for line in sync_batches(args.settings, definition=args.definition, instance=instance):
+            synced_any = True
+            print(json.dumps(line, default=str))
+            if line["status"] != "synced":
+                code = 1
+    finally:
+        instance.dispose()  # closes the instance's database files, which it keeps open
     if not synced_any:
         # an empty run still answers, one line per definition asked (the batch lines' keys
         # "definition" and "status"), so a person or a script can tell it from a silent failure

@@ -87,13 +87,19 @@ def test_connections_do_not_grow_with_stored_events(tmp_path: Path, monkeypatch)
         dagster_own.dispose()
 
 
-def test_named_sqlite_storage_is_opened_pooled(tmp_path: Path, monkeypatch) -> None:
+CUSTOM = {"module": "ol_dagster.defs.dagster_private", "class": "PooledSqliteStorage"}
+
+
+@pytest.mark.parametrize("named", ["sqlite", "custom"])
+def test_named_sqlite_storage_is_opened_pooled(tmp_path: Path, monkeypatch, named) -> None:
     """A ``dagster.yaml`` naming Dagster's SQLite storage gets the same (one leaving the storage
-    out: the test above)."""
-    config = {"storage": {"sqlite": {"base_dir": str(tmp_path / "elsewhere")}}}
-    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(config))
+    out: the test above); one naming ol-dagster's (docs/deploying.md) gets it in any Dagster
+    process."""
+    where = {"base_dir": str(tmp_path / "elsewhere")}
+    storage = {"sqlite": where} if named == "sqlite" else {"custom": {**CUSTOM, "config": where}}
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump({"storage": storage}))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    instance = sqlite_instance()
+    instance = sqlite_instance() if named == "sqlite" else dg.DagsterInstance.get()
     try:
         assert isinstance(instance.event_log_storage, PooledSqliteEventLogStorage)
         assert (tmp_path / "elsewhere" / "history" / "runs" / "index.db").exists()
