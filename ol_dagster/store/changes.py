@@ -39,16 +39,19 @@ class StoredPart:
 class LineageChanges(StoreBase):
     """The synced parts of jobs and datasets, and the change set of each batch and catalog."""
 
-    def part_digests(self, definition: str, catalog: str, kind: str) -> dict[str, str]:
-        """Key -> digest of every part of ``kind`` the definition synced to ``catalog``."""
+    def all_part_digests(self, definition: str, catalog: str) -> dict[str, dict[str, str]]:
+        """Kind -> key -> digest of every part the definition synced to ``catalog``."""
         t = schema.lineage_parts
+        out: dict[str, dict[str, str]] = {}
         with self.engine.connect() as conn:
             rows = conn.execute(
-                select(t.c.key, t.c.digest).where(
-                    t.c.definition == definition, t.c.catalog == catalog, t.c.kind == kind
+                select(t.c.kind, t.c.key, t.c.digest).where(
+                    t.c.definition == definition, t.c.catalog == catalog
                 )
             )
-            return {k: d for k, d in rows}
+            for kind, key, digest in rows:
+                out.setdefault(kind, {})[key] = digest
+        return out
 
     def part_names(self, definition: str, catalog: str, kind: str) -> set[tuple[str, str]]:
         """The (namespace, name) of every part of ``kind`` the definition synced to ``catalog``."""
@@ -68,6 +71,8 @@ class LineageChanges(StoreBase):
         t = schema.lineage_parts
         wanted = sorted(set(keys))
         out: dict[str, StoredPart] = {}
+        if not wanted:
+            return out
         with self.engine.connect() as conn:
             for i in range(0, len(wanted), _CHUNK):
                 rows = conn.execute(
@@ -107,6 +112,8 @@ class LineageChanges(StoreBase):
         t = schema.lineage_parts
         keys = [part_key(ns, name) for ns, name, _, _ in written]
         keys += [part_key(ns, name) for ns, name in removed]
+        if not keys:
+            return
         where = (t.c.definition == definition, t.c.catalog == catalog, t.c.kind == kind)
         with self.engine.begin() as conn:
             for i in range(0, len(keys), _CHUNK):

@@ -69,7 +69,8 @@ def record_upload(
     namespaces (``ownership.is_snapshot``)."""
     name = definition.name
     new_jobs = job_parts(graph, lambda ns: admits(definition, ns))
-    digests = store.part_digests(name, catalog, JOB)
+    every = store.all_part_digests(name, catalog)
+    digests = every.get(JOB, {})
     changed = {k: p for k, p in new_jobs.items() if digests.get(part_key(*k)) != digest(p)}
     old = store.parts(name, catalog, JOB, (part_key(*k) for k in changed))
     replaced = replaced_jobs(definition, graph, snapshot)
@@ -82,7 +83,7 @@ def record_upload(
                 del changed[key]
                 continue
         items.extend(job_changes(key, before.part if before else None, part))
-    ds_digests = store.part_digests(name, catalog, DATASET)
+    ds_digests = every.get(DATASET, {})
     new_ds = {
         k: p
         for k, p in dataset_parts(graph).items()
@@ -147,6 +148,8 @@ def record_cleanup(
     earlier = store.change_set(batch, catalog)
     listed = list((earlier or {}).get("items") or [])
     ending = {(i["namespace"], i["name"]) for i in listed if _job_removal(i)}
+    if not gone and not removed_datasets and not ending:
+        return None  # most cleanups: nothing removed, nothing the upload expected removed
     kept = {k for k in ending if f"{k[0]}.{k[1]}" not in gone}
     items = [i for i in listed if _job_of(i) not in kept]
     mine = [p for p in store.catalog_parts(catalog, JOB) if p.definition == name]
