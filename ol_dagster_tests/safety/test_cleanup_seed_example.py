@@ -418,7 +418,8 @@ def test_a_failed_run_deletes_nothing_and_the_batch_is_synced_next_time(
         raise RuntimeError("normalization crashed")
 
     with monkeypatch.context() as m:
-        m.setattr("ol_dagster.sync.graph.build_graph", broken)
+        # the one step every graph goes through, normalized whole or reusing the last graph
+        m.setattr("ol_dagster.sync.graph._build", broken)
         (line,) = env.sync()
 
     assert line["status"] == "run_failed"
