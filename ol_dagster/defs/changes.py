@@ -11,7 +11,8 @@ from typing import Any
 
 import dagster as dg
 
-from ol_dagster.changes.changeset import CHANGES, KINDS, ChangeSet, describe
+from ol_dagster.changes.changeset import CHANGES, KINDS, ChangeSet, Edge, Node, describe
+from ol_dagster.changes.picture import picture_markdown
 from ol_dagster.defs import constants as C
 from ol_dagster.defs.report import rows_markdown
 from ol_dagster.sync_definition import Severity
@@ -42,16 +43,23 @@ def changes_markdown(change_set: ChangeSet) -> str:
     )
 
 
-def changes_metadata(change_set: ChangeSet | None) -> dict[str, Any]:
-    """The change set's metadata on ``catalog_upload`` (none when it was not recorded)."""
+def changes_metadata(
+    change_set: ChangeSet | None,
+    neighbourhood: tuple[list[Node], list[Edge]] | None = None,
+) -> dict[str, Any]:
+    """The change set's metadata on ``catalog_upload`` (none when it was not recorded), with the
+    picture of the changed neighbourhood when there is one."""
     if change_set is None:
         return {}
     totals = {c: sum(change_set.counts[k][c] for k in KINDS) for c in CHANGES}
-    # The picture of the changed neighbourhood belongs here, beside the table: its nodes and
-    # edges are ``sync.changes.picture_graph(store, change_set)`` (``changeset.neighbourhood``
-    # over the catalog's jobs), drawn as an image embedded in a Markdown value.
+    picture = (
+        {"changePicture": dg.MetadataValue.md(picture_markdown(*neighbourhood))}
+        if neighbourhood and neighbourhood[0]
+        else {}
+    )
     return {
         "changes": dg.MetadataValue.md(changes_markdown(change_set)),
+        **picture,
         "changeCounts": dg.MetadataValue.json({k: dict(v) for k, v in change_set.counts.items()}),
         **{f"changes{c.capitalize()}": n for c, n in totals.items()},
     }

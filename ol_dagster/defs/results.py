@@ -309,7 +309,7 @@ def upload_result(
             ),
             "dropped": dg.MetadataValue.json(result.dropped),
             **job_runs,
-            **changes_metadata(done.changes),
+            **changes_metadata(done.changes, done.neighbourhood),
         },
         check_results=[
             dg.AssetCheckResult(

@@ -42,7 +42,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from ol_dagster.catalog.protocol import Catalog, DatasetRef, TakesEvents, UploadResult
-from ol_dagster.changes.changeset import ChangeSet
+from ol_dagster.changes.changeset import ChangeSet, Edge, Node
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.ownership import is_snapshot, removal_cap
 from ol_dagster.settings import SyncDefinition
@@ -123,6 +123,8 @@ class UploadDone:
     # alone, or another one that synced it since this run was requested (ALREADY_SYNCED)
     kept_from: str | None = None
     changes: ChangeSet | None = None  # what the upload changed (None: not recorded)
+    # the changed objects and one hop around them, for the picture (None: nothing changed)
+    neighbourhood: tuple[list[Node], list[Edge]] | None = None
 
     @property
     def superseded_by(self) -> int | None:
@@ -297,6 +299,9 @@ def _upload_locked(
                 store, definition, where.key, batch.id, graph, snapshot=snapshot
             )
         )
+        change_set = done.changes
+        if change_set is not None and not change_set.empty:
+            done.neighbourhood = _recorded(lambda: changes.picture_graph(store, change_set))
     return done
 
 

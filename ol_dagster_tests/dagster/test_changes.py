@@ -12,6 +12,7 @@ model ``etl.orders_model`` and others; ``add`` (namespace ``reports``) syncs
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,10 +110,16 @@ class Env:
         assert isinstance(evaluation, dg.AssetCheckEvaluation)
         return evaluation
 
-    def page(self) -> str:
+    def page(self, key: str = "changes") -> str:
         event = self.instance.get_latest_materialization_event(UPLOAD)
         assert event is not None and event.asset_materialization is not None
-        return str(event.asset_materialization.metadata["changes"].value)
+        return str(event.asset_materialization.metadata[key].value)
+
+    def picture(self) -> str:
+        """The SVG drawn on the latest ``catalog_upload`` page, out of its Markdown image."""
+        markdown = self.page("changePicture")
+        assert markdown.startswith("![") and "](data:image/svg+xml;base64," in markdown
+        return base64.b64decode(markdown.split("base64,", 1)[1].rstrip(")")).decode()
 
     def changes(self, *args: str, capsys: pytest.CaptureFixture[str] | None = None) -> Any:
         """``ol-dagster changes --definition snap --json ARGS``: in a process of its own, or
@@ -189,6 +196,17 @@ def test_a_batch_shows_what_it_added_removed_and_changed_and_what_it_breaks_down
     assert "reports:revenue → postgres://db:5432:mart.revenue.total" in (check.description or "")
     page = env.page()
     assert "etl:new_job" in page and "SQL edited" in page and "fields +amount" in page
+    # the picture: the added job green, the removed one red, the edited model amber
+    svg = env.picture()
+    drawn = {
+        "new_job": "added",
+        "old_job": "removed",
+        "orders_model": "changed",
+        "revenue": "context",
+    }
+    for label, state in drawn.items():
+        assert f"<title>job {label} ({state})</title>" in svg, label
+    assert "<title>dataset model.orders (changed)</title>" in svg
 
     # the same, as lines a person reads
     capsys.readouterr()
