@@ -135,6 +135,20 @@ def sync(settings: Path, definition: str) -> dict[str, Any]:
     return lines[0]
 
 
+def changes_json(settings: Path, definition: str, batch: int) -> dict[str, Any]:
+    """``ol-dagster changes --json`` of one batch: its change set as the command prints it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ol_dagster.commands.cli", "--settings", str(settings)]
+        + ["changes", "--definition", definition, "--batch", str(batch), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, TOKEN_ENV: TOKEN},
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr[-3000:])
+    return json.loads(done.stdout)
+
+
 def synced_state(settings: Path, definition: str) -> LineageState:
     """The definition's lineage as its catalog holds it after the syncs."""
     loaded = load_settings(settings)

@@ -177,7 +177,7 @@ def test_a_dag_then_the_dag_with_a_task_deleted(
 ) -> None:
     producer = producer_venv("airflow", REQUIREMENTS)
     print(f"airflow venv installed in {producer.install_seconds:.0f} s (0: already there)")
-    settings = write_settings(tmp_path, "shop", [NAMESPACE])
+    settings = write_settings(tmp_path, "shop", [NAMESPACE], inventories=["airflow"])
     with receiver(settings, monkeypatch) as served:
         airflow = Airflow(producer, tmp_path / "airflow", served.url)
         airflow.run("db", "migrate")
@@ -213,6 +213,18 @@ def test_a_dag_then_the_dag_with_a_task_deleted(
     assert set(second["upload"]["graph"]["jobs"]) == {
         f"{NAMESPACE}.{j}" for j in (DAG_ID, f"{DAG_ID}.extract", f"{DAG_ID}.transform")
     }
-    # with no inventory reader asked for, the deleted task's job stays until it is stale
-    assert set(jobs(after)) == {DAG_ID, *tasks}
-    assert second["cleanup"]["removedJobs"] == []
+    # the DAG run's START no longer lists `load`: its job is retired, and nothing else moves
+    gone = f"{NAMESPACE}.{DAG_ID}.load"
+    assert second["cleanup"]["retired"] == [
+        {
+            "job": gone,
+            "parent": f"{NAMESPACE}.{DAG_ID}",
+            "reader": "airflow",
+            "reason": "NOT_IN_INVENTORY",
+        }
+    ], second["cleanup"]
+    assert second["cleanup"]["removedJobs"] == [gone]
+    assert set(jobs(after)) == {DAG_ID, f"{DAG_ID}.extract", f"{DAG_ID}.transform"}
+    assert sorted(after["parents"]) == sorted(
+        [[NAMESPACE, DAG_ID], [NAMESPACE, t]] for t in tasks - {f"{DAG_ID}.load"}
+    )

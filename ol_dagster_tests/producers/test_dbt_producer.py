@@ -25,6 +25,7 @@ from ol_dagster_tests.producers.harness import (
     HERE,
     TOKEN,
     Producer,
+    changes_json,
     column_inputs,
     jobs,
     producer_venv,
@@ -138,3 +139,13 @@ def test_a_dbt_project_and_a_renamed_column(
         and "order_amount" not in [f["name"] for f in e["outputs"][0]["facets"]["schema"]["fields"]]
     )
     assert renamed["run"]["facets"]["parent"]["job"]["name"] == "dbt-run-shop"
+    # the change set names the renamed column, and downstream_intact the column still reading it
+    assert second["checks"]["downstream_intact"] is False  # a warning: the sync went on
+    changes = changes_json(settings, "shop", second["batchId"])
+    (model,) = [i for i in changes["items"] if i["kind"] == "dataset" and i["change"] == "changed"]
+    assert model["name"] == "shop.main.stg_orders"
+    assert (model["fieldsAdded"], model["fieldsRemoved"]) == (["amount"], ["order_amount"])
+    assert {
+        (i["job"]["name"], i["dataset"]["name"], i["column"], i["reads"].get("field"))
+        for i in changes["impacted"]
+    } == {(models["customer_totals"], "shop.main.customer_totals", "total_amount", "order_amount")}
