@@ -537,6 +537,10 @@ def check_sync(line: dict[str, Any], models: int, variant: str) -> list[str]:
     if line.get("status") != "synced":
         problems.append(f"status {line.get('status')}")
     failed = [k for k, ok in (line.get("checks") or {}).items() if not ok]
+    if variant == "edited":
+        # the dropped models' outputs are read by models that stay: downstream_intact warns, as
+        # it should; every other check must pass
+        failed = [k for k in failed if k != "downstream_intact"]
     if failed:
         problems.append(f"checks failed: {failed}")
     upload = line.get("upload") or {}
