@@ -223,7 +223,8 @@ def _cmd_changes(args: argparse.Namespace) -> int:
         settings.definition(args.definition),
         batch=args.batch,
         catalog=args.catalog,
-        as_json=args.json,
+        # a program reading the output gets JSON unless it asks for lines
+        as_json=args.json or (not args.text and not sys.stdout.isatty()),
     )
 
 
@@ -313,7 +314,9 @@ def _add_reading_commands(sub: argparse._SubParsersAction) -> None:
         "--batch", type=int, metavar="N", help="the batch (default: the newest with changes)"
     )
     p.add_argument("--catalog", help="one of the definition's catalogs (default: its first)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print JSON (default when piped)")
+    form.add_argument("--text", action="store_true", help="print lines (default on a terminal)")
     p.set_defaults(func=_cmd_changes)
 
     p = sub.add_parser(

@@ -166,6 +166,9 @@ def test_a_batch_shows_what_it_added_removed_and_changed_and_what_it_breaks_down
     assert line["checks"]["downstream_intact"] is False  # a warning: the sync went on
 
     changes = env.changes("--batch", str(line["batchId"]))
+    # a program reading the command's output gets the same JSON without asking for it
+    piped = cli("--settings", str(env.path), "changes", "--definition", "snap")
+    assert piped.returncode == 0 and json.loads(piped.stdout) == changes, piped.stderr
     assert changes["definition"] == "snap" and changes["batch"] == line["batchId"]
     assert _names(_items(changes, "job", "added")) == {"etl.new_job"}
     assert _names(_items(changes, "job", "removed")) == {"etl.old_job"}
@@ -210,7 +213,7 @@ def test_a_batch_shows_what_it_added_removed_and_changed_and_what_it_breaks_down
 
     # the same, as lines a person reads
     capsys.readouterr()
-    assert main(["--settings", str(env.path), "changes", "--definition", "snap"]) == 0
+    assert main(["--settings", str(env.path), "changes", "--definition", "snap", "--text"]) == 0
     lines = capsys.readouterr().out
     assert "changed  job       etl:orders_model  (SQL edited; column flows +1 −1)" in lines
     assert (
