@@ -37,10 +37,10 @@ PG_PASS := ol_dagster_tests/dagster/test_end_to_end.py ol_dagster_tests/safety/t
 # fails if either did.
 test: install
 	@first=0; second=0; \
-	echo '$(BIN)/pytest -q -n 4 --durations=30'; \
-	$(BIN)/pytest -q -n 4 --durations=30 || first=$$?; \
-	echo 'OL_DAGSTER_TEST_DB=postgresql $(BIN)/pytest -q -n 4 $$(PG_PASS)'; \
-	OL_DAGSTER_TEST_DB=postgresql $(BIN)/pytest -q -n 4 $(PG_PASS) || second=$$?; \
+	echo '$(BIN)/pytest -q -n 3 --durations=30'; \
+	$(BIN)/pytest -q -n 3 --durations=30 || first=$$?; \
+	echo 'OL_DAGSTER_TEST_DB=postgresql $(BIN)/pytest -q -n 3 $$(PG_PASS)'; \
+	OL_DAGSTER_TEST_DB=postgresql $(BIN)/pytest -q -n 3 $(PG_PASS) || second=$$?; \
 	if [ $$first -ne 0 ] || [ $$second -ne 0 ]; then \
 		echo "make test failed: all tests exited $$first, the PostgreSQL pass exited $$second" >&2; \
 		exit 1; \
