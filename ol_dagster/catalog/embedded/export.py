@@ -220,23 +220,8 @@ def _column_lineage(
     """Each exported column's upstream columns, from the field flows of exported jobs between
     exported datasets: an input is [namespace, name, field], plus its transformation
     ("DIRECT/IDENTITY") when the catalog has it."""
-    ff = t.field_flows.c
-    sf, df = t.fields.alias(), t.fields.alias()
     column_lineage: dict[tuple[int, str], set[tuple[str, ...]]] = {}
-    field_flows = (
-        select(
-            ff.scope_namespace,
-            ff.scope_job,
-            sf.c.entity_id,
-            sf.c.name,
-            df.c.entity_id,
-            df.c.name,
-            ff.transformation,
-            ff.subtype,
-        )
-        .join(sf, sf.c.id == ff.from_field)
-        .join(df, df.c.id == ff.to_field)
-    )
+    field_flows = _field_flows()
     for job_ns, job_name, s_entity, s_field, d_entity, d_field, kind, subtype in (
         row
         for statement in _of_jobs(field_flows, t.field_flows, scopes)
@@ -388,22 +373,7 @@ def _field_lines(
     """Each field flow of these jobs (of ``scopes``) as its job and [dataset namespace, name,
     field, input]. Its datasets are named from ``datasets`` (the exported jobs reach them,
     without another join), the few others looked up."""
-    ff = t.field_flows.c
-    sf, df = t.fields.alias(), t.fields.alias()
-    statement = (
-        select(
-            ff.scope_namespace,
-            ff.scope_job,
-            sf.c.entity_id,
-            sf.c.name,
-            df.c.entity_id,
-            df.c.name,
-            ff.transformation,
-            ff.subtype,
-        )
-        .join(sf, sf.c.id == ff.from_field)
-        .join(df, df.c.id == ff.to_field)
-    )
+    statement = _field_flows()
     names = {i: (d["namespace"], d["name"]) for i, d in datasets.items()}
     found = [
         (job, s_id, s_field, d_id, d_field, kind, sub)
@@ -432,3 +402,24 @@ def _chunked(values: list[str]) -> Iterator[list[str]]:
 def _id_chunks(ids: list[int]) -> Iterator[list[int]]:
     for i in range(0, len(ids), _CHUNK):
         yield ids[i : i + _CHUNK]
+
+
+def _field_flows() -> Select:
+    """Every field flow as its scope, then the entity and name of the field at each end, then its
+    transformation and subtype: what both the whole export and the patch read."""
+    ff = t.field_flows.c
+    sf, df = t.fields.alias(), t.fields.alias()
+    return (
+        select(
+            ff.scope_namespace,
+            ff.scope_job,
+            sf.c.entity_id,
+            sf.c.name,
+            df.c.entity_id,
+            df.c.name,
+            ff.transformation,
+            ff.subtype,
+        )
+        .join(sf, sf.c.id == ff.from_field)
+        .join(df, df.c.id == ff.to_field)
+    )
