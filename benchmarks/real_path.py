@@ -464,6 +464,8 @@ def make_project(d: Path, instance: Instance, tag: str) -> Project:
     # one post is the whole snapshot: 100,000 events are ~590 MB
     limits["maxBodyBytes"] = 2**31
     limits["maxEventsPerBatch"] = 10**6
+    # 100,000 dbt-ol events are ~1.9 GB: more than the default two minutes to send on a busy machine
+    settings["receiver"] = {"bodyTimeoutSeconds": 1800}
     path = d / "ol_dagster.yaml"
     path.write_text(yaml.safe_dump(settings, sort_keys=False))
     dagster_yaml = yaml.safe_load(DEPLOY_INSTANCE.read_text())
