@@ -10,7 +10,7 @@ and counted by reason, never silently lost.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +43,7 @@ from ol_dagster.openlineage.models import (
     RunEvent,
     parse_event,
 )
+from ol_dagster.openlineage.run_facts import run_facts_event
 from ol_dagster.openlineage.structs import kind_of
 
 # dangling-flow reasons
@@ -192,15 +193,23 @@ class _Builder:
 
     # -- one run -----------------------------------------------------------------------------------
 
-    def add_run(self, view: RunView) -> None:
+    def add_run(self, view: RunView, describe: bool = True) -> None:
+        """The run into the graph; ``describe`` False: its run facts only (the flows between
+        its datasets, its orchestration flow, quality results, metrics), no dataset described."""
         job = self.job(view)
         job_key = self.node_key(job.key)
         if view.run_id is None:  # PERIODIC or COMPLETE_SNAPSHOT windows describe a window only
             self.graph.described_jobs.add(job_key)
         if view.status == "COMPLETE" and view.describes_job:
             self.graph.completed_jobs.add(job_key)
-        inputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.inputs.values()]
-        outputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.outputs.values()]
+        if describe:
+            inputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.inputs.values()]
+            outputs = [
+                self.dataset(d.namespace, d.name, d.facets).key for d in view.outputs.values()
+            ]
+        else:  # the same keys ``dataset`` gives them
+            inputs = [self.key(d.namespace, d.name) for d in view.inputs.values()]
+            outputs = [self.key(d.namespace, d.name) for d in view.outputs.values()]
         if view.window_flows is None:
             pairs = ((source, target) for source in inputs for target in outputs)
         else:  # each window's own inputs x outputs
@@ -210,8 +219,9 @@ class _Builder:
                 self.graph.data_flows.add(
                     DataFlow(self.node_key(source), self.node_key(target), job_key)
                 )
-        for out in view.outputs.values():
-            self.column_lineage(job_key, out)
+        if describe:
+            for out in view.outputs.values():
+                self.column_lineage(job_key, out)
         self.orchestration(view, job_key)
         self.quality(view, job_key)
         self.metrics(view, job)
@@ -368,13 +378,23 @@ def normalize(
 ) -> LineageGraph:
     """Build the graph of a batch; ``dataset_systems`` are (namespace pattern, System) rules."""
     with gc_paused():
-        return _normalize(raw_events, dataset_systems)
+        return _normalize(raw_events, _Plan(), dataset_systems)
+
+
+def normalize_run_facts(raw_events: Iterable[bytes | str]) -> LineageGraph:
+    """What a batch's runs say, the way ``normalize`` combines and counts them: its jobs with
+    their metrics, the data flows between its datasets, orchestration flows, quality results,
+    described and completed jobs; no dataset nor job described. Each event is read for its run
+    facts only (``run_facts_event``), else whole."""
+    with gc_paused():
+        return _normalize(raw_events, _Plan(reader=run_facts_event, describe=False), [])
 
 
 def _normalize(
-    raw_events: Iterable[bytes | str | Event], dataset_systems: list[tuple[str, str]]
+    raw_events: Iterable[bytes | str | Event],
+    plan: _Plan,
+    dataset_systems: list[tuple[str, str]],
 ) -> LineageGraph:
-    plan = _Plan()
     for raw in raw_events:
         plan.add(raw)
     try:
@@ -382,11 +402,14 @@ def _normalize(
     except _Restart:
         # an event the first pass took for valid is not: the plan may group or order events
         # differently from the models, so the batch is normalized all at once instead
-        return _normalize_at_once(plan.unpacked(), dataset_systems)
+        return _normalize_at_once(plan.unpacked(), dataset_systems, describe=plan.describe)
 
 
 def _normalize_at_once(
-    raw_events: Iterable[bytes | str | Event], dataset_systems: list[tuple[str, str]]
+    raw_events: Iterable[bytes | str | Event],
+    dataset_systems: list[tuple[str, str]],
+    *,
+    describe: bool = True,
 ) -> LineageGraph:
     """Every event parsed, then combined and built: simple, but it holds every typed event."""
     events, errors = parse_all(raw_events)
@@ -410,7 +433,7 @@ def _normalize_at_once(
         if isinstance(item, DatasetEvent):
             builder.dataset_event(item)
         else:
-            builder.add_run(item)
+            builder.add_run(item, describe)
     builder.resolve_field_flows()
     builder.graph.skipped_events = errors
     return builder.graph
@@ -465,9 +488,14 @@ class _Plan:
     dataset_events: list[tuple[int, bool]] = field(default_factory=list)  # (index, symlinks)
     groups: list[_Group] = field(default_factory=list)  # in order of first appearance
     runs: dict[tuple[str, str, str], _Group] = field(default_factory=dict)
+    # reads an event's bytes into the typed event the build needs (None: parsed whole as usual)
+    reader: Callable[[bytes | str], Event | None] | None = None
+    describe: bool = True  # False: each run's facts only (``_Builder.add_run``)
 
     def add(self, raw: bytes | str | Event) -> None:
         index = len(self.inputs)
+        if self.reader is not None and isinstance(raw, bytes | str):
+            raw = self.reader(raw) or raw
         if type(raw) is bytes and self.held > _HELD_AS_IS:
             self.inputs.append(_Packed(zlib.compress(raw, 1)))
         else:
@@ -553,7 +581,7 @@ class _Plan:
             if isinstance(item, int):
                 builder.dataset_event(self.dataset_event(item))
             else:
-                builder.add_run(self.view(item))
+                builder.add_run(self.view(item), self.describe)
         builder.resolve_field_flows()
         builder.graph.skipped_events = self.errors
         return builder.graph
@@ -608,14 +636,14 @@ def _peek(raw: bytes | str) -> tuple[EventKind, tuple[str, str, str] | None, dat
 def _peek_event(
     event: Event,
 ) -> tuple[EventKind, tuple[str, str, str] | None, datetime, bool]:
-    # typed already: its symlinks are looked at (rare, and costs nothing worth saving)
     if isinstance(event, DatasetEvent):
         return EventKind.DATASET, None, event.eventTime, True
+    symlinks = any(d.facets.symlinks is not None for d in (*event.inputs, *event.outputs))
     if isinstance(event, JobEvent):
-        return EventKind.JOB, None, event.eventTime, True
+        return EventKind.JOB, None, event.eventTime, symlinks
     return (
         EventKind.RUN,
         (event.run.runId, event.job.namespace, event.job.name),
         event.eventTime,
-        True,
+        symlinks,
     )

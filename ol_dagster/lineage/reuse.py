@@ -30,8 +30,8 @@ from typing import Protocol
 import orjson
 
 from ol_dagster.lineage.graph import LineageGraph, NodeKey
-from ol_dagster.lineage.normalize import normalize, resolve_field_flows
-from ol_dagster.openlineage.run_facts import run_facts_only, run_skeleton
+from ol_dagster.lineage.normalize import normalize, normalize_run_facts, resolve_field_flows
+from ol_dagster.openlineage.run_facts import run_facts_only
 
 PARTS_FORMAT = 1
 
@@ -220,8 +220,8 @@ def build_reusing(
 
 def build_whole(raw_events: Iterable[bytes], earlier: LineageGraph) -> LineageGraph | None:
     """The earlier graph with this batch's run facts (``Reuse.whole``): its events normalized
-    down to their runs (``run_skeleton``), every description taken from ``earlier``."""
-    runs = normalize(run_skeleton(raw) for raw in raw_events)
+    down to their runs (``normalize_run_facts``), every description taken from ``earlier``."""
+    runs = normalize_run_facts(raw_events)
     if runs.skipped_events or runs.data_flows != earlier.data_flows:
         return None
     if runs.orchestration_flows != earlier.orchestration_flows:

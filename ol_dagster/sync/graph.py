@@ -27,7 +27,7 @@ import orjson
 
 from ol_dagster.catalog.systems import dataset_system_rules
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack
+from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack, with_run_facts
 from ol_dagster.lineage.reuse import (
     JobContents,
     Reuse,
@@ -189,9 +189,18 @@ def batch_graph(
             log.warning(
                 "batch %s: the stored graph is not readable (%s): normalizing", batch.id, exc
             )
-    graph, parts, counts = _build(store, definition, batch, inputs, events)
-    store.save_graph(batch.id, inputs.key, pack(graph), parts=parts)
+    built = _build(store, definition, batch, inputs, events)
+    graph, parts, counts = built.graph, built.parts, built.counts
+    store.save_graph(batch.id, inputs.key, built.packed or pack(graph), parts=parts)
     return _handed(BatchGraph(graph, inputs, built=True, counts=counts), hand_over)
+
+
+@dataclass(slots=True)
+class _Built:
+    graph: LineageGraph
+    parts: bytes | None  # what the next batch may reuse of it
+    counts: tuple[int, int]  # jobs (normalized, reused)
+    packed: bytes | None = None  # packed already (its lineage kept as the earlier graph's)
 
 
 def _build(
@@ -200,7 +209,7 @@ def _build(
     batch: BatchRecord,
     inputs: GraphInputs,
     events: list[bytes] | None,
-) -> tuple[LineageGraph, bytes | None, tuple[int, int]]:
+) -> _Built:
     """The graph normalized, reusing the unchanged jobs of the definition's last kept graph
     (``lineage.reuse``), with what the next batch may reuse of it and (normalized, reused)
     job counts. Runs continued from earlier batches: every job normalized."""
@@ -210,13 +219,13 @@ def _build(
 
     if inputs.earlier:
         graph = build_graph(source(), definition)
-        return graph, None, (_described(graph), 0)
+        return _Built(graph, None, (_described(graph), 0))
     rules = _rules_digest(definition)
     contents = job_contents(store.event_contents(batch.id))
     graph = None
     reuse = _reusable(store, definition, batch, contents, rules)
     if reuse:
-        earlier, plan = reuse
+        earlier, plan, earlier_packed = reuse
         try:
             if plan.whole:
                 graph = build_whole(source(), earlier)
@@ -228,10 +237,12 @@ def _build(
             log.warning("batch %s: nothing reused (%s): normalizing every job", batch.id, exc)
         if graph is not None:
             counts = (contents.count - len(plan.jobs), len(plan.jobs))
-            return graph, parts_of(contents, rules, *counts), counts
+            # a whole reuse has the earlier graph's lineage: its packed part is kept as it is
+            packed = with_run_facts(earlier_packed, graph) if plan.whole else None
+            return _Built(graph, parts_of(contents, rules, *counts), counts, packed)
     graph = build_graph(source(), definition)
     counts = (contents.count, 0)
-    return graph, parts_of(contents, rules, *counts), counts
+    return _Built(graph, parts_of(contents, rules, *counts), counts)
 
 
 def _described(graph: LineageGraph) -> int:
@@ -244,8 +255,9 @@ def _reusable(
     batch: BatchRecord,
     contents: JobContents,
     rules: bytes,
-) -> tuple[LineageGraph, Reuse] | None:
-    """The definition's last kept graph and the jobs this batch may take from it, if any."""
+) -> tuple[LineageGraph, Reuse, bytes] | None:
+    """The definition's last kept graph and the jobs this batch may take from it, if any, with
+    the graph as it is kept."""
     if not contents.fingerprints:
         return None
     earlier = store.earlier_graph(definition.name, batch.id)
@@ -256,7 +268,7 @@ def _reusable(
     except PackedGraphError:
         return None
     plan = reusable(contents, earlier.parts, graph, rules)
-    return (graph, plan) if plan.jobs else None
+    return (graph, plan, earlier.graph) if plan.jobs else None
 
 
 def _handed(built: BatchGraph, hand_over: bool) -> BatchGraph:
