@@ -457,3 +457,36 @@ def test_two_jobs_describing_a_dataset_in_another_order_give_the_last_descriptio
 
     described = {r[5]: r[6] for r in sides[0].contents()["entities"]}
     assert described["shop.public.shared"] == "as m0 sees it"
+
+
+def test_a_field_only_another_jobs_column_lineage_named_goes_with_that_lineage(
+    sides: tuple[Side, Side],
+):
+    """``src0`` comes with no schema: its fields are those column lineage names. m1, which does
+    not read it, names ``src0.w`` on the first night only; m0 describes ``src0`` both nights
+    and is reused: the second night's ``src0`` has no ``w`` (as normalizing everything gives)."""
+    models = [
+        Model("m0", "select 1", ["src0"], ["id", "v"]),
+        Model("m1", "select 2", ["m0"], ["id", "v"]),
+    ]
+
+    def nightly(n: int, names_w: bool) -> list[dict[str, Any]]:
+        events = snapshot(models, n)
+        for e in events:
+            for d in e["inputs"]:
+                if d["name"] == "shop.public.src0":
+                    d["facets"].pop("schema")
+            if names_w and e["job"]["name"] == "m1":
+                for out in e["outputs"]:
+                    inputs = out["facets"]["columnLineage"]["fields"]["v"]["inputFields"]
+                    inputs.append({"namespace": WH, "name": "shop.public.src0", "field": "w"})
+        return events
+
+    night(sides, nightly(0, True))
+    assert ("shop.public.src0", "w", True) in {
+        (r[0], r[1], r[5]) for r in sides[0].contents()["fields"]
+    }
+    assert night(sides, nightly(1, False)) == (1, 1)
+    assert ("shop.public.src0", "w", True) not in {
+        (r[0], r[1], r[5]) for r in sides[0].contents()["fields"]
+    }
