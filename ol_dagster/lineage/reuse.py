@@ -22,7 +22,6 @@ content digests, or with dataset-level column lineage), and runs continued from 
 from __future__ import annotations
 
 import hashlib
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -273,12 +272,47 @@ def build_reusing(
         dataset = part.datasets.get(key) if key in fresh else earlier.datasets.get(key)
         if dataset is None:
             return None
-        if key not in fresh and not dataset.has_schema:
-            dataset.fields = {}  # known only from field flows: resolved again below
         graph.datasets[key] = dataset
-    kept = (f for f in earlier.field_flows if f.job in reuse)
-    resolve_field_flows(graph, itertools.chain(pending, kept))
+    flows = [*pending, *(f for f in earlier.field_flows if f.job in reuse)]
+    if not _lineage_fields_in_order(graph, fresh, flows, earlier):
+        return None
+    resolve_field_flows(graph, flows)
     return graph, describers
+
+
+def _lineage_fields_in_order(
+    graph: LineageGraph, fresh: set[NodeKey], flows: list[FieldFlow], earlier: LineageGraph
+) -> bool:
+    """A dataset without a schema has the fields field flows name, in the order normalizing
+    resolves them (the runs' order), which flows kept from the earlier graph do not tell. Such
+    a dataset keeps its earlier fields when one job names them with the same flows as then;
+    else it has them again from the flows, and False when their order may then differ (more
+    than one): the caller normalizes every job."""
+    schemaless = {k for k, d in graph.datasets.items() if not d.has_schema}
+    if not schemaless:
+        return True
+    now, before = _naming(flows, schemaless), _naming(earlier.field_flows, schemaless)
+    again: list[NodeKey] = []
+    for key in schemaless:
+        named = now.get(key, set())
+        if key in fresh or named != before.get(key, set()) or len({f.job for f in named}) > 1:
+            graph.datasets[key].fields = {}
+            again.append(key)
+    names: dict[NodeKey, set[str]] = {}
+    for f in flows:
+        for end in (f.source, f.target):
+            if end[:2] in again:
+                names.setdefault(end[:2], set()).add(end[2])
+    return all(len(fields) < 2 for fields in names.values())
+
+
+def _naming(flows: Iterable[FieldFlow], datasets: set[NodeKey]) -> dict[NodeKey, set[FieldFlow]]:
+    out: dict[NodeKey, set[FieldFlow]] = {}
+    for f in flows:
+        for end in (f.source[:2], f.target[:2]):
+            if end in datasets:
+                out.setdefault(end, set()).add(f)
+    return out
 
 
 def build_whole(
