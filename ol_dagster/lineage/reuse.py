@@ -276,7 +276,17 @@ def build_reusing(
     flows = [*pending, *(f for f in earlier.field_flows if f.job in reuse)]
     if not _lineage_fields_in_order(graph, fresh, flows, earlier):
         return None
-    resolve_field_flows(graph, flows)
+    # a kept flow between datasets described as they were, with a schema, resolves as it did
+    settled = {k for k, d in graph.datasets.items() if d.has_schema and k not in fresh}
+    same = earlier.field_flows
+    check = [
+        f
+        for f in same
+        if f.job not in reuse or f.source[:2] not in settled or f.target[:2] not in settled
+    ]
+    same.difference_update(check)
+    graph.field_flows = same
+    resolve_field_flows(graph, [*pending, *(f for f in check if f.job in reuse)])
     return graph, describers
 
 

@@ -496,3 +496,28 @@ def test_a_field_only_another_jobs_column_lineage_named_goes_with_that_lineage(
     assert ("shop.public.src0", "w", True) not in {
         (r[0], r[1], r[5]) for r in sides[0].contents()["fields"]
     }
+
+
+def test_a_kept_field_flow_dangles_when_the_dataset_it_names_is_no_longer_described(
+    sides: tuple[Side, Side],
+):
+    """m1 names ``ext.id`` in its column lineage without reading ``ext``, which only m2 reads.
+    When m2 is dropped, m1 is reused and its flow from ``ext`` dangles (as normalizing gives)."""
+    models = [
+        Model("m0", "select 1", ["src0"], ["id", "v"]),
+        Model("m1", "select 2", ["m0"], ["id", "v"]),
+        Model("m2", "select 3", ["ext"], ["id"]),
+    ]
+
+    def nightly(n: int) -> list[dict[str, Any]]:
+        events = snapshot(models, n)
+        for e in events:
+            if e["job"]["name"] == "m1":
+                for out in e["outputs"]:
+                    inputs = out["facets"]["columnLineage"]["fields"]["v"]["inputFields"]
+                    inputs.append({"namespace": WH, "name": "shop.public.ext", "field": "id"})
+        return events
+
+    night(sides, nightly(0))
+    models.pop()
+    assert night(sides, nightly(1)) == (0, 2)
