@@ -10,7 +10,7 @@ and counted by reason, never silently lost.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +43,7 @@ from ol_dagster.openlineage.models import (
     RunEvent,
     parse_event,
 )
+from ol_dagster.openlineage.run_facts import run_facts_event
 from ol_dagster.openlineage.structs import kind_of
 
 # dangling-flow reasons
@@ -70,9 +71,13 @@ def _flatten(
 
 
 class _Builder:
-    def __init__(self, system_rules: list[tuple[str, str]]) -> None:
+    def __init__(self, system_rules: list[tuple[str, str]], plan: _Plan | None = None) -> None:
         self.graph = LineageGraph()
         self.rules = system_rules
+        plan = plan or _Plan()
+        self.describe = plan.describe  # False: each run's facts only (``add_run``)
+        self.describers = plan.describers
+        self.pending_out = plan.pending
         self.alias: dict[NodeKey, NodeKey] = {}
         self.pending_field_flows: list[FieldFlow] = []
         # One object per distinct string and key: a batch names each dataset, field and job in
@@ -193,14 +198,26 @@ class _Builder:
     # -- one run -----------------------------------------------------------------------------------
 
     def add_run(self, view: RunView) -> None:
+        """The run into the graph; not ``describe``: its run facts only (the flows between its
+        datasets, its orchestration flow, quality results, metrics), no dataset described."""
+        describe = self.describe
         job = self.job(view)
         job_key = self.node_key(job.key)
         if view.run_id is None:  # PERIODIC or COMPLETE_SNAPSHOT windows describe a window only
             self.graph.described_jobs.add(job_key)
         if view.status == "COMPLETE" and view.describes_job:
             self.graph.completed_jobs.add(job_key)
-        inputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.inputs.values()]
-        outputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.outputs.values()]
+        if describe:
+            inputs = [self.dataset(d.namespace, d.name, d.facets).key for d in view.inputs.values()]
+            outputs = [
+                self.dataset(d.namespace, d.name, d.facets).key for d in view.outputs.values()
+            ]
+        else:  # the same keys ``dataset`` gives them
+            inputs = [self.key(d.namespace, d.name) for d in view.inputs.values()]
+            outputs = [self.key(d.namespace, d.name) for d in view.outputs.values()]
+        if self.describers is not None:
+            for key in (*inputs, *outputs):
+                self.describers.setdefault(key, []).append(job_key)
         if view.window_flows is None:
             pairs = ((source, target) for source in inputs for target in outputs)
         else:  # each window's own inputs x outputs
@@ -210,8 +227,9 @@ class _Builder:
                 self.graph.data_flows.add(
                     DataFlow(self.node_key(source), self.node_key(target), job_key)
                 )
-        for out in view.outputs.values():
-            self.column_lineage(job_key, out)
+        if describe:
+            for out in view.outputs.values():
+                self.column_lineage(job_key, out)
         self.orchestration(view, job_key)
         self.quality(view, job_key)
         self.metrics(view, job)
@@ -320,7 +338,10 @@ class _Builder:
     # -- finish ------------------------------------------------------------------------------
 
     def resolve_field_flows(self) -> None:
-        resolve_field_flows(self.graph, self.pending_field_flows)
+        if self.pending_out is not None:  # resolved by the caller, against other datasets too
+            self.pending_out.extend(self.pending_field_flows)
+        else:
+            resolve_field_flows(self.graph, self.pending_field_flows)
 
 
 def resolve_field_flows(graph: LineageGraph, flows: Iterable[FieldFlow]) -> None:
@@ -361,20 +382,41 @@ def parse_all(raw_events: Iterable[bytes | str | Event]) -> tuple[list[Event], l
     return events, errors
 
 
+Describers = dict[NodeKey, list[NodeKey]]  # dataset -> the job of each run naming it, in order
+
+
 def normalize(
     raw_events: Iterable[bytes | str | Event],
     *,
     dataset_systems: list[tuple[str, str]] = (),  # type: ignore[assignment]
+    describers: Describers | None = None,
+    pending: list[FieldFlow] | None = None,
 ) -> LineageGraph:
-    """Build the graph of a batch; ``dataset_systems`` are (namespace pattern, System) rules."""
+    """Build the graph of a batch; ``dataset_systems`` are (namespace pattern, System) rules.
+    ``describers``: filled with the jobs whose runs name each dataset, in the order they
+    describe it. ``pending``: the field flows are left there, not resolved."""
     with gc_paused():
-        return _normalize(raw_events, dataset_systems)
+        plan = _Plan(describers=describers, pending=pending)
+        return _normalize(raw_events, plan, dataset_systems)
+
+
+def normalize_run_facts(
+    raw_events: Iterable[bytes | str], *, describers: Describers | None = None
+) -> LineageGraph:
+    """What a batch's runs say, the way ``normalize`` combines and counts them: its jobs with
+    their metrics, the data flows between its datasets, orchestration flows, quality results,
+    described and completed jobs; no dataset nor job described. Each event is read for its run
+    facts only (``run_facts_event``), else whole."""
+    with gc_paused():
+        plan = _Plan(reader=run_facts_event, describe=False, describers=describers)
+        return _normalize(raw_events, plan, [])
 
 
 def _normalize(
-    raw_events: Iterable[bytes | str | Event], dataset_systems: list[tuple[str, str]]
+    raw_events: Iterable[bytes | str | Event],
+    plan: _Plan,
+    dataset_systems: list[tuple[str, str]],
 ) -> LineageGraph:
-    plan = _Plan()
     for raw in raw_events:
         plan.add(raw)
     try:
@@ -382,15 +424,19 @@ def _normalize(
     except _Restart:
         # an event the first pass took for valid is not: the plan may group or order events
         # differently from the models, so the batch is normalized all at once instead
-        return _normalize_at_once(plan.unpacked(), dataset_systems)
+        if plan.describers is not None:
+            plan.describers.clear()
+        return _normalize_at_once(plan.unpacked(), dataset_systems, plan)
 
 
 def _normalize_at_once(
-    raw_events: Iterable[bytes | str | Event], dataset_systems: list[tuple[str, str]]
+    raw_events: Iterable[bytes | str | Event],
+    dataset_systems: list[tuple[str, str]],
+    plan: _Plan | None = None,
 ) -> LineageGraph:
     """Every event parsed, then combined and built: simple, but it holds every typed event."""
     events, errors = parse_all(raw_events)
-    builder = _Builder(list(dataset_systems))
+    builder = _Builder(list(dataset_systems), plan)
     dataset_events = [e for e in events if isinstance(e, DatasetEvent)]
     views = combine_runs([e for e in events if not isinstance(e, DatasetEvent)])
     # aliases first, so every mention of a physical object lands on the same node
@@ -465,9 +511,16 @@ class _Plan:
     dataset_events: list[tuple[int, bool]] = field(default_factory=list)  # (index, symlinks)
     groups: list[_Group] = field(default_factory=list)  # in order of first appearance
     runs: dict[tuple[str, str, str], _Group] = field(default_factory=dict)
+    # reads an event's bytes into the typed event the build needs (None: parsed whole as usual)
+    reader: Callable[[bytes | str], Event | None] | None = None
+    describe: bool = True  # False: each run's facts only (``_Builder.add_run``)
+    describers: Describers | None = None  # filled, when given (``normalize``)
+    pending: list[FieldFlow] | None = None  # the field flows left here, when given
 
     def add(self, raw: bytes | str | Event) -> None:
         index = len(self.inputs)
+        if self.reader is not None and isinstance(raw, bytes | str):
+            raw = self.reader(raw) or raw
         if type(raw) is bytes and self.held > _HELD_AS_IS:
             self.inputs.append(_Packed(zlib.compress(raw, 1)))
         else:
@@ -531,7 +584,7 @@ class _Plan:
         return views[0]
 
     def build(self, dataset_systems: list[tuple[str, str]]) -> LineageGraph:
-        builder = _Builder(dataset_systems)
+        builder = _Builder(dataset_systems, self)
         # aliases first, so every mention of a physical object lands on the same node (a run
         # naming no symlinks facet teaches none)
         for index, symlinks in self.dataset_events:
@@ -608,14 +661,14 @@ def _peek(raw: bytes | str) -> tuple[EventKind, tuple[str, str, str] | None, dat
 def _peek_event(
     event: Event,
 ) -> tuple[EventKind, tuple[str, str, str] | None, datetime, bool]:
-    # typed already: its symlinks are looked at (rare, and costs nothing worth saving)
     if isinstance(event, DatasetEvent):
         return EventKind.DATASET, None, event.eventTime, True
+    symlinks = any(d.facets.symlinks is not None for d in (*event.inputs, *event.outputs))
     if isinstance(event, JobEvent):
-        return EventKind.JOB, None, event.eventTime, True
+        return EventKind.JOB, None, event.eventTime, symlinks
     return (
         EventKind.RUN,
         (event.run.runId, event.job.namespace, event.job.name),
         event.eventTime,
-        True,
+        symlinks,
     )

@@ -5,18 +5,23 @@ it, and the upload (another Dagster step, possibly another process) loads what i
 event store instead of normalizing again. ``unpack(pack(g)) == g`` for every graph: every field of
 every node, flow, routine, check and dangling flow, and the order of the dicts and lists.
 
-The form: a zlib stream (level 1) of JSON lines, ``[section, rows]`` each, between a
-``["format", FORMAT]`` line and an ``["end"]`` line. Every (namespace, name), field end and
-transformation label is written once, in a table line written before the first row that refers
-to it by index; loaded, each is one shared object again (as ``normalize`` builds them), so a
-loaded graph costs no more memory than a built one. Rows go at most ``_ROWS`` a line, so packing
-and loading hold one line's lists at a time besides the graph, whatever its size (the field flows
-of a 100,000-event batch are 1.5 million). Bytes of another format, cut short or damaged are
-refused (``PackedGraphError``).
+The form: two parts, each a zlib stream (level 1) of JSON lines, ``[section, rows]`` each, after
+an 8-byte length of the first. The first holds the lineage (between a ``["format", FORMAT]`` line
+and an ``["end"]`` line), the second the run facts (job metrics, quality results, described and
+completed jobs; between ``["runFacts", FORMAT]`` and ``["end"]``): a batch whose every job is
+reused keeps the earlier graph's first part as it is and packs its own run facts only
+(``with_run_facts``). In each part, every (namespace, name), field end and transformation label
+is written once, in a table line written before the first row that refers to it by index;
+loaded, each is one shared object again (as ``normalize`` builds them), so a loaded graph costs
+no more memory than a built one. Rows go at most ``_ROWS`` a line, so packing and loading hold
+one line's lists at a time besides the graph, whatever its size (the field flows of a
+100,000-event batch are 1.5 million). Bytes of another format, cut short or damaged are refused
+(``PackedGraphError``).
 """
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
@@ -42,7 +47,8 @@ from ol_dagster.lineage.graph import (
     RunMetrics,
 )
 
-FORMAT = 2
+FORMAT = 3
+_HEAD = struct.Struct(">Q")  # the length of the lineage part
 _ROWS = 20_000  # rows a line (a flat section counts its flows)
 _READ = 1 << 20  # compressed bytes inflated at a time
 
@@ -140,7 +146,65 @@ def pack(graph: LineageGraph) -> bytes:
         w = _Writer()
         w._line(["format", FORMAT])
         _pack(graph, w)
-        return w.finish()
+        return _join(w.finish(), _pack_run_facts(graph))
+
+
+def with_run_facts(packed: bytes, graph: LineageGraph) -> bytes:
+    """``packed`` with the run facts of ``graph`` instead of its own: for a graph whose lineage
+    is ``packed``'s (``lineage.reuse.build_whole``), packed without packing its lineage again."""
+    lineage, _ = _parts(packed)
+    return _join(lineage, _pack_run_facts(graph))
+
+
+def _join(lineage: bytes, run_facts: bytes) -> bytes:
+    return _HEAD.pack(len(lineage)) + lineage + run_facts
+
+
+def _parts(data: bytes) -> tuple[bytes, bytes]:
+    if len(data) < _HEAD.size:
+        raise PackedGraphError("not a packed graph: too short")
+    (length,) = _HEAD.unpack_from(data)
+    if length > len(data) - _HEAD.size:
+        raise PackedGraphError("not a packed graph: a part longer than the whole")
+    end = _HEAD.size + length
+    return data[_HEAD.size : end], data[end:]
+
+
+def _pack_run_facts(graph: LineageGraph) -> bytes:
+    w = _Writer()
+    w._line(["runFacts", FORMAT])
+    n, unrun = w.n, RunMetrics()
+    w.rows(
+        "metrics",
+        (
+            [
+                n(key),
+                m.runs,
+                m.failures,
+                _time(m.first_run),
+                _time(m.last_run),
+                m.last_duration_seconds,
+                m.last_status,
+                m.rows_read,
+                m.rows_written,
+                m.bytes_read,
+                m.bytes_written,
+            ]
+            for key, j in graph.jobs.items()
+            if (m := j.metrics) != unrun
+        ),
+    )
+    w.rows(
+        "qualityChecks",
+        (
+            [n(k[0]), n(k[1]), k[2], k[3], n(q.job), n(q.dataset), q.name, q.column]
+            + [q.success, q.severity, _time(q.checked_at)]
+            for k, q in graph.quality_checks.items()
+        ),
+    )
+    w.rows("describedJobs", (n(k) for k in graph.described_jobs))
+    w.rows("completedJobs", (n(k) for k in graph.completed_jobs))
+    return w.finish()
 
 
 def _pack(graph: LineageGraph, w: _Writer) -> None:
@@ -159,18 +223,6 @@ def _pack(graph: LineageGraph, w: _Writer) -> None:
                 j.owners,
                 j.source_code_location,
                 j.referenced_only,
-                [
-                    j.metrics.runs,
-                    j.metrics.failures,
-                    _time(j.metrics.first_run),
-                    _time(j.metrics.last_run),
-                    j.metrics.last_duration_seconds,
-                    j.metrics.last_status,
-                    j.metrics.rows_read,
-                    j.metrics.rows_written,
-                    j.metrics.bytes_read,
-                    j.metrics.bytes_written,
-                ],
             ]
             for key, j in graph.jobs.items()
         ),
@@ -213,18 +265,8 @@ def _pack(graph: LineageGraph, w: _Writer) -> None:
         "routines",
         ([n(k), n(r.job), r.statement, r.dialect] for k, r in graph.routines.items()),
     )
-    w.rows(
-        "qualityChecks",
-        (
-            [n(k[0]), n(k[1]), k[2], k[3], n(q.job), n(q.dataset), q.name, q.column]
-            + [q.success, q.severity, _time(q.checked_at)]
-            for k, q in graph.quality_checks.items()
-        ),
-    )
     w.rows("dangling", ([d.reason, n(d.job), d.source, d.target] for d in graph.dangling))
     w.rows("skippedEvents", graph.skipped_events)
-    w.rows("describedJobs", (n(k) for k in graph.described_jobs))
-    w.rows("completedJobs", (n(k) for k in graph.completed_jobs))
 
 
 def _field_flows(graph: LineageGraph, w: _Writer) -> None:
@@ -253,25 +295,32 @@ def _field_flows(graph: LineageGraph, w: _Writer) -> None:
 
 
 def unpack(data: bytes) -> LineageGraph:
+    lineage, run_facts = _parts(data)
     with gc_paused():
-        reader = _Reader()
-        try:
-            lines = _lines(data)
-            if next(lines, None) != ["format", FORMAT]:
-                raise PackedGraphError(f"not a graph packed in format {FORMAT}")
-            for line in lines:
-                if line == ["end"]:
-                    if next(lines, None) is not None:
-                        raise PackedGraphError("lines after the end of a packed graph")
-                    return reader.graph
-                reader.read(line)
-        except PackedGraphError:
-            raise
-        except (zlib.error, orjson.JSONDecodeError) as exc:
-            raise PackedGraphError(f"not a packed graph: {exc}") from None
-        except (LookupError, TypeError, ValueError, AttributeError) as exc:
-            raise PackedGraphError(f"a damaged packed graph: {type(exc).__name__}") from None
-        raise PackedGraphError("a packed graph cut short (no end line)")
+        graph = LineageGraph()
+        _read(lineage, "format", _Reader(graph))
+        _read(run_facts, "runFacts", _Reader(graph))
+        return graph
+
+
+def _read(data: bytes, first: str, reader: _Reader) -> None:
+    try:
+        lines = _lines(data)
+        if next(lines, None) != [first, FORMAT]:
+            raise PackedGraphError(f"not a graph packed in format {FORMAT}")
+        for line in lines:
+            if line == ["end"]:
+                if next(lines, None) is not None:
+                    raise PackedGraphError("lines after the end of a packed graph")
+                return
+            reader.read(line)
+    except PackedGraphError:
+        raise
+    except (zlib.error, orjson.JSONDecodeError) as exc:
+        raise PackedGraphError(f"not a packed graph: {exc}") from None
+    except (LookupError, TypeError, ValueError, AttributeError) as exc:
+        raise PackedGraphError(f"a damaged packed graph: {type(exc).__name__}") from None
+    raise PackedGraphError("a packed graph cut short (no end line)")
 
 
 def _lines(data: bytes) -> Iterator[Any]:
@@ -291,8 +340,8 @@ def _lines(data: bytes) -> Iterator[Any]:
 
 
 class _Reader:
-    def __init__(self) -> None:
-        self.graph = LineageGraph()
+    def __init__(self, graph: LineageGraph) -> None:
+        self.graph = graph
         strings: dict[str, str] = {}
         self.s: Callable[[str, str], str] = strings.setdefault
         self.nodes: list[NodeKey] = []
@@ -313,6 +362,7 @@ class _Reader:
             "skippedEvents": self.graph.skipped_events.extend,
             "describedJobs": self.described_jobs,
             "completedJobs": self.completed_jobs,
+            "metrics": self.metrics,
         }
 
     def read(self, line: list[Any]) -> None:
@@ -340,7 +390,7 @@ class _Reader:
 
     def jobs(self, rows: list[Any]) -> None:
         nodes, s = self.nodes, self.s
-        for key, ns, name, integration, jtype, ptype, desc, owners, scl, ref, m in rows:
+        for key, ns, name, integration, jtype, ptype, desc, owners, scl, ref in rows:
             self.graph.jobs[nodes[key]] = JobNode(
                 s(ns, ns),
                 s(name, name),
@@ -350,19 +400,23 @@ class _Reader:
                 desc,
                 owners,
                 scl,
-                RunMetrics(
-                    m[0],
-                    m[1],
-                    _from_time(m[2]),
-                    _from_time(m[3]),
-                    m[4],
-                    m[5],
-                    m[6],
-                    m[7],
-                    m[8],
-                    m[9],
-                ),
-                ref,
+                referenced_only=ref,
+            )
+
+    def metrics(self, rows: list[Any]) -> None:
+        jobs, nodes = self.graph.jobs, self.nodes
+        for key, runs, failures, first, last, duration, status, rr, rw, br, bw in rows:
+            jobs[nodes[key]].metrics = RunMetrics(
+                runs,
+                failures,
+                _from_time(first),
+                _from_time(last),
+                duration,
+                status,
+                rr,
+                rw,
+                br,
+                bw,
             )
 
     def datasets(self, rows: list[Any]) -> None:

@@ -22,18 +22,23 @@ content digests, or with dataset-level column lineage), and runs continued from 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
 import orjson
 
-from ol_dagster.lineage.graph import LineageGraph, NodeKey
-from ol_dagster.lineage.normalize import normalize, resolve_field_flows
-from ol_dagster.openlineage.run_facts import run_facts_only, run_skeleton
+from ol_dagster.lineage.graph import FieldFlow, LineageGraph, NodeKey
+from ol_dagster.lineage.normalize import (
+    Describers,
+    normalize,
+    normalize_run_facts,
+    resolve_field_flows,
+)
+from ol_dagster.openlineage.run_facts import run_facts_only
 
-PARTS_FORMAT = 1
+PARTS_FORMAT = 2
 
 
 class Content(Protocol):
@@ -116,13 +121,17 @@ def job_contents(rows: Sequence[Content]) -> JobContents:
     return out
 
 
-def parts_of(contents: JobContents, rules: bytes, normalized: int, reused: int) -> bytes:
+def parts_of(
+    contents: JobContents, rules: bytes, describers: Describers, normalized: int, reused: int
+) -> bytes:
     """What a graph is kept with for the next batch (``ol_batch_graphs.parts``)."""
+    datasets = describer_digests(describers)
     return orjson.dumps(
         {
             "format": PARTS_FORMAT,
             "rules": rules.hex(),
             "jobs": [[ns, name, fp.hex()] for (ns, name), fp in contents.fingerprints.items()],
+            "datasets": [[ns, name, d.hex()] for (ns, name), d in datasets.items()],
             "order": contents.order.hex(),
             "datasetEvents": contents.dataset_events,
             "normalized": normalized,
@@ -192,36 +201,137 @@ def _aliased(graph: LineageGraph) -> bool:
     return any(d.aliases for d in graph.datasets.values())
 
 
+def describer_digests(describers: Describers) -> dict[NodeKey, bytes]:
+    """Each dataset's describers (the job of each run naming it, in the order normalizing takes
+    the runs) as a digest: with every describer reused, the same digest is the same dataset."""
+    out: dict[NodeKey, bytes] = {}
+    for key, jobs in describers.items():
+        h = hashlib.blake2b(digest_size=12)
+        for ns, name in jobs:
+            h.update(orjson.dumps([ns, name]))
+        out[key] = h.digest()
+    return out
+
+
 def build_reusing(
-    raw_events: Iterable[bytes],
+    source: Callable[[], Iterable[bytes]],
     contents: JobContents,
     reuse: set[NodeKey],
     earlier: LineageGraph,
+    earlier_parts: bytes,
     dataset_systems: list[tuple[str, str]],
-) -> LineageGraph | None:
-    """The batch's graph with the jobs of ``reuse`` taken from ``earlier``; None when it cannot
-    be told equal to normalizing every event (the caller then does)."""
-    graph = normalize(_events(raw_events, contents.jobs, reuse), dataset_systems=dataset_systems)
-    if graph.skipped_events or _aliased(graph):
+) -> tuple[LineageGraph, Describers] | None:
+    """The batch's graph with the jobs of ``reuse`` taken from ``earlier`` (and their describers
+    of datasets); None when it cannot be told equal to normalizing every event (the caller then
+    does). Every event is read for its run facts (``normalize_run_facts``); only the events of
+    the other jobs, and of reused jobs naming a dataset that is not as it was, are normalized."""
+    if contents.dataset_events:
         return None
-    for key in reuse:
-        old, node = earlier.jobs[key], graph.jobs.get(key)
-        if node is None:
+    describers: Describers = {}
+    runs = normalize_run_facts(source(), describers=describers)
+    if runs.skipped_events:
+        return None
+    before = _kept_digests(earlier_parts)
+    digests = describer_digests(describers)
+    # a dataset some other job names, or named by other runs or in another order than last time
+    fresh = {
+        key
+        for key, jobs in describers.items()
+        if before.get(key) != digests[key] or any(j not in reuse for j in jobs)
+    }
+    normalized = {j for j in contents.jobs if j is not None and j not in reuse}
+    described = normalized | {j for key in fresh for j in describers[key]}
+    pending: list[FieldFlow] = []
+    part = normalize(
+        _events(source(), contents.jobs, described, reuse),
+        dataset_systems=dataset_systems,
+        pending=pending,
+    )
+    if part.skipped_events or _aliased(part):
+        return None
+    graph = LineageGraph(
+        data_flows=runs.data_flows,
+        orchestration_flows=runs.orchestration_flows,
+        quality_checks=runs.quality_checks,
+        described_jobs=runs.described_jobs,
+        completed_jobs=runs.completed_jobs,
+    )
+    for key, ran in runs.jobs.items():
+        if key in reuse:
+            node = graph.jobs[key] = earlier.jobs[key]
+            node.metrics = ran.metrics
+            routine = earlier.routines.get(key)
+            if routine is not None:
+                graph.routines[key] = routine
+        else:
+            graph.jobs[key] = part.jobs.get(key, ran)
+            routine = part.routines.get(key)
+            if routine is not None:
+                graph.routines[key] = routine
+    for key in describers:
+        dataset = part.datasets.get(key) if key in fresh else earlier.datasets.get(key)
+        if dataset is None:
             return None
-        node.description = old.description
-        node.owners = old.owners
-        node.source_code_location = old.source_code_location
-        routine = earlier.routines.get(key)
-        if routine is not None:
-            graph.routines[key] = routine
-    resolve_field_flows(graph, (f for f in earlier.field_flows if f.job in reuse))
-    return graph
+        graph.datasets[key] = dataset
+    flows = [*pending, *(f for f in earlier.field_flows if f.job in reuse)]
+    if not _lineage_fields_in_order(graph, fresh, flows, earlier):
+        return None
+    # a kept flow between datasets described as they were, with a schema, resolves as it did
+    settled = {k for k, d in graph.datasets.items() if d.has_schema and k not in fresh}
+    same = earlier.field_flows
+    check = [
+        f
+        for f in same
+        if f.job not in reuse or f.source[:2] not in settled or f.target[:2] not in settled
+    ]
+    same.difference_update(check)
+    graph.field_flows = same
+    resolve_field_flows(graph, [*pending, *(f for f in check if f.job in reuse)])
+    return graph, describers
 
 
-def build_whole(raw_events: Iterable[bytes], earlier: LineageGraph) -> LineageGraph | None:
+def _lineage_fields_in_order(
+    graph: LineageGraph, fresh: set[NodeKey], flows: list[FieldFlow], earlier: LineageGraph
+) -> bool:
+    """A dataset without a schema has the fields field flows name, in the order normalizing
+    resolves them (the runs' order), which flows kept from the earlier graph do not tell. Such
+    a dataset keeps its earlier fields when one job names them with the same flows as then;
+    else it has them again from the flows, and False when their order may then differ (more
+    than one): the caller normalizes every job."""
+    schemaless = {k for k, d in graph.datasets.items() if not d.has_schema}
+    if not schemaless:
+        return True
+    now, before = _naming(flows, schemaless), _naming(earlier.field_flows, schemaless)
+    again: list[NodeKey] = []
+    for key in schemaless:
+        named = now.get(key, set())
+        if key in fresh or named != before.get(key, set()) or len({f.job for f in named}) > 1:
+            graph.datasets[key].fields = {}
+            again.append(key)
+    names: dict[NodeKey, set[str]] = {}
+    for f in flows:
+        for end in (f.source, f.target):
+            if end[:2] in again:
+                names.setdefault(end[:2], set()).add(end[2])
+    return all(len(fields) < 2 for fields in names.values())
+
+
+def _naming(flows: Iterable[FieldFlow], datasets: set[NodeKey]) -> dict[NodeKey, set[FieldFlow]]:
+    out: dict[NodeKey, set[FieldFlow]] = {}
+    for f in flows:
+        for end in (f.source[:2], f.target[:2]):
+            if end in datasets:
+                out.setdefault(end, set()).add(f)
+    return out
+
+
+def build_whole(
+    raw_events: Iterable[bytes], earlier: LineageGraph
+) -> tuple[LineageGraph, Describers] | None:
     """The earlier graph with this batch's run facts (``Reuse.whole``): its events normalized
-    down to their runs (``run_skeleton``), every description taken from ``earlier``."""
-    runs = normalize(run_skeleton(raw) for raw in raw_events)
+    down to their runs (``normalize_run_facts``), every description taken from ``earlier``."""
+    describers: Describers = {}
+    runs = normalize_run_facts(raw_events, describers=describers)
     if runs.skipped_events or runs.data_flows != earlier.data_flows:
         return None
     if runs.orchestration_flows != earlier.orchestration_flows:
@@ -235,13 +345,26 @@ def build_whole(raw_events: Iterable[bytes], earlier: LineageGraph) -> LineageGr
     earlier.quality_checks = runs.quality_checks
     earlier.described_jobs = runs.described_jobs
     earlier.completed_jobs = runs.completed_jobs
-    return earlier
+    return earlier, describers
 
 
 def _events(
-    raw_events: Iterable[bytes], jobs: list[NodeKey | None], reuse: set[NodeKey]
+    raw_events: Iterable[bytes],
+    jobs: list[NodeKey | None],
+    described: set[NodeKey],
+    reuse: set[NodeKey],
 ) -> Iterator[bytes]:
+    """The events of the ``described`` jobs, those of reused ones without their content."""
     # strict: events read that are not the ones listed raise ``ValueError`` (the caller then
     # normalizes every event)
     for job, raw in zip(jobs, raw_events, strict=True):
-        yield run_facts_only(raw) if job in reuse else raw
+        if job in described:
+            yield run_facts_only(raw) if job in reuse else raw
+
+
+def _kept_digests(parts: bytes) -> dict[NodeKey, bytes]:
+    try:
+        rows = orjson.loads(parts).get("datasets") or []
+        return {(ns, name): bytes.fromhex(digest) for ns, name, digest in rows}
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+        return {}

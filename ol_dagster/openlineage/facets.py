@@ -323,10 +323,17 @@ FACET_MAPS: tuple[type[_FacetMap], ...] = (
     OutputFacets,
 )
 
-for _cls in FACET_MAPS:
-    _attrs = [attr for attr, _ in facet_keys(_cls)]
-    _getter = attrgetter(*_attrs)
-    _READERS[_cls] = (
-        tuple(key for _, key in facet_keys(_cls)),
-        _getter if len(_attrs) > 1 else (lambda m, g=_getter: (g(m),)),
+
+def register_facet_map(cls: type[_FacetMap]) -> None:
+    """Make ``given`` work on a facet map class (the standard ones, and the narrower ones that
+    read an event's run facts only: ``run_facts``)."""
+    attrs = [attr for attr, _ in facet_keys(cls)]
+    getter = attrgetter(*attrs)
+    _READERS[cls] = (
+        tuple(key for _, key in facet_keys(cls)),
+        getter if len(attrs) > 1 else (lambda m, g=getter: (g(m),)),
     )
+
+
+for _cls in FACET_MAPS:
+    register_facet_map(_cls)

@@ -22,7 +22,9 @@ flows follow the output's fields as other jobs describe them, so it is normalize
 ``run_facts_only`` is the other half: the event with its lineage content taken out (the job's
 facets but its type, column lineage, run facets but the parent), what normalizing needs to
 count the run (metrics, last run, quality results, the flows between its datasets) when the
-rest of its job is reused.
+rest of its job is reused. ``run_facts_event`` reads less still, for a batch whose every job is
+reused (``lineage.reuse.build_whole``): the typed event with its datasets' quality results,
+statistics and symlinks only, decoded in one pass.
 """
 
 from __future__ import annotations
@@ -30,7 +32,22 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import msgspec
 import orjson
+from msgspec import UNSET, Struct, UnsetType, field
+
+from ol_dagster.openlineage.envelope import EventRejected, parse_event_time
+from ol_dagster.openlineage.facets import (
+    DataQualityAssertionsFacet,
+    InputFacets,
+    JobTypeJobFacet,
+    OutputFacets,
+    ParentRunFacet,
+    SymlinksDatasetFacet,
+    _FacetMap,
+    register_facet_map,
+)
+from ol_dagster.openlineage.structs import EventType, RunEvent
 
 _RUN_FACTS = ("eventTime", "eventType")
 _IO_FACETS = ("inputFacets", "outputFacets")
@@ -124,43 +141,91 @@ def run_facts_only(raw: bytes) -> bytes:
     return orjson.dumps(event)
 
 
-def _dataset_run_facts(d: object, io_key: str) -> dict[str, Any] | None:
-    if type(d) is not dict:
+# -- an event read for its run facts only --------------------------------------------------------
+#
+# The same typed facets normalizing reads (so the same defaults and the same rules apply to them),
+# in narrower maps: msgspec passes over everything else (schemas, column lineage, SQL) in C.
+
+
+class _RunFacts(_FacetMap, frozen=True):
+    parent: ParentRunFacet | None = None
+
+
+class _JobRunFacts(_FacetMap, frozen=True):
+    jobType: JobTypeJobFacet | None = None
+
+
+class _DatasetRunFacts(_FacetMap, frozen=True):
+    symlinks: SymlinksDatasetFacet | None = None  # the keys a run's datasets go under
+    dataQualityAssertions: DataQualityAssertionsFacet | None = None
+
+
+for _cls in (_RunFacts, _JobRunFacts, _DatasetRunFacts):
+    register_facet_map(_cls)
+
+
+class _Run(Struct, frozen=True, kw_only=True, gc=False):
+    runId: str
+    facets: _RunFacts = field(default_factory=_RunFacts)
+
+
+class _Job(Struct, frozen=True, kw_only=True, gc=False):
+    namespace: str
+    name: str
+    facets: _JobRunFacts = field(default_factory=_JobRunFacts)
+
+
+class _Input(Struct, frozen=True, kw_only=True, gc=False):
+    namespace: str
+    name: str
+    facets: _DatasetRunFacts = field(default_factory=_DatasetRunFacts)
+    inputFacets: InputFacets = field(default_factory=InputFacets)
+
+
+class _Output(Struct, frozen=True, kw_only=True, gc=False):
+    namespace: str
+    name: str
+    facets: _DatasetRunFacts = field(default_factory=_DatasetRunFacts)
+    outputFacets: OutputFacets = field(default_factory=OutputFacets)
+
+
+class _RunFactsEnvelope(Struct, frozen=True, kw_only=True, gc=False):
+    eventTime: str
+    producer: str
+    schemaURL: str | None = None
+    eventType: EventType | None = None
+    run: _Run | UnsetType = UNSET
+    job: _Job | UnsetType = UNSET
+    dataset: Any = UNSET
+    inputs: list[_Input] = []
+    outputs: list[_Output] = []
+
+
+_RUN_FACTS_DECODER = msgspec.json.Decoder(_RunFactsEnvelope)
+
+
+def run_facts_event(raw: bytes | str) -> RunEvent | None:
+    """A stored RunEvent with only what its run facts need (``run_facts_only``'s and less: the
+    datasets by name with their quality results, statistics and symlinks), read in one pass; None
+    when it is not that simply (another kind, a deletion marker on a facet read here): the caller
+    then reads it whole. The event was validated when it was accepted."""
+    try:
+        env = _RUN_FACTS_DECODER.decode(raw)
+        time = parse_event_time(env.eventTime)
+    except (msgspec.DecodeError, EventRejected):
         return None
-    kept: dict[str, Any] = {"namespace": d.get("namespace"), "name": d.get("name")}
-    facets = _dict(d.get("facets"))
-    if facets is not None and _QUALITY in facets:
-        kept["facets"] = {_QUALITY: facets[_QUALITY]}
-    if io_key in d:
-        kept[io_key] = d[io_key]
-    return kept
-
-
-def run_skeleton(raw: bytes) -> bytes:
-    """Less still than ``run_facts_only``: the datasets by name with their statistics and
-    quality results only, for a batch whose every job and dataset is reused (their
-    descriptions are taken whole from the last graph)."""
-    event = orjson.loads(raw)
-    kept: dict[str, Any] = {
-        k: event[k] for k in ("eventType", "eventTime", "producer", "schemaURL") if k in event
-    }
-    job = _dict(event.get("job"))
-    if job is not None:
-        facets = _dict(job.get("facets")) or {}
-        kept["job"] = {
-            "namespace": job.get("namespace"),
-            "name": job.get("name"),
-            "facets": {k: v for k, v in facets.items() if k == "jobType"},
-        }
-    run = _dict(event.get("run"))
-    if run is not None:
-        facets = _dict(run.get("facets")) or {}
-        kept["run"] = {
-            "runId": run.get("runId"),
-            "facets": {k: v for k, v in facets.items() if k == "parent"},
-        }
-    for side, io_key in (("inputs", "inputFacets"), ("outputs", "outputFacets")):
-        datasets = event.get(side)
-        if type(datasets) is list:
-            kept[side] = [_dataset_run_facts(d, io_key) for d in datasets]
-    return orjson.dumps(kept)
+    if env.run is UNSET or env.job is UNSET or env.dataset is not UNSET:
+        return None
+    url = env.schemaURL
+    if url is not None and "#" in url and not url.endswith("/RunEvent"):
+        return None  # a kind it names other than its fields: read whole, as normalizing does
+    return RunEvent(
+        eventTime=time,
+        producer=env.producer,
+        schemaURL=url,
+        eventType=env.eventType,
+        run=env.run,  # type: ignore[arg-type]  (narrower facet maps, the same attributes)
+        job=env.job,  # type: ignore[arg-type]
+        inputs=env.inputs,  # type: ignore[arg-type]
+        outputs=env.outputs,  # type: ignore[arg-type]
+    )

@@ -26,8 +26,9 @@ from pathlib import Path
 import orjson
 
 from ol_dagster.catalog.systems import dataset_system_rules
-from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack
+from ol_dagster.lineage import LineageGraph, normalize
+from ol_dagster.lineage.normalize import Describers
+from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack, with_run_facts
 from ol_dagster.lineage.reuse import (
     JobContents,
     Reuse,
@@ -189,9 +190,18 @@ def batch_graph(
             log.warning(
                 "batch %s: the stored graph is not readable (%s): normalizing", batch.id, exc
             )
-    graph, parts, counts = _build(store, definition, batch, inputs, events)
-    store.save_graph(batch.id, inputs.key, pack(graph), parts=parts)
+    built = _build(store, definition, batch, inputs, events)
+    graph, parts, counts = built.graph, built.parts, built.counts
+    store.save_graph(batch.id, inputs.key, built.packed or pack(graph), parts=parts)
     return _handed(BatchGraph(graph, inputs, built=True, counts=counts), hand_over)
+
+
+@dataclass(slots=True)
+class _Built:
+    graph: LineageGraph
+    parts: bytes | None  # what the next batch may reuse of it
+    counts: tuple[int, int]  # jobs (normalized, reused)
+    packed: bytes | None = None  # packed already (its lineage kept as the earlier graph's)
 
 
 def _build(
@@ -200,7 +210,7 @@ def _build(
     batch: BatchRecord,
     inputs: GraphInputs,
     events: list[bytes] | None,
-) -> tuple[LineageGraph, bytes | None, tuple[int, int]]:
+) -> _Built:
     """The graph normalized, reusing the unchanged jobs of the definition's last kept graph
     (``lineage.reuse``), with what the next batch may reuse of it and (normalized, reused)
     job counts. Runs continued from earlier batches: every job normalized."""
@@ -210,28 +220,31 @@ def _build(
 
     if inputs.earlier:
         graph = build_graph(source(), definition)
-        return graph, None, (_described(graph), 0)
+        return _Built(graph, None, (_described(graph), 0))
     rules = _rules_digest(definition)
     contents = job_contents(store.event_contents(batch.id))
-    graph = None
+    systems = dataset_system_rules(definition)
+    built = None
     reuse = _reusable(store, definition, batch, contents, rules)
     if reuse:
-        earlier, plan = reuse
+        earlier, plan, earlier_packed, earlier_parts = reuse
         try:
             if plan.whole:
-                graph = build_whole(source(), earlier)
+                built = build_whole(source(), earlier)
             else:
-                graph = build_reusing(
-                    source(), contents, plan.jobs, earlier, dataset_system_rules(definition)
-                )
+                built = build_reusing(source, contents, plan.jobs, earlier, earlier_parts, systems)
         except ValueError as exc:  # the events changed under the listing
             log.warning("batch %s: nothing reused (%s): normalizing every job", batch.id, exc)
-        if graph is not None:
+        if built is not None:
+            graph, describers = built
             counts = (contents.count - len(plan.jobs), len(plan.jobs))
-            return graph, parts_of(contents, rules, *counts), counts
-    graph = build_graph(source(), definition)
+            # a whole reuse has the earlier graph's lineage: its packed part is kept as it is
+            packed = with_run_facts(earlier_packed, graph) if plan.whole else None
+            return _Built(graph, parts_of(contents, rules, describers, *counts), counts, packed)
+    describers: Describers = {}
+    graph = normalize(source(), dataset_systems=systems, describers=describers)
     counts = (contents.count, 0)
-    return graph, parts_of(contents, rules, *counts), counts
+    return _Built(graph, parts_of(contents, rules, describers, *counts), counts)
 
 
 def _described(graph: LineageGraph) -> int:
@@ -244,8 +257,9 @@ def _reusable(
     batch: BatchRecord,
     contents: JobContents,
     rules: bytes,
-) -> tuple[LineageGraph, Reuse] | None:
-    """The definition's last kept graph and the jobs this batch may take from it, if any."""
+) -> tuple[LineageGraph, Reuse, bytes, bytes] | None:
+    """The definition's last kept graph and the jobs this batch may take from it, if any, with
+    the graph and its parts as they are kept."""
     if not contents.fingerprints:
         return None
     earlier = store.earlier_graph(definition.name, batch.id)
@@ -256,7 +270,7 @@ def _reusable(
     except PackedGraphError:
         return None
     plan = reusable(contents, earlier.parts, graph, rules)
-    return (graph, plan) if plan.jobs else None
+    return (graph, plan, earlier.graph, earlier.parts) if plan.jobs else None
 
 
 def _handed(built: BatchGraph, hand_over: bool) -> BatchGraph:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import struct
 import sys
 import uuid
 import zlib
@@ -23,7 +24,7 @@ import pytest
 from ol_dagster.commands.eventfiles import BrokenLine, read_events
 from ol_dagster.lineage import LineageGraph, normalize
 from ol_dagster.lineage import graph as g
-from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack
+from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack, with_run_facts
 from ol_dagster_tests.lineage.test_normalize import _assertions, _parent, event, schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -235,8 +236,20 @@ def test_every_field_of_the_graph_is_one_the_packed_form_knows(cls: type) -> Non
     )
 
 
-def _lines(*lines: Any) -> bytes:
+def _stream(*lines: Any) -> bytes:
     return zlib.compress(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+
+
+def _lines(*lines: Any, run_facts: bytes | None = None) -> bytes:
+    """A packed graph whose lineage part is ``lines`` (and its run facts none, or as given)."""
+    lineage = _stream(*lines)
+    facts = _stream(["runFacts", FORMAT], ["end"]) if run_facts is None else run_facts
+    return struct.pack(">Q", len(lineage)) + lineage + facts
+
+
+def _lineage_lines(data: bytes) -> bytes:
+    z = zlib.decompressobj()
+    return z.decompress(data[8:])
 
 
 def _small_graph() -> LineageGraph:
@@ -249,12 +262,21 @@ def _small_graph() -> LineageGraph:
         b"",
         b"not zlib at all",
         zlib.compress(b"{not json"),
+        b"\0\0\0\0\0\0\0\xff" + zlib.compress(b"[]"),  # a part longer than the whole
         _lines(["format", FORMAT + 1], ["end"]),
         _lines([1, 2]),
         _lines(["format", FORMAT]),  # no end line
         _lines(["format", FORMAT], ["jobs", [[7, "etl", "j"]]], ["end"]),  # no node 7
         _lines(["format", FORMAT], ["nowhere", []], ["end"]),
         _lines(["format", FORMAT], ["end"], ["jobs", []]),
+        _lines(["format", FORMAT], ["end"], run_facts=_stream(["runFacts", FORMAT])),
+        _lines(
+            ["format", FORMAT],
+            ["end"],
+            run_facts=_stream(
+                ["runFacts", FORMAT], ["nodes", [["etl", "j"]]], ["metrics", [[0] * 11]], ["end"]
+            ),
+        ),  # metrics of a job the lineage has not
         pack(_small_graph())[:-8],  # cut short
     ],
     ids=[
@@ -267,6 +289,9 @@ def _small_graph() -> LineageGraph:
         "unknown-node",
         "unknown-section",
         "after-the-end",
+        "longer-part",
+        "run-facts-without-end",
+        "metrics-of-no-job",
         "cut-short",
     ],
 )
@@ -305,5 +330,23 @@ def test_a_large_graph_is_packed_in_many_lines_and_loads_back_equal() -> None:
     graph = normalize([json.dumps(e).encode() for e in events])
     assert len(graph.field_flows) == 45_000 and len(graph.datasets) == 3000
     data = pack(graph)
-    assert zlib.decompress(data).count(b"\n") > 10
+    assert _lineage_lines(data).count(b"\n") > 10
     round_trip(graph)
+
+
+def test_a_graph_with_another_graphs_lineage_packs_its_own_run_facts_over_the_lineage_bytes():
+    """A batch whose every job is reused keeps the earlier lineage part byte for byte: what
+    loads is its own run facts (metrics, quality results, described and completed jobs) on it."""
+    earlier = _small_graph()
+    data = pack(earlier)
+    now = unpack(data)
+    job = next(j for j in now.jobs.values() if not j.referenced_only)
+    job.metrics = g.RunMetrics(runs=9, failures=2, last_status="FAIL", rows_read=5)
+    now.quality_checks = dict(list(now.quality_checks.items())[:1])
+    now.completed_jobs = set()
+    assert now != earlier
+    both = with_run_facts(data, now)
+    assert (
+        both[: 8 + struct.unpack(">Q", data[:8])[0]] == data[: 8 + struct.unpack(">Q", data[:8])[0]]
+    )
+    assert unpack(both) == now

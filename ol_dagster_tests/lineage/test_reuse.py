@@ -457,3 +457,67 @@ def test_two_jobs_describing_a_dataset_in_another_order_give_the_last_descriptio
 
     described = {r[5]: r[6] for r in sides[0].contents()["entities"]}
     assert described["shop.public.shared"] == "as m0 sees it"
+
+
+@pytest.mark.parametrize(
+    ("columns", "counts"),
+    [(["v"], (1, 1)), (["id", "v"], (2, 0))],
+    ids=["one-field-left", "fields-in-an-order-only-normalizing-tells"],
+)
+def test_a_field_only_another_jobs_column_lineage_named_goes_with_that_lineage(
+    sides: tuple[Side, Side], columns: list[str], counts: tuple[int, int]
+):
+    """``src0`` comes with no schema: its fields are those column lineage names, in the order
+    the runs name them. m1, which does not read it, names ``src0.w`` on the first night only;
+    m0 names the others both nights and is reused: the second night's ``src0`` has no ``w``.
+    With two fields left, their order is not told by the last graph: every job is normalized."""
+    models = [
+        Model("m0", "select 1", ["src0"], columns),
+        Model("m1", "select 2", ["m0"], ["id", "v"]),
+    ]
+
+    def nightly(n: int, names_w: bool) -> list[dict[str, Any]]:
+        events = snapshot(models, n)
+        for e in events:
+            for d in e["inputs"]:
+                if d["name"] == "shop.public.src0":
+                    d["facets"].pop("schema")
+            if names_w and e["job"]["name"] == "m1":
+                for out in e["outputs"]:
+                    inputs = out["facets"]["columnLineage"]["fields"]["v"]["inputFields"]
+                    inputs.append({"namespace": WH, "name": "shop.public.src0", "field": "w"})
+        return events
+
+    night(sides, nightly(0, True))
+    assert ("shop.public.src0", "w", True) in {
+        (r[0], r[1], r[5]) for r in sides[0].contents()["fields"]
+    }
+    assert night(sides, nightly(1, False)) == counts
+    assert ("shop.public.src0", "w", True) not in {
+        (r[0], r[1], r[5]) for r in sides[0].contents()["fields"]
+    }
+
+
+def test_a_kept_field_flow_dangles_when_the_dataset_it_names_is_no_longer_described(
+    sides: tuple[Side, Side],
+):
+    """m1 names ``ext.id`` in its column lineage without reading ``ext``, which only m2 reads.
+    When m2 is dropped, m1 is reused and its flow from ``ext`` dangles (as normalizing gives)."""
+    models = [
+        Model("m0", "select 1", ["src0"], ["id", "v"]),
+        Model("m1", "select 2", ["m0"], ["id", "v"]),
+        Model("m2", "select 3", ["ext"], ["id"]),
+    ]
+
+    def nightly(n: int) -> list[dict[str, Any]]:
+        events = snapshot(models, n)
+        for e in events:
+            if e["job"]["name"] == "m1":
+                for out in e["outputs"]:
+                    inputs = out["facets"]["columnLineage"]["fields"]["v"]["inputFields"]
+                    inputs.append({"namespace": WH, "name": "shop.public.ext", "field": "id"})
+        return events
+
+    night(sides, nightly(0))
+    models.pop()
+    assert night(sides, nightly(1)) == (0, 2)
