@@ -20,10 +20,15 @@ from dataclasses import dataclass
 from ol_dagster.catalog.protocol import PatchesState, export_state
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.lineage_state import job_key, state_rows
+from ol_dagster.lineage_state import StateRows, job_key, state_rows
 from ol_dagster.store import EventStore
 from ol_dagster.store.lineage_state import RowsWritten
+from ol_dagster.sync import fanout
 from ol_dagster.sync_definition import SyncDefinition
+
+# jobs exported and written at a time: a first sync of 10,000 jobs holds a tenth of their parts
+_JOBS = 1_000
+_NO_ROWS: StateRows = {"jobs": {}, "datasets": {}, "links": {}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +54,22 @@ class Refreshed:
 
 
 def refresh_lineage(
-    catalog: object, definition: SyncDefinition, store: EventStore
+    catalog: object,
+    definition: SyncDefinition,
+    store: EventStore,
+    *,
+    batch: int | None = None,
+    catalog_key: str | None = None,
 ) -> Refreshed | None:
     """Bring ``definition``'s stored state up to the catalog; None when the catalog cannot
-    export its lineage (the stored state stays)."""
+    export its lineage (the stored state stays). ``batch``: the batch whose sync (to the catalog
+    ``catalog_key``, the primary by default) this refresh ends; when every sync since the last
+    complete refresh changed nothing in the catalog (``untouched``), nothing is read."""
     with gc_paused():
         if isinstance(catalog, PatchesState):
-            return _patch(catalog, definition, store, *catalog.state_sources(definition))
+            if batch is not None and untouched(store, definition, catalog_key, batch):
+                return Refreshed(False, 0, RowsWritten(), None)
+            return _patch(catalog, definition, store, batch, *catalog.state_sources(definition))
         state = export_state(catalog, definition)
         if state is None:
             return None
@@ -68,15 +82,66 @@ def refresh_lineage(
         return Refreshed(True, len(state["jobs"]), written, held)
 
 
+def untouched(
+    store: EventStore, definition: SyncDefinition, catalog_key: str | None, batch: int
+) -> bool:
+    """Whether the stored state was brought up to the catalog whole after an earlier batch's
+    sync (``signed_batch``: not capped, by this version) and every batch of the definition since,
+    up to ``batch``, uploaded nothing new to the catalog and removed nothing from it. A batch
+    without its upload or cleanup recorded (a sync that died on the way) may have changed it."""
+    since = store.lineage_signed_batch(definition.name)
+    if since is None or since >= batch:
+        return False
+    key = fanout.target(definition, catalog_key).key
+    later = [b.id for b in store.batches(definition.name, after_id=since) if b.id <= batch]
+    if not later or later[-1] != batch:
+        return False
+    for b in later:
+        record = store.catalog_records(b).get(key)
+        if record is None or record.upload_result is None:
+            return False
+        upload, report = record.upload_result, record.cleanup_report
+        if upload.get("skippedReason"):  # nothing uploaded: superseded, already synced
+            continue
+        if not _uploaded_nothing(upload) or report is None or not _removed_nothing(report):
+            return False
+    return True
+
+
+def _uploaded_nothing(upload: dict) -> bool:
+    """Nothing the state shows was written, updated, removed, dropped or renamed (a job's run
+    metrics are not part of it)."""
+    counts = [
+        n
+        for name in ("written", "updated", "removed")
+        for kind, n in (upload.get(name) or {}).items()
+        if kind != "runMetrics"
+    ]
+    return (
+        bool(upload.get("succeeded"))
+        and not any(counts)
+        and not any(upload.get(k) for k in ("dropped", "renamed", "failed"))
+    )
+
+
+def _removed_nothing(report: dict) -> bool:
+    return not any((report.get("removed") or {}).values()) and not any(
+        report.get(k) for k in ("removedJobs", "movedJobs", "reconciled")
+    )
+
+
 def _patch(
     catalog: PatchesState,
     definition: SyncDefinition,
     store: EventStore,
+    batch: int | None,
     signatures: dict[NodeKey, str | None],
     not_shown: int,
 ) -> Refreshed:
     """Export the jobs whose signature is not the stored one; remove those no longer held or
-    no longer among the newest (a capped definition)."""
+    no longer among the newest (a capped definition). Exported and written ``_JOBS`` jobs at
+    a time, so a first sync never holds every job's part at once; the last patch says the
+    state is complete (``batch``)."""
     stored = store.lineage_sources(definition.name)
     keys = {job_key(*job): job for job in signatures}
     todo = [
@@ -86,12 +151,28 @@ def _patch(
     ]
     removed = {key for key in stored if key not in keys}
     held = None if not_shown else set(signatures)
-    if not todo and not removed and store.lineage_not_shown(definition.name) == not_shown:
+    if (
+        not todo
+        and not removed
+        and store.lineage_not_shown(definition.name) == not_shown
+        and (batch is None or store.lineage_signed_batch(definition.name) == batch)
+    ):
         return Refreshed(False, 0, RowsWritten(), held)
-    jobs, datasets = catalog.export_parts(definition, todo)
-    rows = state_rows(jobs, datasets)
-    # a job gone between the signatures and its export goes now
-    removed |= ({job_key(*job) for job in todo} - rows["jobs"].keys()) & stored.keys()
-    sources = {job_key(*job): signatures[job] for job in todo}
-    written = store.patch_lineage(definition.name, rows, sources, removed, not_shown=not_shown)
+    written = RowsWritten()
+    for start in range(0, max(len(todo), 1), _JOBS):
+        chunk = todo[start : start + _JOBS]
+        rows = state_rows(*catalog.export_parts(definition, chunk)) if chunk else _NO_ROWS
+        # a job gone between the signatures and its export goes now
+        gone = ({job_key(*job) for job in chunk} - rows["jobs"].keys()) & stored.keys()
+        if not start:
+            gone |= removed
+        last = start + _JOBS >= len(todo)
+        written += store.patch_lineage(
+            definition.name,
+            rows,
+            {job_key(*job): signatures[job] for job in chunk},
+            gone,
+            not_shown=not_shown,
+            batch=batch if last and not not_shown else None,
+        )
     return Refreshed(False, len(todo), written, held)
