@@ -5,9 +5,13 @@ A catalog that signs each job's part of the state (``PatchesState``: the embedde
 the digests its upload keeps and the flows its cleanup leaves) is asked for the signatures first:
 only the jobs whose signature is not the one stored (new, changed, or unsigned) are exported, the
 jobs it no longer holds (or, for a capped definition, no longer among the newest it shows) are
-removed, and when none differs nothing is exported or written. Any
-other catalog that can export (``ExportsState``) exports whole, and the store still writes only
-the rows that differ (``store.lineage_state``).
+removed, and when none differs nothing is exported or written. Before that, when every sync
+since the state was last brought up to the catalog whole uploaded nothing and removed nothing
+(their recorded uploads and cleanups say so), the catalog is not read at all: an unchanged
+snapshot costs no signature of its jobs. A change made to a dataset by another definition's sync
+then shows at this definition's next sync that changes something. Any other catalog that can
+export (``ExportsState``) exports whole, and the store still writes only the rows that differ
+(``store.lineage_state``).
 
 The collector is paused throughout: an export allocates many small objects and frees them all,
 and a collection in the middle would only walk the sync's graph again.
@@ -41,8 +45,11 @@ class Refreshed:
     exported: int
     written: RowsWritten
     held: set[NodeKey] | None
+    untouched: bool = False  # nothing read: the catalog is as the state was last brought up to
 
     def describe(self) -> str:
+        if self.untouched:
+            return "lineage state unchanged (the catalog is as it was at the last sync)"
         w = self.written
         how = "exported whole" if self.whole else f"{self.exported:,} job(s) exported again"
         if w.nothing:
@@ -68,7 +75,7 @@ def refresh_lineage(
     with gc_paused():
         if isinstance(catalog, PatchesState):
             if batch is not None and untouched(store, definition, catalog_key, batch):
-                return Refreshed(False, 0, RowsWritten(), None)
+                return Refreshed(False, 0, RowsWritten(), None, untouched=True)
             return _patch(catalog, definition, store, batch, *catalog.state_sources(definition))
         state = export_state(catalog, definition)
         if state is None:
