@@ -12,8 +12,11 @@ ledger catalog, a capped definition) still rewrites only the rows that differ. T
 reads the rows one at a time (``lineage_state``) into the same state a whole export gives, never
 one document of every field at once.
 
-The definition's document (``ol_lineage_state``) keeps the state's head (``state_head``); other
-keys hold other documents, stored whole.
+The definition's document (``ol_lineage_state``) keeps the state's head (``state_head``): the
+jobs left out and, once a refresh brought every row up to the catalog, the batch it ended
+(``signed_batch``), so that a sync that changed nothing in the catalog keeps the state without
+reading it. Other keys hold other documents, stored whole. A first sync writes tens of thousands
+of rows: they go to the driver's ``executemany`` as plain tuples (``schema.insert_lineage_rows``).
 """
 
 from __future__ import annotations
