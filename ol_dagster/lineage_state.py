@@ -271,10 +271,10 @@ def state_head(not_shown: int, batch: int | None = None) -> dict[str, int]:
 
 def signed_batch(head: object) -> int | None:
     """The batch after whose sync the stored rows were brought up to the catalog whole (by this
-    version's export, with no job left out); None when no such head is stored."""
+    version's export); None when no such head is stored."""
     if not is_state_head(head) or not isinstance(head, dict):
         return None
-    if head.get("signedBy") != SIGNED_BY or head.get("jobsNotShown"):
+    if head.get("signedBy") != SIGNED_BY:
         return None
     batch = head.get("batch")
     return batch if isinstance(batch, int) else None

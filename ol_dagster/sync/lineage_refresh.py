@@ -75,7 +75,14 @@ def refresh_lineage(
     with gc_paused():
         if isinstance(catalog, PatchesState):
             if batch is not None and untouched(store, definition, catalog_key, batch):
-                return Refreshed(False, 0, RowsWritten(), None, untouched=True)
+                shown = store.lineage_not_shown(definition.name)
+                if not shown:
+                    return Refreshed(False, 0, RowsWritten(), None, untouched=True)
+                # capped: the newest jobs it shows may have changed with their runs alone
+                jobs, not_shown = catalog.state_jobs(definition)
+                stored = store.lineage_sources(definition.name)
+                if not_shown == shown and {job_key(*k) for k in jobs} == stored.keys():
+                    return Refreshed(False, 0, RowsWritten(), None, untouched=True)
             return _patch(catalog, definition, store, batch, *catalog.state_sources(definition))
         state = export_state(catalog, definition)
         if state is None:
@@ -93,7 +100,7 @@ def untouched(
     store: EventStore, definition: SyncDefinition, catalog_key: str | None, batch: int
 ) -> bool:
     """Whether the stored state was brought up to the catalog whole after an earlier batch's
-    sync (``signed_batch``: not capped, by this version) and every batch of the definition since,
+    sync (``signed_batch``: by this version) and every batch of the definition since,
     up to ``batch``, uploaded nothing new to the catalog and removed nothing from it. A batch
     without its upload or cleanup recorded (a sync that died on the way) may have changed it."""
     since = store.lineage_signed_batch(definition.name)
@@ -180,6 +187,6 @@ def _patch(
             {job_key(*job): signatures[job] for job in chunk},
             gone,
             not_shown=not_shown,
-            batch=batch if last and not not_shown else None,
+            batch=batch if last else None,
         )
     return Refreshed(False, len(todo), written, held)

@@ -363,3 +363,23 @@ def test_a_sync_that_changed_nothing_does_not_read_the_catalog(tmp_path: Path) -
         assert not s.sync_batch(_shop(10, kpi=_kpi_with_count())).untouched
     finally:
         s.close()
+
+
+def test_a_capped_definition_unchanged_keeps_its_newest_jobs(tmp_path: Path) -> None:
+    """``assetGraph.maxJobs``: a sync that changed nothing still shows the newest jobs, read
+    from the jobs' runs alone."""
+    s = Batched(tmp_path)
+    try:
+        s.definition = parse_settings(
+            settings_data(
+                tmp_path,
+                datasetSystems=[{"namespace": LAKE, "system": "lake", "cleanupMode": "CUTOFF"}],
+                assetGraph={"maxJobs": 2},
+            )
+        ).definition("snap")
+        s.sync_batch(_shop(2))
+        assert s.sync_batch(_shop(3)).untouched
+        assert s.stored()["jobsNotShown"] == 2
+        _same_as_a_whole_export(s)
+    finally:
+        s.close()

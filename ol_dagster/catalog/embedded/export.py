@@ -325,6 +325,28 @@ def sources(
     }, not_shown
 
 
+def kept_jobs(
+    conn: Connection, uuid: str, allowed: Callable[[str], bool], max_jobs: int | None = None
+) -> tuple[set[JobKey], int]:
+    """The jobs ``export_state`` keeps (``max_jobs``: the newest) and how many it leaves out,
+    from the jobs and their last runs alone."""
+    e, m = t.entities.c, t.run_metrics.c
+    newest = {
+        (ns, name): (last_run is not None, last_run or last_update, last_update)
+        for ns, name, last_update, last_run in _rows(
+            conn,
+            select(e.ol_namespace, e.ol_name, e.last_update, m.last_run)
+            .outerjoin(t.run_metrics, m.entity_id == e.id)
+            .where(e.type == t.JOB, e.system_id.in_(_job_systems(conn, uuid))),
+        )
+        if allowed(ns)
+    }
+    if max_jobs is None or len(newest) <= max_jobs:
+        return set(newest), 0
+    kept = _newest(newest, max_jobs)
+    return kept, len(newest) - len(kept)
+
+
 def export_parts(
     conn: Connection, uuid: str, allowed: Callable[[str], bool], keys: Collection[JobKey]
 ) -> tuple[list[JobPart], list[DatasetPart]]:
