@@ -30,8 +30,8 @@ from ol_dagster.store.lineage_state import RowsWritten
 from ol_dagster.sync import fanout
 from ol_dagster.sync_definition import SyncDefinition
 
-# jobs exported and written at a time: a first sync of 10,000 jobs holds a tenth of their parts
-_JOBS = 1_000
+# jobs exported and written at a time: a first sync of 10,000 jobs holds a fifth of their parts
+_JOBS = 2_000
 _NO_ROWS: StateRows = {"jobs": {}, "datasets": {}, "links": {}}
 
 
