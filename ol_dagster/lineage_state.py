@@ -254,11 +254,30 @@ def part_digest(part: bytes) -> bytes:
 
 
 ROWS_VERSION = 2  # the head of a state stored as rows
+# the rows of a head that says ``"signedBy": SIGNED_BY`` were brought up to every job's catalog
+# signature by this version's export (raise it when a part's shape changes: a state the older
+# export wrote is then patched again before a sync may keep it as it is)
+SIGNED_BY = 1
 
 
-def state_head(not_shown: int) -> dict[str, int]:
-    """What the store's document of a definition holds once its state is rows."""
-    return {"version": ROWS_VERSION, "jobsNotShown": not_shown}
+def state_head(not_shown: int, batch: int | None = None) -> dict[str, int]:
+    """What the store's document of a definition holds once its state is rows; ``batch``: the
+    batch whose sync brought every row up to the catalog (a complete patch), if any."""
+    head = {"version": ROWS_VERSION, "jobsNotShown": not_shown}
+    if batch is not None:
+        head |= {"signedBy": SIGNED_BY, "batch": batch}
+    return head
+
+
+def signed_batch(head: object) -> int | None:
+    """The batch after whose sync the stored rows were brought up to the catalog whole (by this
+    version's export); None when no such head is stored."""
+    if not is_state_head(head) or not isinstance(head, dict):
+        return None
+    if head.get("signedBy") != SIGNED_BY:
+        return None
+    batch = head.get("batch")
+    return batch if isinstance(batch, int) else None
 
 
 def is_whole_state(doc: object) -> bool:

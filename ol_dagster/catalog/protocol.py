@@ -331,6 +331,11 @@ class PatchesState(Protocol):
         self, definition: SyncDefinition, jobs: Collection[NodeKey]
     ) -> tuple[list[JobPart], list[DatasetPart]]: ...
 
+    def state_jobs(self, definition: SyncDefinition) -> tuple[set[NodeKey], int]:
+        """The jobs a whole export keeps and how many it leaves out, without their signatures:
+        what a capped definition shows moves with its jobs' runs."""
+        ...
+
 
 @runtime_checkable
 class Annotating(Protocol):

@@ -123,11 +123,12 @@ def refresh_lineage_state(
     catalog: Catalog,
     definition: SyncDefinition,
     store: EventStore,
+    batch: int | None = None,
 ) -> None:
-    """After a sync, bring what the definition has synced up to date for the asset graph (only
-    the jobs that changed: ``sync.lineage_refresh``). The UI shows new nodes when the code
-    location is next loaded (a reload, or the next process start)."""
-    refreshed = refresh_lineage(catalog, definition, store)
+    """After a sync (of ``batch``), bring what the definition has synced up to date for the
+    asset graph (only the jobs that changed: ``sync.lineage_refresh``). The UI shows new nodes
+    when the code location is next loaded (a reload, or the next process start)."""
+    refreshed = refresh_lineage(catalog, definition, store, batch=batch)
     if refreshed is None:
         context.log.info("catalog cannot export its lineage: the asset graph keeps its snapshot")
         return
@@ -374,7 +375,7 @@ def _cleanup_asset(
             except SyncBusy as exc:
                 raise dg.Failure(str(exc)) from None
             if report["mode"] is not None and where.primary:
-                refresh_lineage_state(context, catalog, definition, store)
+                refresh_lineage_state(context, catalog, definition, store, batch.id)
         yield judged(cleanup_result(report, BATCH_CLEANUP_CHECKS), batch.partition_key)
 
     return catalog_cleanup

@@ -12,8 +12,11 @@ ledger catalog, a capped definition) still rewrites only the rows that differ. T
 reads the rows one at a time (``lineage_state``) into the same state a whole export gives, never
 one document of every field at once.
 
-The definition's document (``ol_lineage_state``) keeps the state's head (``state_head``); other
-keys hold other documents, stored whole.
+The definition's document (``ol_lineage_state``) keeps the state's head (``state_head``): the
+jobs left out and, once a refresh brought every row up to the catalog, the batch it ended
+(``signed_batch``), so that a sync that changed nothing in the catalog keeps the state without
+reading it. Other keys hold other documents, stored whole. A first sync writes tens of thousands
+of rows: they go to the driver's ``executemany`` as plain tuples (``schema.insert_lineage_rows``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ol_dagster.lineage_state import (
     is_whole_state,
     joined_state,
     part_digest,
+    signed_batch,
     split_state,
     state_head,
     state_rows,
@@ -58,6 +62,14 @@ class RowsWritten:
     @property
     def nothing(self) -> bool:
         return not (self.jobs or self.jobs_removed or self.datasets or self.datasets_removed)
+
+    def __add__(self, other: RowsWritten) -> RowsWritten:
+        return RowsWritten(
+            self.jobs + other.jobs,
+            self.jobs_removed + other.jobs_removed,
+            self.datasets + other.datasets,
+            self.datasets_removed + other.datasets_removed,
+        )
 
 
 def _chunks(keys: Collection[bytes]) -> Iterator[list[bytes]]:
@@ -124,15 +136,32 @@ class LineageStates(StoreBase):
         *,
         not_shown: int = 0,
         now: datetime | None = None,
+        batch: int | None = None,
     ) -> RowsWritten:
         """Some jobs exported again (``rows``: them and every dataset they reach, each job with
         its catalog signature in ``sources``) and ``removed`` ones gone; every other row kept.
-        ``not_shown``: the jobs a capped definition leaves out."""
+        ``not_shown``: the jobs a capped definition leaves out. ``batch``: the last patch of a
+        complete refresh after that batch's sync (``signed_batch``); else the head says none."""
         with self.engine.begin() as conn:
             written = _write(conn, definition, rows, sources, removed, naive(now or utcnow()))
-            _save_head(conn, definition, not_shown, written)
+            _save_head(conn, definition, not_shown, written, batch)
         self._written()
         return written
+
+    def lineage_signed_batch(self, definition: str) -> int | None:
+        """The batch after whose sync the stored state was brought up to the catalog whole
+        (``lineage_state.signed_batch``)."""
+        with self.engine.connect() as conn:
+            return signed_batch(_doc(conn, definition))
+
+    def unsign_lineage(self, definition: str) -> None:
+        """The catalog is about to change other than by a batch's sync (the day-based cleanup):
+        the stored state no longer says it is up to date, so the next sync patches it."""
+        with self.engine.begin() as conn:
+            doc = _doc(conn, definition)
+            if signed_batch(doc) is not None:
+                assert doc is not None
+                _save_doc(conn, definition, state_head(int(doc["jobsNotShown"])), naive(utcnow()))
 
 
 def _doc(conn: Connection, key: str) -> dict[str, Any] | None:
@@ -151,9 +180,15 @@ def _save_doc(conn: Connection, key: str, doc: Mapping[str, Any], now: datetime)
         conn.execute(table.insert().values(definition=key, **values))
 
 
-def _save_head(conn: Connection, definition: str, not_shown: int, written: RowsWritten) -> None:
+def _save_head(
+    conn: Connection,
+    definition: str,
+    not_shown: int,
+    written: RowsWritten,
+    batch: int | None = None,
+) -> None:
     """The head, when it says something new or rows changed (its time: the last change)."""
-    head = state_head(not_shown)
+    head = state_head(not_shown, batch)
     if written.nothing and _doc(conn, definition) == head:
         return
     _save_doc(conn, definition, head, naive(utcnow()))
@@ -222,11 +257,17 @@ def _write(
     now: datetime,
 ) -> RowsWritten:
     """Write the rows that differ from the stored ones. ``removed`` None: ``rows`` is the whole
-    state (every other row goes); else the jobs removed, and the datasets no job links to go."""
+    state (every other row goes); else the jobs removed, and the datasets no job links to go.
+    Only rows stored are deleted before their new ones go in (a first sync deletes nothing)."""
     whole = removed is None
-    stored = _stored(conn, _jobs, "job_key", definition, None if whole else rows["jobs"])
+    held = _holds(conn, definition)
+    stored = (
+        _stored(conn, _jobs, "job_key", definition, None if whole else rows["jobs"]) if held else {}
+    )
     gone = [k for k in stored if k not in rows["jobs"]] if whole else list(removed or ())
-    links = _stored_links(conn, definition, None if whole else [*rows["jobs"], *gone])
+    links = (
+        _stored_links(conn, definition, None if whole else [*rows["jobs"], *gone]) if held else {}
+    )
     changed: StateRows = {"jobs": {}, "datasets": {}, "links": {}}
     signed: dict[bytes, str | None] = {}
     for key, part in rows["jobs"].items():
@@ -248,13 +289,23 @@ def _write(
             .where(_jobs.c.definition == definition, _jobs.c.job_key == key)
             .values(source=source)
         )
-    _delete(conn, _jobs, "job_key", definition, [*gone, *changed["jobs"]])
-    _delete(conn, _links, "job_key", definition, [*gone, *changed["jobs"]])
-    kept = _stored(conn, _datasets, "dataset_key", definition, None if whole else rows["datasets"])
+    _delete(
+        conn, _jobs, "job_key", definition, [*gone, *(k for k in changed["jobs"] if k in stored)]
+    )
+    _delete(
+        conn, _links, "job_key", definition, [*gone, *(k for k in changed["jobs"] if k in links)]
+    )
+    kept = (
+        _stored(conn, _datasets, "dataset_key", definition, None if whole else rows["datasets"])
+        if held
+        else {}
+    )
     changed["datasets"] = {
         k: p for k, p in rows["datasets"].items() if kept.get(k, (None,))[0] != part_digest(p)
     }
-    _delete(conn, _datasets, "dataset_key", definition, changed["datasets"])
+    _delete(
+        conn, _datasets, "dataset_key", definition, [k for k in changed["datasets"] if k in kept]
+    )
     schema.insert_lineage_rows(conn, definition, changed, now, sources)
     if whole:
         orphans = [k for k in kept if k not in rows["datasets"]]
@@ -264,6 +315,14 @@ def _write(
         orphans = sorted(unlinked - _linked(conn, definition, unlinked))
         _delete(conn, _datasets, "dataset_key", definition, orphans)
     return RowsWritten(len(changed["jobs"]), len(gone), len(changed["datasets"]), len(orphans))
+
+
+def _holds(conn: Connection, definition: str) -> bool:
+    """Whether any row of the definition's state is stored (none before its first sync)."""
+    return any(
+        conn.execute(select(t.c.definition).where(t.c.definition == definition).limit(1)).first()
+        for t in (_jobs, _datasets)
+    )
 
 
 def _delete(

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -509,44 +510,40 @@ def insert_lineage_rows(
     now: datetime,
     sources: Mapping[bytes, str | None] | None = None,
 ) -> None:
-    """Insert a state's rows (none of them stored yet), each job with its catalog signature."""
+    """Insert a state's rows (none of them stored yet), each job with its catalog signature.
+
+    A first sync inserts tens of thousands of rows: each table's are handed to the driver's
+    ``executemany`` as plain tuples (one statement, prepared once), not through the SQL layer's
+    per-row parameter processing."""
     sources = sources or {}
-    if rows["jobs"]:
-        conn.execute(
-            lineage_jobs.insert(),
-            [
-                {
-                    "definition": definition,
-                    "job_key": key,
-                    "part": part,
-                    "digest": part_digest(part),
-                    "source": sources.get(key),
-                    "written_at": now,
-                }
-                for key, part in rows["jobs"].items()
-            ],
-        )
-    if rows["datasets"]:
-        conn.execute(
-            lineage_datasets.insert(),
-            [
-                {
-                    "definition": definition,
-                    "dataset_key": key,
-                    "part": part,
-                    "digest": part_digest(part),
-                    "written_at": now,
-                }
-                for key, part in rows["datasets"].items()
-            ],
-        )
-    links = [
-        {"definition": definition, "job_key": job, "dataset_key": ds}
-        for job, keys in rows["links"].items()
-        for ds in keys
-    ]
-    if links:
-        conn.execute(lineage_links.insert(), links)
+    # the time as the SQL layer stores it on this database (SQLite: its text form)
+    bind = lineage_jobs.c.written_at.type.bind_processor(conn.dialect)
+    at = bind(now) if bind is not None else now
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+
+    def insert(table: Table, columns: str, values: list[tuple[Any, ...]]) -> None:
+        if values:
+            marks = ", ".join([mark] * len(values[0]))
+            conn.exec_driver_sql(f"INSERT INTO {table.name} ({columns}) VALUES ({marks})", values)
+
+    insert(
+        lineage_jobs,
+        "definition, job_key, part, digest, source, written_at",
+        [
+            (definition, key, part, part_digest(part), sources.get(key), at)
+            for key, part in rows["jobs"].items()
+        ],
+    )
+    insert(
+        lineage_datasets,
+        "definition, dataset_key, part, digest, written_at",
+        [(definition, key, part, part_digest(part), at) for key, part in rows["datasets"].items()],
+    )
+    insert(
+        lineage_links,
+        "definition, job_key, dataset_key",
+        [(definition, job, ds) for job, keys in rows["links"].items() for ds in keys],
+    )
 
 
 def _v13_to_v14(conn: Connection) -> None:

@@ -5,9 +5,13 @@ A catalog that signs each job's part of the state (``PatchesState``: the embedde
 the digests its upload keeps and the flows its cleanup leaves) is asked for the signatures first:
 only the jobs whose signature is not the one stored (new, changed, or unsigned) are exported, the
 jobs it no longer holds (or, for a capped definition, no longer among the newest it shows) are
-removed, and when none differs nothing is exported or written. Any
-other catalog that can export (``ExportsState``) exports whole, and the store still writes only
-the rows that differ (``store.lineage_state``).
+removed, and when none differs nothing is exported or written. Before that, when every sync
+since the state was last brought up to the catalog whole uploaded nothing and removed nothing
+(their recorded uploads and cleanups say so), the catalog is not read at all: an unchanged
+snapshot costs no signature of its jobs. A change made to a dataset by another definition's sync
+then shows at this definition's next sync that changes something. Any other catalog that can
+export (``ExportsState``) exports whole, and the store still writes only the rows that differ
+(``store.lineage_state``).
 
 The collector is paused throughout: an export allocates many small objects and frees them all,
 and a collection in the middle would only walk the sync's graph again.
@@ -20,10 +24,15 @@ from dataclasses import dataclass
 from ol_dagster.catalog.protocol import PatchesState, export_state
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage.graph import NodeKey
-from ol_dagster.lineage_state import job_key, state_rows
+from ol_dagster.lineage_state import StateRows, job_key, state_rows
 from ol_dagster.store import EventStore
 from ol_dagster.store.lineage_state import RowsWritten
+from ol_dagster.sync import fanout
 from ol_dagster.sync_definition import SyncDefinition
+
+# jobs exported and written at a time: a first sync of 10,000 jobs holds a fifth of their parts
+_JOBS = 2_000
+_NO_ROWS: StateRows = {"jobs": {}, "datasets": {}, "links": {}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +45,11 @@ class Refreshed:
     exported: int
     written: RowsWritten
     held: set[NodeKey] | None
+    untouched: bool = False  # nothing read: the catalog is as the state was last brought up to
 
     def describe(self) -> str:
+        if self.untouched:
+            return "lineage state unchanged (the catalog is as it was at the last sync)"
         w = self.written
         how = "exported whole" if self.whole else f"{self.exported:,} job(s) exported again"
         if w.nothing:
@@ -49,13 +61,29 @@ class Refreshed:
 
 
 def refresh_lineage(
-    catalog: object, definition: SyncDefinition, store: EventStore
+    catalog: object,
+    definition: SyncDefinition,
+    store: EventStore,
+    *,
+    batch: int | None = None,
+    catalog_key: str | None = None,
 ) -> Refreshed | None:
     """Bring ``definition``'s stored state up to the catalog; None when the catalog cannot
-    export its lineage (the stored state stays)."""
+    export its lineage (the stored state stays). ``batch``: the batch whose sync (to the catalog
+    ``catalog_key``, the primary by default) this refresh ends; when every sync since the last
+    complete refresh changed nothing in the catalog (``untouched``), nothing is read."""
     with gc_paused():
         if isinstance(catalog, PatchesState):
-            return _patch(catalog, definition, store, *catalog.state_sources(definition))
+            if batch is not None and untouched(store, definition, catalog_key, batch):
+                shown = store.lineage_not_shown(definition.name)
+                if not shown:
+                    return Refreshed(False, 0, RowsWritten(), None, untouched=True)
+                # capped: the newest jobs it shows may have changed with their runs alone
+                jobs, not_shown = catalog.state_jobs(definition)
+                stored = store.lineage_sources(definition.name)
+                if not_shown == shown and {job_key(*k) for k in jobs} == stored.keys():
+                    return Refreshed(False, 0, RowsWritten(), None, untouched=True)
+            return _patch(catalog, definition, store, batch, *catalog.state_sources(definition))
         state = export_state(catalog, definition)
         if state is None:
             return None
@@ -68,15 +96,66 @@ def refresh_lineage(
         return Refreshed(True, len(state["jobs"]), written, held)
 
 
+def untouched(
+    store: EventStore, definition: SyncDefinition, catalog_key: str | None, batch: int
+) -> bool:
+    """Whether the stored state was brought up to the catalog whole after an earlier batch's
+    sync (``signed_batch``: by this version) and every batch of the definition since,
+    up to ``batch``, uploaded nothing new to the catalog and removed nothing from it. A batch
+    without its upload or cleanup recorded (a sync that died on the way) may have changed it."""
+    since = store.lineage_signed_batch(definition.name)
+    if since is None or since >= batch:
+        return False
+    key = fanout.target(definition, catalog_key).key
+    later = [b.id for b in store.batches(definition.name, after_id=since) if b.id <= batch]
+    if not later or later[-1] != batch:
+        return False
+    for b in later:
+        record = store.catalog_records(b).get(key)
+        if record is None or record.upload_result is None:
+            return False
+        upload, report = record.upload_result, record.cleanup_report
+        if upload.get("skippedReason"):  # nothing uploaded: superseded, already synced
+            continue
+        if not _uploaded_nothing(upload) or report is None or not _removed_nothing(report):
+            return False
+    return True
+
+
+def _uploaded_nothing(upload: dict) -> bool:
+    """Nothing the state shows was written, updated, removed, dropped or renamed (a job's run
+    metrics are not part of it)."""
+    counts = [
+        n
+        for name in ("written", "updated", "removed")
+        for kind, n in (upload.get(name) or {}).items()
+        if kind != "runMetrics"
+    ]
+    return (
+        bool(upload.get("succeeded"))
+        and not any(counts)
+        and not any(upload.get(k) for k in ("dropped", "renamed", "failed"))
+    )
+
+
+def _removed_nothing(report: dict) -> bool:
+    return not any((report.get("removed") or {}).values()) and not any(
+        report.get(k) for k in ("removedJobs", "movedJobs", "reconciled")
+    )
+
+
 def _patch(
     catalog: PatchesState,
     definition: SyncDefinition,
     store: EventStore,
+    batch: int | None,
     signatures: dict[NodeKey, str | None],
     not_shown: int,
 ) -> Refreshed:
     """Export the jobs whose signature is not the stored one; remove those no longer held or
-    no longer among the newest (a capped definition)."""
+    no longer among the newest (a capped definition). Exported and written ``_JOBS`` jobs at
+    a time, so a first sync never holds every job's part at once; the last patch says the
+    state is complete (``batch``)."""
     stored = store.lineage_sources(definition.name)
     keys = {job_key(*job): job for job in signatures}
     todo = [
@@ -86,12 +165,28 @@ def _patch(
     ]
     removed = {key for key in stored if key not in keys}
     held = None if not_shown else set(signatures)
-    if not todo and not removed and store.lineage_not_shown(definition.name) == not_shown:
+    if (
+        not todo
+        and not removed
+        and store.lineage_not_shown(definition.name) == not_shown
+        and (batch is None or store.lineage_signed_batch(definition.name) == batch)
+    ):
         return Refreshed(False, 0, RowsWritten(), held)
-    jobs, datasets = catalog.export_parts(definition, todo)
-    rows = state_rows(jobs, datasets)
-    # a job gone between the signatures and its export goes now
-    removed |= ({job_key(*job) for job in todo} - rows["jobs"].keys()) & stored.keys()
-    sources = {job_key(*job): signatures[job] for job in todo}
-    written = store.patch_lineage(definition.name, rows, sources, removed, not_shown=not_shown)
+    written = RowsWritten()
+    for start in range(0, max(len(todo), 1), _JOBS):
+        chunk = todo[start : start + _JOBS]
+        rows = state_rows(*catalog.export_parts(definition, chunk)) if chunk else _NO_ROWS
+        # a job gone between the signatures and its export goes now
+        gone = ({job_key(*job) for job in chunk} - rows["jobs"].keys()) & stored.keys()
+        if not start:
+            gone |= removed
+        last = start + _JOBS >= len(todo)
+        written += store.patch_lineage(
+            definition.name,
+            rows,
+            {job_key(*job): signatures[job] for job in chunk},
+            gone,
+            not_shown=not_shown,
+            batch=batch if last else None,
+        )
     return Refreshed(False, len(todo), written, held)

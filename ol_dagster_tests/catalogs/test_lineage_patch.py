@@ -22,6 +22,8 @@ from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_
 from ol_dagster.lineage_state import LineageState, dataset_key, job_key, state_rows
 from ol_dagster.settings import SyncDefinition, parse_settings
 from ol_dagster.store import EventStore, schema
+from ol_dagster.store.lineage_state import RowsWritten
+from ol_dagster.sync import fanout
 from ol_dagster.sync.lineage_refresh import Refreshed, refresh_lineage
 from ol_dagster.sync.upload import upload_graph
 from ol_dagster_tests.catalogs.test_embedded_catalog import (
@@ -282,3 +284,102 @@ def test_rows_round_trip_on_each_store(event_store: EventStore) -> None:
     assert (patched.jobs, patched.datasets_removed) == (1, 0)
     got = event_store.lineage_state("d")
     assert got is not None and [j["description"] for j in got["jobs"]] == [None, "the second"]
+
+
+class Batched(Synced):
+    """Each sync a batch of the store with its upload and cleanup recorded, as a sync records
+    them, the refresh told which batch it ends."""
+
+    def sync_batch(self, events: list[dict[str, Any]], *, refresh: bool = True) -> Refreshed:
+        batch = self.store.add_posted_batch("snap", [], received=0)
+        outcome = upload_graph(self.catalog, graph_of(events, self.definition), self.definition)
+        assert outcome.result.succeeded and outcome.cutoff is not None
+        key = fanout.target(self.definition).key
+        self.store.record_upload(
+            batch, cutoff=outcome.cutoff, result=outcome.result.as_dict(), catalog=key
+        )
+        removed: dict[str, int] = {}
+        jobs: list[str] = []
+        namespaces = ["etl", "features"]
+        calls = [
+            self.catalog.cleanup_flows(namespaces=namespaces, before=outcome.cutoff, dry_run=False),
+            self.catalog.cleanup_job_system(
+                "snap_jobs", schemas=namespaces, before=outcome.cutoff, dry_run=False
+            ),
+            *(
+                self.catalog.cleanup_dataset_system(s, before=outcome.cutoff, dry_run=False)
+                for s in (WH, "lake")
+            ),
+        ]
+        for counts in calls:
+            for kind, n in counts.counts.items():
+                removed[kind] = removed.get(kind, 0) + n
+            jobs += counts.removed_jobs
+        self.store.record_cleanup(batch, {"removed": removed, "removedJobs": jobs}, catalog=key)
+        refreshed = (
+            refresh_lineage(self.catalog, self.definition, self.store, batch=batch)
+            if refresh
+            else Refreshed(False, 0, RowsWritten(), None)
+        )
+        assert refreshed is not None
+        return refreshed
+
+
+def test_a_sync_that_changed_nothing_does_not_read_the_catalog(tmp_path: Path) -> None:
+    """An unchanged snapshot: its upload wrote nothing and its cleanup removed nothing, so the
+    state is kept without a look at the catalog; one that changed something, or whose state
+    is missing, from an older version or was never brought up to date (a sync that died before
+    it), is patched again."""
+    s = Batched(tmp_path)
+    try:
+        assert not s.sync_batch(_shop(2)).untouched
+        assert s.sync_batch(_shop(3)).untouched  # the same jobs, new runs
+        _same_as_a_whole_export(s)
+
+        # a sync that changed build_kpi died before its refresh: the next unchanged one patches
+        s.sync_batch(_shop(4, kpi=_kpi_with_count()), refresh=False)
+        again = s.sync_batch(_shop(5, kpi=_kpi_with_count()))
+        assert not again.untouched and again.written.jobs == 1
+        _same_as_a_whole_export(s)
+        assert s.sync_batch(_shop(6, kpi=_kpi_with_count())).untouched
+
+        # a state an older export signed, then one lost: both repaired
+        state = schema.lineage_state
+        with s.store.engine.begin() as conn:
+            head = conn.execute(select(state.c.state).where(state.c.definition == "snap")).scalar()
+            assert head["batch"]
+            conn.execute(state.update().values(state={**head, "signedBy": 0}))
+        assert not s.sync_batch(_shop(7, kpi=_kpi_with_count())).untouched
+        assert s.sync_batch(_shop(8, kpi=_kpi_with_count())).untouched
+        with s.store.engine.begin() as conn:
+            for table in (schema.lineage_jobs, schema.lineage_links, schema.lineage_state):
+                conn.execute(table.delete())
+        repaired = s.sync_batch(_shop(9, kpi=_kpi_with_count()))
+        assert not repaired.untouched and repaired.written.jobs == 4
+        _same_as_a_whole_export(s)
+
+        # the day-based cleanup may remove what no batch records: the next sync looks again
+        s.store.unsign_lineage("snap")
+        assert not s.sync_batch(_shop(10, kpi=_kpi_with_count())).untouched
+    finally:
+        s.close()
+
+
+def test_a_capped_definition_unchanged_keeps_its_newest_jobs(tmp_path: Path) -> None:
+    """``assetGraph.maxJobs``: a sync that changed nothing still shows the newest jobs, read
+    from the jobs' runs alone."""
+    s = Batched(tmp_path)
+    try:
+        s.definition = parse_settings(
+            settings_data(
+                tmp_path,
+                datasetSystems=[{"namespace": LAKE, "system": "lake", "cleanupMode": "CUTOFF"}],
+                assetGraph={"maxJobs": 2},
+            )
+        ).definition("snap")
+        s.sync_batch(_shop(2))
+        assert s.sync_batch(_shop(3)).untouched
+        assert s.stored()["jobsNotShown"] == 2
+        _same_as_a_whole_export(s)
+    finally:
+        s.close()

@@ -207,6 +207,16 @@ class EmbeddedCatalog:
                 definition.assetGraph.maxJobs,
             )
 
+    def state_jobs(self, definition: SyncDefinition) -> tuple[set[NodeKey], int]:
+        """The jobs a whole export keeps, and the others counted (``export.kept_jobs``)."""
+        with self.engine.connect() as conn:
+            return export.kept_jobs(
+                conn,
+                str(definition.uuid),
+                lambda ns: namespace_allowed(ns, definition.namespace_patterns),
+                definition.assetGraph.maxJobs,
+            )
+
     def export_parts(
         self, definition: SyncDefinition, jobs: Collection[NodeKey]
     ) -> tuple[list[JobPart], list[DatasetPart]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
-from sqlalchemy import Connection, Select, Table, func, or_, select
+from sqlalchemy import Connection, Row, Select, Table, func, or_, select
 
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.changes import digest
@@ -26,6 +26,8 @@ from ol_dagster.lineage_state import (
     LineageState,
     new_state,
 )
+
+_FETCH = 5_000  # rows per fetch
 
 # scopes per ``IN`` list when only some jobs are exported (SQLite allows 32,766 parameters)
 _CHUNK = 500
@@ -76,7 +78,8 @@ def _jobs(
     jobs: dict[JobKey, JobState] = {}
     job_ids: dict[int, JobKey] = {}
     newest: dict[JobKey, tuple[bool, Any, Any]] = {}
-    for eid, ns, name, desc, props, last_update, last_run in conn.execute(
+    for eid, ns, name, desc, props, last_update, last_run in _rows(
+        conn,
         select(
             e.id,
             e.ol_namespace,
@@ -87,7 +90,7 @@ def _jobs(
             t.run_metrics.c.last_run,
         )
         .outerjoin(t.run_metrics, t.run_metrics.c.entity_id == e.id)
-        .where(e.type == t.JOB, e.system_id.in_(job_systems), *([or_(*of_ids)] if of_ids else []))
+        .where(e.type == t.JOB, e.system_id.in_(job_systems), *([or_(*of_ids)] if of_ids else [])),
     ):
         if not allowed(ns):
             continue
@@ -146,7 +149,7 @@ def _data_flows(
     for job_ns, job_name, s_id, s_ns, s_name, d_id, d_ns, d_name in (
         row
         for statement in _of_jobs(data_flows, t.data_flows, scopes)
-        for row in conn.execute(statement)
+        for row in _rows(conn, statement)
     ):
         job = (job_ns, job_name)
         if job not in jobs:
@@ -166,8 +169,8 @@ def _parents(conn: Connection, job_ids: dict[int, JobKey]) -> list[list[list[str
     f = t.data_flows.c
     return [
         [list(job_ids[p_id]), list(job_ids[c_id])]
-        for p_id, c_id in conn.execute(
-            select(f.from_entity, f.to_entity).where(f.kind == t.ORCHESTRATION)
+        for p_id, c_id in _rows(
+            conn, select(f.from_entity, f.to_entity).where(f.kind == t.ORCHESTRATION)
         )
         if p_id in job_ids and c_id in job_ids
     ]
@@ -178,7 +181,8 @@ def _datasets(conn: Connection, ids: list[int]) -> dict[int, DatasetState]:
     e, fc = t.entities.c, t.fields.c
     datasets: dict[int, DatasetState] = {}
     for i in range(0, len(ids), 500):
-        for eid, ns, name, typ, desc, props, system in conn.execute(
+        for eid, ns, name, typ, desc, props, system in _rows(
+            conn,
             select(
                 e.id,
                 e.ol_namespace,
@@ -189,7 +193,7 @@ def _datasets(conn: Connection, ids: list[int]) -> dict[int, DatasetState]:
                 t.systems.c.name,
             )
             .join(t.systems, t.systems.c.id == e.system_id)
-            .where(e.id.in_(ids[i : i + 500]))
+            .where(e.id.in_(ids[i : i + 500])),
         ):
             datasets[eid] = {
                 "namespace": ns,
@@ -200,10 +204,11 @@ def _datasets(conn: Connection, ids: list[int]) -> dict[int, DatasetState]:
                 "owners": (props or {}).get("owners") or [],
                 "fields": [],
             }
-        for entity_id, fname, ftype, fdesc in conn.execute(
+        for entity_id, fname, ftype, fdesc in _rows(
+            conn,
             select(fc.entity_id, fc.name, fc.type, fc.description)
             .where(fc.entity_id.in_(ids[i : i + 500]))
-            .order_by(fc.entity_id, fc.ordinal_position, fc.name)
+            .order_by(fc.entity_id, fc.ordinal_position, fc.name),
         ):
             datasets[entity_id]["fields"].append(
                 {"name": fname, "type": ftype, "description": fdesc}
@@ -225,7 +230,7 @@ def _column_lineage(
     for job_ns, job_name, s_entity, s_field, d_entity, d_field, kind, subtype in (
         row
         for statement in _of_jobs(field_flows, t.field_flows, scopes)
-        for row in conn.execute(statement)
+        for row in _rows(conn, statement)
     ):
         if (job_ns, job_name) not in jobs or s_entity not in datasets or d_entity not in datasets:
             continue
@@ -253,7 +258,7 @@ _MANY = 2_000
 def _job_systems(conn: Connection, uuid: str) -> list[int]:
     return [
         sid
-        for sid, props in conn.execute(select(t.systems.c.id, t.systems.c.properties))
+        for sid, props in _rows(conn, select(t.systems.c.id, t.systems.c.properties))
         if uuid in ((props or {}).get("openLineageJobSystem") or [])
     ]
 
@@ -269,10 +274,11 @@ def sources(
     e, m = t.entities.c, t.run_metrics.c
     signed: dict[JobKey, list[Any]] = {}
     newest: dict[JobKey, tuple[bool, Any, Any]] = {}
-    for ns, name, content, last_update, last_run in conn.execute(
+    for ns, name, content, last_update, last_run in _rows(
+        conn,
         select(e.ol_namespace, e.ol_name, e.content_hash, e.last_update, m.last_run)
         .outerjoin(t.run_metrics, m.entity_id == e.id)
-        .where(e.type == t.JOB, e.system_id.in_(_job_systems(conn, uuid)))
+        .where(e.type == t.JOB, e.system_id.in_(_job_systems(conn, uuid))),
     ):
         if allowed(ns):
             signed[(ns, name)] = [content]
@@ -284,7 +290,8 @@ def sources(
         signed = {k: v for k, v in signed.items() if k in kept}
     src, dst = t.entities.alias(), t.entities.alias()
     f, ff = t.data_flows.c, t.field_flows.c
-    for kind, job_ns, job_name, s_id, s_hash, d_id, d_hash in conn.execute(
+    for kind, job_ns, job_name, s_id, s_hash, d_id, d_hash in _rows(
+        conn,
         select(
             f.kind,
             f.scope_namespace,
@@ -295,16 +302,17 @@ def sources(
             dst.c.content_hash,
         )
         .join(src, src.c.id == f.from_entity)
-        .join(dst, dst.c.id == f.to_entity)
+        .join(dst, dst.c.id == f.to_entity),
     ):
         parts = signed.get((job_ns, job_name))
         if parts is not None:
             data = kind == t.DATA
             parts.append((kind, s_id, s_hash if data else "", d_id, d_hash if data else ""))
-    for job_ns, job_name, count in conn.execute(
+    for job_ns, job_name, count in _rows(
+        conn,
         select(ff.scope_namespace, ff.scope_job, func.count()).group_by(
             ff.scope_namespace, ff.scope_job
-        )
+        ),
     ):
         parts = signed.get((job_ns, job_name))
         if parts is not None:
@@ -315,6 +323,28 @@ def sources(
         else digest([parts[0], sorted(parts[1:])])
         for key, parts in signed.items()
     }, not_shown
+
+
+def kept_jobs(
+    conn: Connection, uuid: str, allowed: Callable[[str], bool], max_jobs: int | None = None
+) -> tuple[set[JobKey], int]:
+    """The jobs ``export_state`` keeps (``max_jobs``: the newest) and how many it leaves out,
+    from the jobs and their last runs alone."""
+    e, m = t.entities.c, t.run_metrics.c
+    newest = {
+        (ns, name): (last_run is not None, last_run or last_update, last_update)
+        for ns, name, last_update, last_run in _rows(
+            conn,
+            select(e.ol_namespace, e.ol_name, e.last_update, m.last_run)
+            .outerjoin(t.run_metrics, m.entity_id == e.id)
+            .where(e.type == t.JOB, e.system_id.in_(_job_systems(conn, uuid))),
+        )
+        if allowed(ns)
+    }
+    if max_jobs is None or len(newest) <= max_jobs:
+        return set(newest), 0
+    kept = _newest(newest, max_jobs)
+    return kept, len(newest) - len(kept)
 
 
 def export_parts(
@@ -329,7 +359,7 @@ def export_parts(
         select(e.id).where(e.ol_name.in_(chunk))
         for chunk in _chunked(sorted({name for _, name in wanted}))
     ]
-    ids = None if many else {i for s in named for i in conn.scalars(s)}
+    ids = None if many else {i for s in named for (i,) in _rows(conn, s)}
     if ids is not None and not ids:
         return [], []
     jobs, job_ids, _ = _jobs(conn, uuid, allowed, ids)
@@ -349,7 +379,7 @@ def export_parts(
             t.data_flows,
             o_scopes,
         )
-        for row in conn.execute(s)
+        for row in _rows(conn, s)
     ):
         if (job_ns, job_name) in jobs:
             parents.setdefault((job_ns, job_name), []).append([p_ns, p_name])
@@ -378,20 +408,27 @@ def _field_lines(
     found = [
         (job, s_id, s_field, d_id, d_field, kind, sub)
         for s in _of_jobs(statement, t.field_flows, scopes)
-        for job_ns, job_name, s_id, s_field, d_id, d_field, kind, sub in conn.execute(s)
+        for job_ns, job_name, s_id, s_field, d_id, d_field, kind, sub in _rows(conn, s)
         if (job := (job_ns, job_name)) in jobs
     ]
     others = sorted({i for f in found for i in (f[1], f[3])} - names.keys())
     e = t.entities.c
     for chunk in _id_chunks(others):
-        for eid, ns, name in conn.execute(
-            select(e.id, e.ol_namespace, e.ol_name).where(e.id.in_(chunk))
+        for eid, ns, name in _rows(
+            conn, select(e.id, e.ol_namespace, e.ol_name).where(e.id.in_(chunk))
         ):
             names[eid] = (ns, name)
     for job, s_id, s_field, d_id, d_field, kind, sub in found:
         label = f"{kind}/{sub}" if kind and sub else kind or sub
         source = [*names[s_id], s_field, *([label] if label else [])]
         yield job, [*names[d_id], d_field, source]
+
+
+def _rows(conn: Connection, statement: Select) -> Iterator[Row[Any]]:
+    """The rows of ``statement``, fetched many at a time: an export reads hundreds of thousands,
+    and fetching each one on its own costs more than reading it."""
+    for batch in conn.execute(statement).partitions(_FETCH):
+        yield from batch
 
 
 def _chunked(values: list[str]) -> Iterator[list[str]]:
