@@ -67,8 +67,8 @@ def _stale_cleanup(
         """What this definition's producers have not described for staleJobDays (and DAYS
         dataset Systems after their cleanupDays), removed from the catalog."""
         store = store_of(context, files).get()
-        if primary:  # what it removes shows at its refresh, or at the next sync's
-            store.unsign_lineage(definition.name)
+        # what it removes may be in any definition's asset graph: each compares at its next sync
+        store.unsign_lineage()
         with catalog_of(context, files).open(definition.name, catalog_key) as catalog:
             try:
                 report = sync_batch.stale_cleanup(

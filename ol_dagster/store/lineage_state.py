@@ -154,14 +154,18 @@ class LineageStates(StoreBase):
         with self.engine.connect() as conn:
             return signed_batch(_doc(conn, definition))
 
-    def unsign_lineage(self, definition: str) -> None:
-        """The catalog is about to change other than by a batch's sync (the day-based cleanup):
-        the stored state no longer says it is up to date, so the next sync patches it."""
+    def unsign_lineage(self, definition: str | None = None) -> None:
+        """The catalog changed, or is about to change other than by the definition's own sync:
+        the stored state (``definition``'s, or every definition's) no longer says it is up to
+        date, so the next sync compares it with the catalog again."""
+        table = schema.lineage_state
         with self.engine.begin() as conn:
-            doc = _doc(conn, definition)
-            if signed_batch(doc) is not None:
-                assert doc is not None
-                _save_doc(conn, definition, state_head(int(doc["jobsNotShown"])), naive(utcnow()))
+            query = select(table.c.definition, table.c.state)
+            if definition is not None:
+                query = query.where(table.c.definition == definition)
+            for name, doc in conn.execute(query).all():
+                if signed_batch(doc) is not None:
+                    _save_doc(conn, name, state_head(int(doc["jobsNotShown"])), naive(utcnow()))
 
 
 def _doc(conn: Connection, key: str) -> dict[str, Any] | None:

@@ -71,6 +71,7 @@ from ol_dagster.sync.journal import (
     reconcile,
 )
 from ol_dagster.sync.lease import STEP_LEASE_SECONDS, Heartbeat
+from ol_dagster.sync.lineage_refresh import note_catalog_change
 from ol_dagster.sync.reports import CleanupReport, UploadRecord, stored_report, stored_upload
 from ol_dagster.sync.upload import UploadOutcome, graph_facts, upload_graph
 
@@ -291,6 +292,7 @@ def _upload_locked(
     store.record_upload(
         batch.id, cutoff=outcome.cutoff, result=record, catalog=where.key, primary=where.primary
     )
+    note_catalog_change(store, upload=dict(record))
     done = UploadDone(record, graph, outcome.cutoff, outcome.result)
     if outcome.result.succeeded:
         snapshot = is_snapshot(definition, batch.kind is BatchKind.POSTED, batch.whole_snapshot)
@@ -466,6 +468,7 @@ def _cleanup_locked(
         status=fanout.outcome(report["skippedReason"]),
         run_id=run_id,
     )
+    note_catalog_change(store, report=dict(report))
     mark_reported(store, definition.name, run_id, earlier, batch.id, where)
     _settle(store, definition, batch.id, where, run_id)
     return report

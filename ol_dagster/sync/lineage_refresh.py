@@ -8,8 +8,9 @@ jobs it no longer holds (or, for a capped definition, no longer among the newest
 removed, and when none differs nothing is exported or written. Before that, when every sync
 since the state was last brought up to the catalog whole uploaded nothing and removed nothing
 (their recorded uploads and cleanups say so), the catalog is not read at all: an unchanged
-snapshot costs no signature of its jobs. A change made to a dataset by another definition's sync
-then shows at this definition's next sync that changes something. Any other catalog that can
+snapshot costs no signature of its jobs. Any sync that changes the catalog, of whichever
+definition, and the day-based cleanup take every definition's mark away (``note_catalog_change``),
+so a dataset another definition rewrote shows at this one's next sync. Any other catalog that can
 export (``ExportsState``) exports whole, and the store still writes only the rows that differ
 (``store.lineage_state``).
 
@@ -120,6 +121,19 @@ def untouched(
         if not _uploaded_nothing(upload) or report is None or not _removed_nothing(report):
             return False
     return True
+
+
+def note_catalog_change(
+    store: EventStore, *, upload: dict | None = None, report: dict | None = None
+) -> None:
+    """An upload or cleanup that changed the catalog unsigns every definition's stored state,
+    not only its own: a dataset one definition's sync rewrites or removes may be one another
+    definition's asset graph shows, which then compares its state with the catalog again at its
+    next sync instead of keeping it unread."""
+    if (
+        upload is not None and not upload.get("skippedReason") and not _uploaded_nothing(upload)
+    ) or (report is not None and not _removed_nothing(report)):
+        store.unsign_lineage()
 
 
 def _uploaded_nothing(upload: dict) -> bool:

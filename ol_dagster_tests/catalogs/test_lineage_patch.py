@@ -24,7 +24,7 @@ from ol_dagster.settings import SyncDefinition, parse_settings
 from ol_dagster.store import EventStore, schema
 from ol_dagster.store.lineage_state import RowsWritten
 from ol_dagster.sync import fanout
-from ol_dagster.sync.lineage_refresh import Refreshed, refresh_lineage
+from ol_dagster.sync.lineage_refresh import Refreshed, note_catalog_change, refresh_lineage
 from ol_dagster.sync.upload import upload_graph
 from ol_dagster_tests.catalogs.test_embedded_catalog import (
     LAKE,
@@ -361,6 +361,28 @@ def test_a_sync_that_changed_nothing_does_not_read_the_catalog(tmp_path: Path) -
         # the day-based cleanup may remove what no batch records: the next sync looks again
         s.store.unsign_lineage("snap")
         assert not s.sync_batch(_shop(10, kpi=_kpi_with_count())).untouched
+    finally:
+        s.close()
+
+
+def test_another_definitions_change_to_the_catalog_is_looked_at(tmp_path: Path) -> None:
+    """A dataset this definition's asset graph shows may be rewritten or removed by another
+    definition's sync: an upload that wrote, or a cleanup that removed, anything takes every
+    definition's mark away; one that changed nothing, or was skipped, leaves it."""
+    s = Batched(tmp_path)
+    try:
+        s.sync_batch(_shop(2))
+        assert s.sync_batch(_shop(3)).untouched
+        other_unchanged = {"succeeded": True, "written": {"datasets": 0}, "updated": {}}
+        note_catalog_change(s.store, upload=other_unchanged)
+        note_catalog_change(s.store, upload={"skippedReason": "SUPERSEDED"})
+        note_catalog_change(s.store, report={"removed": {"datasets": 0}, "removedJobs": []})
+        assert s.sync_batch(_shop(4)).untouched
+        note_catalog_change(s.store, upload={"succeeded": True, "updated": {"datasets": 1}})
+        assert not s.sync_batch(_shop(5)).untouched
+        assert s.sync_batch(_shop(6)).untouched
+        note_catalog_change(s.store, report={"removed": {"datasets": 1}, "removedJobs": []})
+        assert not s.sync_batch(_shop(7)).untouched
     finally:
         s.close()
 
