@@ -60,6 +60,7 @@ def _defer_package_init(name: str) -> None:
 # before the storage modules below, which import ``dagster._daemon.types``
 _defer_package_init("dagster._daemon")
 
+from alembic.script import ScriptDirectory  # noqa: E402
 from dagster._core.execution.compute_logs import redirect_to_file  # noqa: E402
 from dagster._core.instance.ref import InstanceRef  # noqa: E402
 from dagster._core.storage.base_storage import DagsterStorage  # noqa: E402
@@ -155,6 +156,38 @@ def _stamped(path: str, *tables: str) -> bool:
     return set(tables) <= names
 
 
+# Dagster's migration scripts, read once per process (by script location): Dagster reads them
+# again for every check and stamp of a database file, eight times when it makes an instance
+_SCRIPTS: dict[tuple[str | None, str | None], ScriptDirectory] = {}
+_SCRIPTS_LOCK = threading.RLock()
+
+
+@contextmanager
+def _scripts_read_once() -> Iterator[None]:
+    """Meanwhile, ``ScriptDirectory.from_config`` (which Dagster's checks and stamps call) answers
+    the script directory read first. The scripts are Dagster's own, the same for the whole
+    process; what is read of them (their revisions) is only read, and each stamp still runs
+    their environment."""
+    with _SCRIPTS_LOCK:
+        read = ScriptDirectory.__dict__["from_config"].__get__(None, ScriptDirectory)
+
+        def from_config(config: Any) -> ScriptDirectory:
+            key = (
+                config.get_main_option("script_location"),
+                config.get_main_option("version_locations"),
+            )
+            if key not in _SCRIPTS:
+                _SCRIPTS[key] = read(config)
+            return _SCRIPTS[key]
+
+        saved = ScriptDirectory.__dict__["from_config"]
+        ScriptDirectory.from_config = staticmethod(from_config)  # pyright: ignore[reportAttributeAccessIssue]
+        try:
+            yield
+        finally:
+            setattr(ScriptDirectory, "from_config", saved)  # noqa: B010 - the classmethod back
+
+
 def _sqlite_engine(url: str, **connect_args: Any) -> Engine:
     """An engine that keeps one connection and opens more only while others are in use (each
     storage call holds one for its duration, from any thread)."""
@@ -193,7 +226,8 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
         # the index and every run's shard once per process; a new run's shard is made by Dagster
         if not _stamped(engine.url.database or ""):
-            super()._initdb(engine, for_index_shard)
+            with _scripts_read_once():
+                super()._initdb(engine, for_index_shard)
 
     def _engine(self, shard: str) -> Engine:
         if self._pid != os.getpid():  # a forked child: its parent's connections are not its own
@@ -245,7 +279,8 @@ class PooledSqliteRunStorage(SqliteRunStorage):
         # Dagster's own opening, less its schema check when there is nothing to make
         if _stamped(os.path.join(base_dir, "runs.db"), "runs", "instance_info"):
             return cls(create_db_conn_string(base_dir, "runs"), inst_data)
-        return super().from_local(base_dir, inst_data)
+        with _scripts_read_once():
+            return super().from_local(base_dir, inst_data)
 
     @contextmanager
     def connect(self) -> Iterator[Connection]:
@@ -284,7 +319,8 @@ def _schedule_storage(base_dir: str) -> SqliteScheduleStorage:
     """Dagster's SQLite schedule storage, less its schema check when there is nothing to make."""
     if _stamped(os.path.join(base_dir, "schedules.db")):
         return SqliteScheduleStorage(create_db_conn_string(base_dir, "schedules"))
-    return SqliteScheduleStorage.from_local(base_dir)
+    with _scripts_read_once():
+        return SqliteScheduleStorage.from_local(base_dir)
 
 
 _DAGSTER_SQLITE = ("dagster._core.storage.sqlite_storage", "DagsterSqliteStorage")
