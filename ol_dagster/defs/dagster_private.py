@@ -60,7 +60,6 @@ def _defer_package_init(name: str) -> None:
 # before the storage modules below, which import ``dagster._daemon.types``
 _defer_package_init("dagster._daemon")
 
-from alembic.script import ScriptDirectory  # noqa: E402
 from dagster._core.execution.compute_logs import redirect_to_file  # noqa: E402
 from dagster._core.instance.ref import InstanceRef  # noqa: E402
 from dagster._core.storage.base_storage import DagsterStorage  # noqa: E402
@@ -78,6 +77,7 @@ from dagster._core.storage.local_compute_log_manager import (  # noqa: E402
 )
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage  # noqa: E402
 from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage  # noqa: E402
+from dagster._core.storage.sql import ScriptDirectory  # noqa: E402
 from dagster._core.storage.sqlite import (  # noqa: E402
     SQLITE_BUSY_TIMEOUT_SECONDS,
     create_db_conn_string,
