@@ -77,7 +77,9 @@ from dagster._core.storage.local_compute_log_manager import (  # noqa: E402
 )
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage  # noqa: E402
 from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage  # noqa: E402
-from dagster._core.storage.sql import ScriptDirectory  # noqa: E402
+from dagster._core.storage.sql import (  # noqa: E402
+    ScriptDirectory,  # pyright: ignore[reportPrivateImportUsage] - alembic's, as Dagster uses it
+)
 from dagster._core.storage.sqlite import (  # noqa: E402
     SQLITE_BUSY_TIMEOUT_SECONDS,
     create_db_conn_string,
