@@ -181,8 +181,14 @@ def sync_batches(
 ) -> Iterator[dict[str, Any]]:
     """Seal every open batch, then run the sync job for each pending batch in batch order."""
     settings = load_settings(path)
-    # the sync jobs only: the synced lineage's external assets are for the UI's asset graph
-    defs = build_defs(str(settings_path(path)), synced_lineage=False)
+    # the sync jobs of the definitions synced only: the synced lineage's external assets are for
+    # the UI's asset graph, the analyses for their own schedule
+    defs = build_defs(
+        str(settings_path(path)),
+        synced_lineage=False,
+        definitions=[definition] if definition else None,
+        analyses=False,
+    )
     store = EventStore(settings.store.url)
     chosen = [settings.definition(definition)] if definition else settings.definitions
     try:

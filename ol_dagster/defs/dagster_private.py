@@ -8,26 +8,87 @@ import anywhere else in the package.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sqlite3
+import sys
+import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from typing import TYPE_CHECKING, Any, Self, TypeAlias
 
 import dagster as dg
-from dagster._core.instance.ref import InstanceRef
-from dagster._core.storage.base_storage import DagsterStorage
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
+
+
+def _defer_package_init(name: str) -> None:
+    """Run the ``__init__`` of the package ``name`` only when one of its own names is asked for,
+    not when a submodule of it is imported.
+
+    Dagster's run storage imports ``dagster._daemon.types`` for one class; the package's
+    ``__init__`` imports every daemon (sensors, schedules, backfills, monitoring) and with them
+    structlog and rich: a third of a second of every ``ol-dagster sync``, for code a sync never
+    runs. Deferred, ``from dagster._daemon.types import X`` loads that submodule only, and the
+    first ``from dagster._daemon import Y`` (or ``dagster._daemon.Y``) runs the ``__init__`` then,
+    so whatever a process asks of the package it gets. A process that imported the package
+    already (the daemon, the webserver, a code server) keeps it as it is."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return
+    loader = spec.loader
+    module = importlib.util.module_from_spec(spec)
+    lock = threading.RLock()
+
+    def __getattr__(attr: str) -> Any:
+        with lock:
+            if module.__dict__.get("__getattr__") is __getattr__:
+                del module.__dict__["__getattr__"]
+                loader.exec_module(module)
+        try:
+            return module.__dict__[attr]
+        except KeyError:
+            raise AttributeError(f"module {name!r} has no attribute {attr!r}") from None
+
+    module.__getattr__ = __getattr__  # pyright: ignore[reportAttributeAccessIssue]
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    setattr(sys.modules[parent], child, module)
+
+
+# before the storage modules below, which import ``dagster._daemon.types``
+_defer_package_init("dagster._daemon")
+
+from dagster._core.execution.compute_logs import redirect_to_file  # noqa: E402
+from dagster._core.instance.ref import InstanceRef  # noqa: E402
+from dagster._core.storage.base_storage import DagsterStorage  # noqa: E402
+from dagster._core.storage.compute_log_manager import (  # noqa: E402
+    CapturedLogContext,
+    ComputeIOType,
+)
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import (  # noqa: E402
     INDEX_SHARD_NAME,
     SqliteEventLogStorage,
 )
-from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
-from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
-from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
-from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
-from dagster._serdes import ConfigurableClassData
-from sqlalchemy import Connection, Engine, create_engine
-from sqlalchemy.pool import QueuePool
+from dagster._core.storage.local_compute_log_manager import (  # noqa: E402
+    IO_TYPE_EXTENSION,
+    LocalComputeLogManager,
+)
+from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage  # noqa: E402
+from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage  # noqa: E402
+from dagster._core.storage.sql import (  # noqa: E402
+    ScriptDirectory,  # pyright: ignore[reportPrivateImportUsage] - alembic's, as Dagster uses it
+)
+from dagster._core.storage.sqlite import (  # noqa: E402
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    create_db_conn_string,
+)
+from dagster._core.storage.sqlite_storage import DagsterSqliteStorage  # noqa: E402
+from dagster._serdes import ConfigurableClassData  # noqa: E402
+from dagster._utils import ensure_file, touch_file  # noqa: E402
+from sqlalchemy import Connection, Engine, create_engine  # noqa: E402
+from sqlalchemy.pool import QueuePool  # noqa: E402
 
 if TYPE_CHECKING:
     # what ``dg.define_asset_job`` returns (resolved against the assets when the Definitions are
@@ -79,6 +140,56 @@ def serves_asset_graph() -> bool:
 _KEPT_RUN_SHARDS = 3
 
 
+def _stamped(path: str, *tables: str) -> bool:
+    """Whether the SQLite file at ``path`` is one Dagster made: it has a schema revision (and
+    ``tables``). Dagster checks each file it opens against its newest revision, which reads every
+    migration script of its own (five times a sync, a tenth of a second); for a file that has
+    one, the check changes nothing (an older revision is ``dagster instance migrate``'s to
+    upgrade), so it is left to Dagster only for a file without one, which it then makes."""
+    if not os.path.exists(path):
+        return False
+    try:
+        with closing(sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_SECONDS)) as conn:
+            if conn.execute("SELECT version_num FROM alembic_version").fetchone() is None:
+                return False
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.Error:
+        return False
+    return set(tables) <= names
+
+
+# Dagster's migration scripts, read once per process (by script location): Dagster reads them
+# again for every check and stamp of a database file, eight times when it makes an instance
+_SCRIPTS: dict[tuple[str | None, str | None], ScriptDirectory] = {}
+_SCRIPTS_LOCK = threading.RLock()
+
+
+@contextmanager
+def _scripts_read_once() -> Iterator[None]:
+    """Meanwhile, ``ScriptDirectory.from_config`` (which Dagster's checks and stamps call) answers
+    the script directory read first. The scripts are Dagster's own, the same for the whole
+    process; what is read of them (their revisions) is only read, and each stamp still runs
+    their environment."""
+    with _SCRIPTS_LOCK:
+        read = ScriptDirectory.__dict__["from_config"].__get__(None, ScriptDirectory)
+
+        def from_config(config: Any) -> ScriptDirectory:
+            key = (
+                config.get_main_option("script_location"),
+                config.get_main_option("version_locations"),
+            )
+            if key not in _SCRIPTS:
+                _SCRIPTS[key] = read(config)
+            return _SCRIPTS[key]
+
+        saved = ScriptDirectory.__dict__["from_config"]
+        ScriptDirectory.from_config = staticmethod(from_config)  # pyright: ignore[reportAttributeAccessIssue]
+        try:
+            yield
+        finally:
+            setattr(ScriptDirectory, "from_config", saved)  # noqa: B010 - the classmethod back
+
+
 def _sqlite_engine(url: str, **connect_args: Any) -> Engine:
     """An engine that keeps one connection and opens more only while others are in use (each
     storage call holds one for its duration, from any thread)."""
@@ -113,6 +224,12 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def _connect(self, shard: str) -> Iterator[Connection]:
         with self._db_lock, self._engine(shard).connect() as conn, conn.begin():
             yield conn
+
+    def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
+        # the index and every run's shard once per process; a new run's shard is made by Dagster
+        if not _stamped(engine.url.database or ""):
+            with _scripts_read_once():
+                super()._initdb(engine, for_index_shard)
 
     def _engine(self, shard: str) -> Engine:
         if self._pid != os.getpid():  # a forked child: its parent's connections are not its own
@@ -159,6 +276,14 @@ class PooledSqliteRunStorage(SqliteRunStorage):
         super().__init__(conn_string, inst_data)
         self._engine = _sqlite_engine(conn_string)
 
+    @classmethod
+    def from_local(cls, base_dir: str, inst_data: ConfigurableClassData | None = None) -> Self:
+        # Dagster's own opening, less its schema check when there is nothing to make
+        if _stamped(os.path.join(base_dir, "runs.db"), "runs", "instance_info"):
+            return cls(create_db_conn_string(base_dir, "runs"), inst_data)
+        with _scripts_read_once():
+            return super().from_local(base_dir, inst_data)
+
     @contextmanager
     def connect(self) -> Iterator[Connection]:
         with self._engine.connect() as conn, conn.begin():
@@ -182,9 +307,7 @@ class PooledSqliteStorage(DagsterSqliteStorage):
         history = os.path.join(base_dir, "history")
         self._run_storage = PooledSqliteRunStorage.from_local(os.path.join(history, ""))
         self._event_log_storage = PooledSqliteEventLogStorage(os.path.join(history, "runs", ""))
-        self._schedule_storage = SqliteScheduleStorage.from_local(
-            os.path.join(base_dir, "schedules")
-        )
+        self._schedule_storage = _schedule_storage(os.path.join(base_dir, "schedules"))
         self._inst_data = inst_data
 
     @classmethod
@@ -194,7 +317,105 @@ class PooledSqliteStorage(DagsterSqliteStorage):
         return cls.from_local(inst_data=inst_data, **config_value)
 
 
+def _schedule_storage(base_dir: str) -> SqliteScheduleStorage:
+    """Dagster's SQLite schedule storage, less its schema check when there is nothing to make."""
+    if _stamped(os.path.join(base_dir, "schedules.db")):
+        return SqliteScheduleStorage(create_db_conn_string(base_dir, "schedules"))
+    with _scripts_read_once():
+        return SqliteScheduleStorage.from_local(base_dir)
+
+
 _DAGSTER_SQLITE = ("dagster._core.storage.sqlite_storage", "DagsterSqliteStorage")
+
+
+# -- Dagster's local compute logs, mirrored without a process per stream --------------------------
+#
+# A run captures its process's stdout and stderr in files (the run's logs in the UI) and mirrors
+# them to where they went before, each with a ``tail -F`` process and a Python process watching
+# that one for orphans: four processes per run, a tenth of a second of CPU. Here a thread of the
+# run's own process copies each file instead, and copies what is left when the capture ends.
+
+_DAGSTER_COMPUTE_LOGS = (
+    "dagster._core.storage.local_compute_log_manager",
+    "LocalComputeLogManager",
+)
+# how often a mirror looks for more output (``tail -F`` looks every second)
+_MIRROR_POLL_SECONDS = 0.1
+
+
+def _fileno(stream: Any) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without a file (pytest's capture)
+        return None
+
+
+def _copy_file(path: str, out: int, done: threading.Event) -> None:
+    """Copy the file at ``path`` to the descriptor ``out`` as it grows, until ``done``."""
+    with open(path, "rb") as source:
+        while True:
+            last = done.is_set()  # asked before reading: what was written by then is copied
+            while chunk := source.read(1 << 16):
+                view = memoryview(chunk)
+                while view:
+                    try:
+                        view = view[os.write(out, view) :]
+                    except OSError:  # the console is gone: ``tail`` would end too
+                        return
+            if last:
+                return
+            done.wait(_MIRROR_POLL_SECONDS)
+
+
+@contextmanager
+def _mirrored(stream: Any, path: str) -> Iterator[None]:
+    """Dagster's ``mirror_stream_to_file``: ``stream`` written to the file at ``path``, and the
+    file's content copied to where ``stream`` went before."""
+    ensure_file(path)
+    fd = _fileno(stream)
+    if fd is None:  # nothing to redirect, nothing to mirror (Dagster's redirect does nothing)
+        with redirect_to_file(stream, path):
+            yield
+        return
+    out = os.dup(fd)
+    done = threading.Event()
+    mirror = threading.Thread(target=_copy_file, args=(path, out, done), daemon=True)
+    mirror.start()
+    try:
+        with redirect_to_file(stream, path):
+            yield
+    finally:
+        done.set()
+        mirror.join()
+        os.close(out)
+
+
+class MirroredComputeLogManager(LocalComputeLogManager):
+    """Dagster's local compute log manager (the same files, which the UI reads), with the
+    mirrors above; ``sqlite_instance`` uses it where ``dagster.yaml`` leaves compute logs to
+    Dagster's default (or names it)."""
+
+    @contextmanager
+    def capture_logs(self, log_key: Sequence[str]) -> Iterator[CapturedLogContext]:
+        out = self.get_captured_local_path(log_key, IO_TYPE_EXTENSION[ComputeIOType.STDOUT])
+        err = self.get_captured_local_path(log_key, IO_TYPE_EXTENSION[ComputeIOType.STDERR])
+        with _mirrored(sys.stdout, out), _mirrored(sys.stderr, err):
+            yield CapturedLogContext(log_key)
+        # as Dagster's: the file that says the capture is complete
+        touch_file(self.complete_artifact_path(log_key))
+
+    @classmethod
+    def from_config_value(  # pyright: ignore[reportIncompatibleMethodOverride]
+        cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, Any]
+    ) -> MirroredComputeLogManager:
+        return cls(inst_data=inst_data, **config_value)
+
+
+def _swapped(data: ConfigurableClassData | None, dagster: tuple[str, str], ours: type) -> Any:
+    """``data`` naming ``ours`` with the same configuration when it names Dagster's class."""
+    if data is None or (data.module_name, data.class_name) != dagster:
+        return data
+    return ConfigurableClassData(__name__, ours.__name__, data.config_yaml)
 
 
 def sqlite_instance() -> dg.DagsterInstance:
@@ -204,8 +425,10 @@ def sqlite_instance() -> dg.DagsterInstance:
     if not (os.path.isabs(home) and os.path.isdir(home)):
         return dg.DagsterInstance.get()  # Dagster says what is wrong with DAGSTER_HOME
     ref = InstanceRef.from_dir(home)
-    data = ref.storage_data
-    if data is not None and (data.module_name, data.class_name) == _DAGSTER_SQLITE:
-        pooled = ConfigurableClassData(__name__, PooledSqliteStorage.__name__, data.config_yaml)
-        ref = ref._replace(storage_data=pooled)
+    ref = ref._replace(
+        storage_data=_swapped(ref.storage_data, _DAGSTER_SQLITE, PooledSqliteStorage),
+        compute_logs_data=_swapped(
+            ref.compute_logs_data, _DAGSTER_COMPUTE_LOGS, MirroredComputeLogManager
+        ),
+    )
     return dg.DagsterInstance.from_ref(ref)

@@ -1,7 +1,8 @@
 """A sync loads only what it runs: ``ol-dagster sync`` and a run worker (which loads
 ``ol_dagster.definitions``) import neither the receiver nor the Kafka consumer nor the HTTP
-libraries only they and the sending commands use, so that every run's start-up does not pay for
-them.
+libraries only they and the sending commands use, nor Dagster's daemons, so that every run's
+start-up does not pay for them; and a sync on an instance made already does not read Dagster's
+migration scripts for the database files it opens, only for the new run's own.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import yaml
@@ -33,23 +35,46 @@ NOT_FOR_A_SYNC = (
     "ol_dagster.kafka.intake",
     "ol_dagster.commands.sender",
     "ol_dagster.commands.consume",
+    # Dagster's daemons (sensors, schedules, backfills, run monitoring) and their logging
+    "dagster._daemon.controller",
+    "dagster._daemon.sensor",
+    "structlog",
+    "rich",
 )
 
 # a whole sync of one batch, then what a run worker loads; the modules of NOT_FOR_A_SYNC loaded
-# by then, and (so that the check is seen to see them) after importing the receiver
+# by then. A second sync, of a batch posted then, on the instance the first made: how often
+# Dagster's migration scripts are read. Then (so that the check is seen to see them) after
+# importing the receiver and asking Dagster's daemon package for one of its names.
 SCRIPT = """
 import json, sys
+from alembic.script import ScriptDirectory
 from ol_dagster.commands.cli import main
 
 def loaded():
     return sorted(m for m in sys.modules if m.startswith(NOT_FOR_A_SYNC))
 
+settings, event = sys.argv[1], json.loads(sys.argv[3])
 NOT_FOR_A_SYNC = tuple(json.loads(sys.argv[2]))
-code = main(["--settings", sys.argv[1], "sync", "--definition", "add"])
+code = main(["--settings", settings, "sync", "--definition", "add"])
 import ol_dagster.definitions
 after_sync = loaded()
+
+from ol_dagster.receiver.intake import sort_events
+from ol_dagster.settings import load_settings
+from ol_dagster.store import EventStore
+store = EventStore(load_settings(settings).store.url)
+store.add_posted_batch("add", sort_events([event], ["*"]).accepted, received=1)
+store.dispose()
+reads = []
+from_config = ScriptDirectory.from_config.__func__
+ScriptDirectory.from_config = classmethod(lambda cls, c: reads.append(c) or from_config(cls, c))
+second = main(["--settings", settings, "sync", "--definition", "add"])
+
 import ol_dagster.receiver.app
-print(json.dumps({"code": code, "after_sync": after_sync, "after_receiver": loaded()}))
+from dagster._daemon import DagsterDaemonController
+print(json.dumps({"code": code, "after_sync": after_sync, "second": second,
+                  "script_reads": len(reads), "after_receiver": loaded()}))
 """
 
 
@@ -65,7 +90,14 @@ def test_a_sync_and_a_run_worker_import_nothing_of_the_receiver(tmp_path: Path) 
     env = {**os.environ, **TOKENS, "DAGSTER_HOME": str(home)}
 
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(path), json.dumps(NOT_FOR_A_SYNC)],
+        [
+            sys.executable,
+            "-c",
+            SCRIPT,
+            str(path),
+            json.dumps(NOT_FOR_A_SYNC),
+            json.dumps(run_event(run_id=str(uuid.uuid4()))),
+        ],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
@@ -78,4 +110,8 @@ def test_a_sync_and_a_run_worker_import_nothing_of_the_receiver(tmp_path: Path) 
     result = json.loads(last)
     assert result["code"] == 0 and json.loads(lines[0])["status"] == "synced", done.stdout
     assert result["after_sync"] == []
+    assert result["second"] == 0 and json.loads(lines[-2])["status"] == "synced", done.stdout
+    # read once per process at most (the first sync read them): not for each file checked
+    assert result["script_reads"] <= 1
     assert {"starlette", "ol_dagster.receiver.app"} <= set(result["after_receiver"])
+    assert "dagster._daemon.controller" in result["after_receiver"]

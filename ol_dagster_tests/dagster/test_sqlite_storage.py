@@ -5,6 +5,7 @@ Dagster's own storage (the UI, the daemon) reads.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +15,11 @@ import pytest
 import yaml
 from sqlalchemy import Engine, event
 
-from ol_dagster.defs.dagster_private import PooledSqliteEventLogStorage, sqlite_instance
+from ol_dagster.defs.dagster_private import (
+    MirroredComputeLogManager,
+    PooledSqliteEventLogStorage,
+    sqlite_instance,
+)
 
 
 @contextmanager
@@ -111,3 +116,37 @@ def test_a_relative_dagster_home_is_refused_as_dagster_does(monkeypatch) -> None
     monkeypatch.setenv("DAGSTER_HOME", "relative/home")
     with pytest.raises(dg.DagsterInvariantViolationError, match="must be an absolute path"):
         sqlite_instance()
+
+
+def test_a_runs_output_is_in_its_logs_and_still_on_the_console(
+    tmp_path: Path, monkeypatch, capfd
+) -> None:
+    """What a run writes to stdout and stderr is in its captured logs (the UI's view of them)
+    and, mirrored from there, where it went before (a thread, not ``tail`` processes), to its
+    last line."""
+
+    @dg.asset(name="talker")
+    def talker() -> None:
+        print("a line of the run", flush=True)  # noqa: T201 - what the test looks for
+        print("\n".join(f"err {i}" for i in range(2000)), file=sys.stderr, flush=True)
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    instance = sqlite_instance()
+    try:
+        assert isinstance(instance.compute_log_manager, MirroredComputeLogManager)
+        result = dg.materialize([talker], instance=instance)
+        captured = [e for e in result.all_events if e.event_type_value == "LOGS_CAPTURED"]
+        assert len(captured) == 1
+        manager = instance.compute_log_manager
+        log_key = manager.build_log_key_for_run(
+            result.run_id, captured[0].logs_captured_data.file_key
+        )
+        logs = manager.get_log_data(log_key)
+        assert manager.is_capture_complete(log_key)
+    finally:
+        instance.dispose()
+    console = capfd.readouterr()
+    assert "a line of the run" in (logs.stdout or b"").decode()
+    assert (logs.stderr or b"").decode().count("err ") == 2000
+    assert "a line of the run" in console.out
+    assert "err 1999" in console.err and console.err.count("err ") == 2000
