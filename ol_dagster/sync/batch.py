@@ -296,7 +296,13 @@ def _upload_locked(
         snapshot = is_snapshot(definition, batch.kind is BatchKind.POSTED, batch.whole_snapshot)
         done.changes = _recorded(
             lambda: changes.record_upload(
-                store, definition, where.key, batch.id, graph, snapshot=snapshot
+                store,
+                definition,
+                where.key,
+                batch.id,
+                graph,
+                snapshot=snapshot,
+                content_digests=outcome.result.content_digests,
             )
         )
         change_set = done.changes
