@@ -36,6 +36,7 @@ from ol_dagster.changes.parts import (
     job_parts,
     merged,
 )
+from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.ownership import admits
@@ -75,7 +76,10 @@ class PartsNow:
 
     def of(self, kind: str) -> list[StoredPart]:
         if kind not in self._read:
-            self._read[kind] = list(self.store.catalog_parts(self.catalog, kind))
+            # ~a million small objects that live on: collections during the read would walk
+            # them and the whole lineage graph the process holds, to free nothing
+            with gc_paused():
+                self._read[kind] = list(self.store.catalog_parts(self.catalog, kind))
         return self._read[kind]
 
     def forget(self, definition: str, kind: str, keys: Iterable[NodeKey]) -> None:
@@ -105,6 +109,22 @@ def record_upload(
     namespaces (``ownership.is_snapshot``). ``content_digests``: the catalog's digest of each
     job's and dataset's content (``UploadResult.content_digests``), when it has them: a part
     whose digest is known from its content (``_known``) and is the stored one is not built."""
+    with gc_paused():  # parts and their JSON: many small objects, no cycles
+        return _record_upload(
+            store, definition, catalog, batch, graph, snapshot, content_digests, parts_now
+        )
+
+
+def _record_upload(
+    store: EventStore,
+    definition: SyncDefinition,
+    catalog: str,
+    batch: int,
+    graph: LineageGraph,
+    snapshot: bool,
+    content_digests: Mapping[str, Mapping[NodeKey, str]] | None,
+    parts_now: PartsNow | None,
+) -> ChangeSet:
     name = definition.name
     content = content_digests or {}
     every = store.all_part_digests(name, catalog)
