@@ -116,6 +116,10 @@ class UploadResult:
     dropped: dict[str, int] = field(default_factory=dict)
     removed: dict[str, int] = field(default_factory=dict)  # objects a DROP event removed
     renamed: list[str] = field(default_factory=list)  # RENAMEs applied: "ns:name -> ns:name"
+    # not recorded: a digest per job and per dataset (by (namespace, name)) of every value the
+    # catalog writes for it, from the graph alone (flows' ends, column flows and SQL included),
+    # so equal digests mean an equal lineage part (``sync.changes``); None: the catalog has none
+    content_digests: dict[str, dict[tuple[str, str], str]] | None = None
 
     @property
     def succeeded(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from operator import attrgetter
 from typing import Any
 
@@ -28,17 +28,32 @@ def digest(part: dict[str, Any]) -> str:
     return hashlib.blake2b(orjson.dumps(part), digest_size=16).hexdigest()
 
 
-def job_parts(graph: LineageGraph, admitted: Callable[[str], bool]) -> dict[NodeKey, JobPart]:
-    """The part of each job the graph describes (not a parent named only by its children) in a
-    namespace ``admitted`` (the definition's own)."""
-    jobs = {k for k, j in graph.jobs.items() if not j.referenced_only and admitted(k[0])}
+def described_jobs(graph: LineageGraph, admitted: Callable[[str], bool]) -> set[NodeKey]:
+    """The jobs that have a part: those the graph describes (not a parent named only by its
+    children) in a namespace ``admitted`` (the definition's own)."""
+    return {k for k, j in graph.jobs.items() if not j.referenced_only and admitted(k[0])}
+
+
+def job_parts(
+    graph: LineageGraph,
+    admitted: Callable[[str], bool],
+    only: Collection[NodeKey] | None = None,
+) -> dict[NodeKey, JobPart]:
+    """The part of each job ``described_jobs`` gives, or of those of them in ``only``."""
+    jobs = described_jobs(graph, admitted)
+    if only is not None:
+        jobs &= set(only)
     # grouped for every job (a snapshot has a million column flows: one pass, in C where it can)
     flows: dict[NodeKey, set[tuple[NodeKey, NodeKey]]] = defaultdict(set)
-    for job, source, target in map(_flow, graph.data_flows):
-        flows[job].add((source, target))
     columns: dict[NodeKey, set[Any]] = defaultdict(set)
-    for job, source, target in map(_flow, graph.field_flows):
-        columns[job].add((source, target))
+    for flow_set, grouped in ((graph.data_flows, flows), (graph.field_flows, columns)):
+        if only is None:
+            for job, source, target in map(_flow, flow_set):
+                grouped[job].add((source, target))
+        elif jobs:  # a few jobs: the flows of the others are only looked at
+            for job, source, target in map(_flow, flow_set):
+                if job in jobs:
+                    grouped[job].add((source, target))
     out: dict[NodeKey, JobPart] = {}
     empty: set[Any] = set()
     for key in jobs:
@@ -66,12 +81,16 @@ def merged(old: JobPart, new: JobPart) -> JobPart:
     return out
 
 
-def dataset_parts(graph: LineageGraph) -> dict[NodeKey, DatasetPart]:
-    """Each dataset's fields, when a run carried its whole schema."""
+def dataset_parts(
+    graph: LineageGraph, only: Collection[NodeKey] | None = None
+) -> dict[NodeKey, DatasetPart]:
+    """Each dataset's fields, when a run carried its whole schema (of those in ``only``)."""
+    datasets = graph.datasets
+    keys = datasets if only is None else [k for k in only if k in datasets]
     return {
         key: {"fields": sorted(d.fields) if d.has_schema else None}
-        for key, d in graph.datasets.items()
-        if not d.dropped
+        for key in keys
+        if not (d := datasets[key]).dropped
     }
 
 

@@ -10,8 +10,10 @@ listed (``changes.downstream``), whichever definition syncs them.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import cache
 from typing import Any
 
 from ol_dagster.changes.changeset import (
@@ -28,19 +30,25 @@ from ol_dagster.changes.downstream import Reader, impacted
 from ol_dagster.changes.parts import (
     JobPart,
     dataset_parts,
+    described_jobs,
     digest,
     dropped_datasets,
     job_parts,
     merged,
 )
+from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage import LineageGraph
 from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.ownership import admits
 from ol_dagster.settings import LineageReplacement, SyncDefinition
 from ol_dagster.store import EventStore
-from ol_dagster.store.changes import part_key
+from ol_dagster.store.changes import StoredPart, part_key
 
 JOB, DATASET = "job", "dataset"
+# per job and dataset, its content digest in the catalog and the digest of the part that content
+# gives (``_known``): stored beside the parts, under kinds of their own
+MEMO = {JOB: "job-content", DATASET: "dataset-content"}
+PARTS_VERSION = 1  # a change of the parts' shape makes every remembered digest miss once
 
 
 def replaced_jobs(
@@ -55,6 +63,36 @@ def replaced_jobs(
     return lambda key: (snapshot and not definition.is_shared(key[0])) or key in whole
 
 
+class PartsNow:
+    """Every job's and dataset's part on a catalog (whichever definition synced it), read once
+    when first asked: the change set's downstream readers and the picture of its neighbourhood
+    share one read of what is tens of megabytes of JSON for 10,000 jobs. Asked after the writes
+    of the step that asks (``forget`` keeps it true to a removal made after the read)."""
+
+    def __init__(self, store: EventStore, catalog: str) -> None:
+        self.store = store
+        self.catalog = catalog
+        self._read: dict[str, list[StoredPart]] = {}
+
+    def of(self, kind: str) -> list[StoredPart]:
+        if kind not in self._read:
+            # ~a million small objects that live on: collections during the read would walk
+            # them and the whole lineage graph the process holds, to free nothing
+            with gc_paused():
+                self._read[kind] = list(self.store.catalog_parts(self.catalog, kind))
+        return self._read[kind]
+
+    def forget(self, definition: str, kind: str, keys: Iterable[NodeKey]) -> None:
+        """The parts of ``keys`` the definition removed since they were read."""
+        gone = set(keys)
+        if kind in self._read and gone:
+            self._read[kind] = [
+                p
+                for p in self._read[kind]
+                if p.definition != definition or (p.namespace, p.name) not in gone
+            ]
+
+
 def record_upload(
     store: EventStore,
     definition: SyncDefinition,
@@ -63,20 +101,47 @@ def record_upload(
     graph: LineageGraph,
     *,
     snapshot: bool,
+    content_digests: Mapping[str, Mapping[NodeKey, str]] | None = None,
+    parts_now: PartsNow | None = None,
 ) -> ChangeSet:
     """What the upload of ``graph`` changed in ``catalog``: recorded with the batch, and the new
     parts kept for the next batch. ``snapshot``: the batch speaks for every job of its
-    namespaces (``ownership.is_snapshot``)."""
+    namespaces (``ownership.is_snapshot``). ``content_digests``: the catalog's digest of each
+    job's and dataset's content (``UploadResult.content_digests``), when it has them: a part
+    whose digest is known from its content (``_known``) and is the stored one is not built."""
+    with gc_paused():  # parts and their JSON: many small objects, no cycles
+        return _record_upload(
+            store, definition, catalog, batch, graph, snapshot, content_digests, parts_now
+        )
+
+
+def _record_upload(
+    store: EventStore,
+    definition: SyncDefinition,
+    catalog: str,
+    batch: int,
+    graph: LineageGraph,
+    snapshot: bool,
+    content_digests: Mapping[str, Mapping[NodeKey, str]] | None,
+    parts_now: PartsNow | None,
+) -> ChangeSet:
     name = definition.name
-    new_jobs = job_parts(graph, lambda ns: admits(definition, ns))
+    content = content_digests or {}
     every = store.all_part_digests(name, catalog)
     digests = every.get(JOB, {})
-    changed = {k: p for k, p in new_jobs.items() if digests.get(part_key(*k)) != digest(p)}
-    old = store.parts(name, catalog, JOB, (part_key(*k) for k in changed))
+    # a few namespaces for thousands of jobs: each one's verdict once
+    admitted = cache(lambda ns: admits(definition, ns))
+    jobs = {k: part_key(*k) for k in described_jobs(graph, admitted)}
+    known, fresh = _known(jobs, content.get(JOB), every.get(MEMO[JOB], {}))
+    build = [k for k, pk in jobs.items() if k not in known or digests.get(pk) != known[k]]
+    new_jobs = job_parts(graph, admitted, only=build if known else None)
+    new_digest = {k: digest(p) for k, p in new_jobs.items()}
+    changed = {k: p for k, p in new_jobs.items() if digests.get(jobs[k]) != new_digest[k]}
+    old = store.parts(name, catalog, JOB, (jobs[k] for k in changed))
     replaced = replaced_jobs(definition, graph, snapshot)
     items: list[Item] = []
     for key, part in list(changed.items()):
-        before = old.get(part_key(*key))
+        before = old.get(jobs[key])
         if before is not None and not replaced(key):
             part = changed[key] = merged(before.part, part)
             if digest(part) == before.digest:
@@ -84,16 +149,23 @@ def record_upload(
                 continue
         items.extend(job_changes(key, before.part if before else None, part))
     ds_digests = every.get(DATASET, {})
+    datasets = {k: part_key(*k) for k, d in graph.datasets.items() if not d.dropped}
+    known_ds, fresh_ds = _known(datasets, content.get(DATASET), every.get(MEMO[DATASET], {}))
+    build_ds = [
+        k for k, pk in datasets.items() if k not in known_ds or ds_digests.get(pk) != known_ds[k]
+    ]
+    ds_parts = dataset_parts(graph, only=build_ds if known_ds else None)
+    ds_digest = {k: digest(p) for k, p in ds_parts.items()}
     new_ds = {
         k: p
-        for k, p in dataset_parts(graph).items()
+        for k, p in ds_parts.items()
         # a dataset seen without its schema keeps the fields known of it
-        if (p["fields"] is not None or part_key(*k) not in ds_digests)
-        and ds_digests.get(part_key(*k)) != digest(p)
+        if (p["fields"] is not None or datasets[k] not in ds_digests)
+        and ds_digests.get(datasets[k]) != ds_digest[k]
     }
-    old_ds = store.parts(name, catalog, DATASET, (part_key(*k) for k in new_ds))
+    old_ds = store.parts(name, catalog, DATASET, (datasets[k] for k in new_ds))
     for key, part in new_ds.items():
-        before = old_ds.get(part_key(*key))
+        before = old_ds.get(datasets[key])
         item = dataset_change(key, before.part if before else None, part)
         if item is not None:
             items.append(item)
@@ -101,17 +173,61 @@ def record_upload(
     items.extend(
         {"kind": DATASET, "change": "removed", "namespace": ns, "name": n} for ns, n in drops
     )
-    ending = _ending(store, definition, catalog, graph, new_jobs) if snapshot else {}
+    undescribed = digests.keys() - jobs.values()
+    ending = _ending(store, definition, catalog, graph, undescribed) if snapshot else {}
     for key, before in ending.items():
         items.extend(job_changes(key, before, None))
     store.replace_parts(name, catalog, JOB, [(*k, digest(p), p) for k, p in changed.items()])
     store.replace_parts(
         name, catalog, DATASET, [(*k, digest(p), p) for k, p in new_ds.items()], removed=drops
     )
+    _remember(store, definition, catalog, JOB, fresh, new_digest)
+    _remember(store, definition, catalog, DATASET, fresh_ds, ds_digest, removed=drops)
     earlier = store.change_set(batch, catalog)
     if earlier is not None:  # a retried batch keeps what its first run changed
         items = [*(earlier.get("items") or []), *items]
-    return _save(store, definition, catalog, batch, items, earlier=earlier, gone=set(ending))
+    now = parts_now or PartsNow(store, catalog)
+    return _save(definition, now, batch, items, earlier=earlier, gone=set(ending))
+
+
+def _memo_key(content: str) -> str:
+    """What the memo holds a content digest as: with the version of the parts' shape."""
+    return hashlib.blake2b(f"{PARTS_VERSION}:{content}".encode(), digest_size=16).hexdigest()
+
+
+def _known(
+    keys: Mapping[NodeKey, str], contents: Mapping[NodeKey, str] | None, memo: Mapping[str, str]
+) -> tuple[dict[NodeKey, str], dict[NodeKey, str]]:
+    """Of ``keys`` (each with its part key): the digest of the part of each one whose content
+    digest (``contents``) is the one the memo holds for it, as a part is a function of its
+    content; and the memo key (``_memo_key``) of each other one that has a content digest."""
+    known: dict[NodeKey, str] = {}
+    fresh: dict[NodeKey, str] = {}
+    for key, digest_now in (contents or {}).items():
+        pk = keys.get(key)
+        if pk is None:
+            continue
+        memo_key = _memo_key(digest_now)
+        held = memo.get(pk)
+        if held is not None and held[: len(memo_key)] == memo_key:
+            known[key] = held[len(memo_key) :]
+        else:
+            fresh[key] = memo_key
+    return known, fresh
+
+
+def _remember(
+    store: EventStore,
+    definition: SyncDefinition,
+    catalog: str,
+    kind: str,
+    fresh: Mapping[NodeKey, str],
+    digests: Mapping[NodeKey, str],
+    removed: Iterable[NodeKey] = (),
+) -> None:
+    """Keep the part digests built for contents the memo did not hold (``_known``)."""
+    rows = [(*k, m + digests[k], {}) for k, m in fresh.items() if k in digests]
+    store.replace_parts(definition.name, catalog, MEMO[kind], rows, removed=removed)
 
 
 def _ending(
@@ -119,16 +235,15 @@ def _ending(
     definition: SyncDefinition,
     catalog: str,
     graph: LineageGraph,
-    described: Mapping[NodeKey, JobPart],
+    undescribed: Iterable[str],
 ) -> dict[NodeKey, JobPart]:
-    """The jobs of a snapshot's namespaces (outside shared ones) that it no longer describes:
-    its cleanup removes them. Listed as removed from the upload on, so the check sees what their
-    removal breaks; the cleanup then keeps only those it did remove (``record_cleanup``)."""
+    """The jobs of a snapshot's namespaces (outside shared ones) that it no longer describes
+    (of the part keys ``undescribed``): its cleanup removes them. Listed as removed from the
+    upload on, so the check sees what their removal breaks; the cleanup then keeps only those it
+    did remove (``record_cleanup``)."""
     spoken = {ns for ns in graph.job_namespaces if not definition.is_shared(ns)}
-    names = store.part_names(definition.name, catalog, JOB)
-    ending = [k for k in names if k[0] in spoken and k not in described]
-    found = store.parts(definition.name, catalog, JOB, (part_key(*k) for k in ending))
-    return {(p.namespace, p.name): p.part for p in found.values()}
+    found = store.parts(definition.name, catalog, JOB, undescribed)
+    return {(p.namespace, p.name): p.part for p in found.values() if p.namespace in spoken}
 
 
 def record_cleanup(
@@ -152,7 +267,8 @@ def record_cleanup(
         return None  # most cleanups: nothing removed, nothing the upload expected removed
     kept = {k for k in ending if f"{k[0]}.{k[1]}" not in gone}
     items = [i for i in listed if _job_of(i) not in kept]
-    mine = [p for p in store.catalog_parts(catalog, JOB) if p.definition == name]
+    now = PartsNow(store, catalog)
+    mine = [p for p in now.of(JOB) if p.definition == name]
     left: list[tuple[str, str]] = []
     for p in mine:
         if f"{p.namespace}.{p.name}" in gone:
@@ -160,6 +276,8 @@ def record_cleanup(
                 items.extend(job_changes((p.namespace, p.name), p.part, None))
             left.append((p.namespace, p.name))
     store.replace_parts(name, catalog, JOB, [], removed=left)
+    store.replace_parts(name, catalog, MEMO[JOB], [], removed=left)
+    now.forget(name, JOB, left)
     dropped: list[tuple[str, str]] = []
     if removed_datasets:
         still = {
@@ -174,9 +292,11 @@ def record_cleanup(
             {"kind": DATASET, "change": "removed", "namespace": ns, "name": n} for ns, n in dropped
         )
         store.replace_parts(name, catalog, DATASET, [], removed=dropped)
+        store.replace_parts(name, catalog, MEMO[DATASET], [], removed=dropped)
+        now.forget(name, DATASET, dropped)
     if not kept and len(items) == len(listed):
         return None
-    return _save(store, definition, catalog, batch, items, earlier=earlier)
+    return _save(definition, now, batch, items, earlier=earlier)
 
 
 def _job_removal(item: Item) -> bool:
@@ -205,6 +325,7 @@ def forget_jobs(
         if p.definition == definition.name and f"{p.namespace}.{p.name}" in gone
     ]
     store.replace_parts(definition.name, catalog, JOB, [], removed=left)
+    store.replace_parts(definition.name, catalog, MEMO[JOB], [], removed=left)
     return len(left)
 
 
@@ -221,9 +342,8 @@ def _touched(items: Iterable[Item]) -> set[NodeKey]:
 
 
 def _save(
-    store: EventStore,
     definition: SyncDefinition,
-    catalog: str,
+    now: PartsNow,
     batch: int,
     items: list[Item],
     *,
@@ -233,7 +353,8 @@ def _save(
     """Record the batch's change set of ``items`` (``earlier``: the one recorded before, whose
     kept items they include), its impact judged on the catalog now, the definition's jobs
     ``gone`` no longer reading or writing anything."""
-    readers, fields = _catalog_now(store, catalog, items)
+    store, catalog = now.store, now.catalog
+    readers, fields = _catalog_now(now, items)
     mine = gone or set()
     readers = [r for r in readers if not (r[0] == definition.name and r[1] in mine)]
     hit = impacted(items, readers, fields)
@@ -256,17 +377,15 @@ def _save(
 
 
 def _catalog_now(
-    store: EventStore, catalog: str, items: Sequence[Item]
+    now: PartsNow, items: Sequence[Item]
 ) -> tuple[list[Reader], Mapping[NodeKey, list[str] | None]]:
     """Every job's current part on the catalog, and the fields known of the datasets the items
     name; read only when something was removed (most batches remove nothing)."""
     if not any(i["change"] == "removed" or "fieldsRemoved" in i for i in items):
         return [], {}
-    readers = [
-        (p.definition, (p.namespace, p.name), p.part) for p in store.catalog_parts(catalog, JOB)
-    ]
+    readers = [(p.definition, (p.namespace, p.name), p.part) for p in now.of(JOB)]
     fields: dict[NodeKey, list[str] | None] = {}
-    for p in store.catalog_parts(catalog, DATASET):
+    for p in now.of(DATASET):
         known = p.part.get("fields")
         if known is not None or (p.namespace, p.name) not in fields:
             fields[(p.namespace, p.name)] = known
@@ -274,13 +393,19 @@ def _catalog_now(
 
 
 def picture_graph(
-    store: EventStore, change_set: ChangeSet, *, limit: int = 50
+    store: EventStore,
+    change_set: ChangeSet,
+    *,
+    limit: int = 50,
+    parts_now: PartsNow | None = None,
 ) -> tuple[list[Node], list[Edge]]:
     """The nodes and edges of the change set's neighbourhood (``changeset.neighbourhood``): the
-    changed objects and one hop around them, through every job on the catalog now."""
+    changed objects and one hop around them, through every job on the catalog now (``parts_now``:
+    as the change set's recording read it, when it did)."""
     if change_set.empty:
         return [], []
-    around = [((p.namespace, p.name), p.part) for p in store.catalog_parts(change_set.catalog, JOB)]
+    now = parts_now or PartsNow(store, change_set.catalog)
+    around = [((p.namespace, p.name), p.part) for p in now.of(JOB)]
     return neighbourhood(change_set, around, limit=limit)
 
 

@@ -355,3 +355,35 @@ def test_a_job_a_snapshot_drops_is_seen_from_the_upload_and_stays_when_a_guard_k
     assert report["skippedReason"] == "REMOVAL_CAP_EXCEEDED"
     after = h.store.change_set(batch, "main")
     assert after is not None and after["items"] == [] and after["impacted"] == []
+
+
+def test_a_snapshot_lists_the_column_flows_of_the_one_job_it_changed(h: Harness) -> None:
+    """Of two jobs a snapshot repeats, one now feeds a column from another one: the change set
+    lists that job's column flows, added and removed, and nothing of the other job; the same
+    snapshot again changes nothing."""
+    d = definition()
+    raw = ds(WH, "raw.orders", ["id", "amount_raw"])
+    other = simple("customers")
+
+    def model(source: str) -> dict[str, Any]:
+        out = ds(*MODEL, ["id", "amount"], lineage={"amount": [(WH, "raw.orders", source)]})
+        return job("etl", "orders_model", [raw], [out])
+
+    def change_set() -> dict[str, Any]:
+        batch = h.store.latest_change_batch("snap", "main")
+        assert batch is not None
+        doc = h.store.change_set(batch, "main")
+        assert doc is not None
+        return doc
+
+    h.sync(d, [model("amount_raw"), other])
+    h.sync(d, [model("id"), other])
+    items = change_set()["items"]
+    assert {(i["kind"], i["change"], i["job"]["name"]) for i in items if "job" in i} == {
+        ("fieldFlow", "added", "orders_model"),
+        ("fieldFlow", "removed", "orders_model"),
+    }
+    (added,) = _items(change_set(), "fieldFlow", "added")
+    assert added["source"]["field"] == "id"
+    h.sync(d, [model("id"), other])
+    assert change_set()["items"] == []

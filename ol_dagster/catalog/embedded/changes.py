@@ -78,6 +78,10 @@ class Contents:
     datasets: dict[NodeKey, str]  # datasets that can be hashed, by digest
     field_flows: dict[NodeKey, list[FieldFlow]]  # every job's, so the changed ones are at hand
 
+    def digests(self) -> dict[str, dict[NodeKey, str]]:
+        """The digests by kind, as ``UploadResult.content_digests`` gives them."""
+        return {"job": {k: c.digest for k, c in self.jobs.items()}, "dataset": self.datasets}
+
 
 def pick_field_flow(kept: FieldFlow, other: FieldFlow) -> FieldFlow:
     """Of two field flows of a job with the same ends (one catalog row), the one written: the

@@ -121,6 +121,8 @@ class Upload:
         self.contents: changes.Contents | None = (
             changes.contents(graph, self.job_sys) if detect_changes else None
         )
+        if self.contents is not None:
+            self.result.content_digests = self.contents.digests()
         # the clean objects, each with the last-update its rows carry since the upload that
         # stamped them last; a job leaves ``clean_jobs`` as soon as one of its rows is missing
         self.clean_jobs: dict[NodeKey, Stamp] = {}
