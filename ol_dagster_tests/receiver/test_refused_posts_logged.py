@@ -107,7 +107,8 @@ def test_a_burst_of_refusals_is_one_line_then_a_count(tmp_path: Path, tokens, ca
     assert len(lines) == len(full) + len(summaries)
     # one count a second at most while the burst lasted, and the last one after it
     assert 1 <= len(summaries) <= elapsed / 1 + 2, lines
-    assert summaries[-1].endswith("in the last 1 s: 401 missing or unknown bearer token")
+    # the window is a second, or a little more when the server's loop wakes late (a busy machine)
+    assert re.search(r"in the last [12] s: 401 missing or unknown bearer token$", summaries[-1])
 
 
 def _counted(caplog, address: str) -> int:
