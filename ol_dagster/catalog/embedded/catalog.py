@@ -189,33 +189,18 @@ class EmbeddedCatalog:
     def export_state(self, definition: SyncDefinition) -> LineageState:
         """What ``definition`` has synced here, for the asset graph (see ``lineage_state``)."""
         with self.engine.connect() as conn:
-            return export.export_state(
-                conn,
-                str(definition.uuid),
-                lambda ns: namespace_allowed(ns, definition.namespace_patterns),
-                definition.assetGraph.maxJobs,
-            )
+            return export.export_state(conn, *_state_scope(definition))
 
     def state_sources(self, definition: SyncDefinition) -> tuple[dict[NodeKey, str | None], int]:
         """Each job's signature of its part of the state, and the jobs not shown
         (``export.sources``)."""
         with self.engine.connect() as conn:
-            return export.sources(
-                conn,
-                str(definition.uuid),
-                lambda ns: namespace_allowed(ns, definition.namespace_patterns),
-                definition.assetGraph.maxJobs,
-            )
+            return export.sources(conn, *_state_scope(definition))
 
     def state_jobs(self, definition: SyncDefinition) -> tuple[set[NodeKey], int]:
         """The jobs a whole export keeps, and the others counted (``export.kept_jobs``)."""
         with self.engine.connect() as conn:
-            return export.kept_jobs(
-                conn,
-                str(definition.uuid),
-                lambda ns: namespace_allowed(ns, definition.namespace_patterns),
-                definition.assetGraph.maxJobs,
-            )
+            return export.kept_jobs(conn, *_state_scope(definition))
 
     def export_parts(
         self, definition: SyncDefinition, jobs: Collection[NodeKey]
@@ -241,3 +226,13 @@ class EmbeddedCatalog:
     def job_names(self) -> list[str]:
         with self.engine.connect() as conn:
             return reads.job_names(conn)
+
+
+def _state_scope(definition: SyncDefinition) -> tuple[str, Callable[[str], bool], int | None]:
+    """What every read of a definition's part of the state is scoped by: its id, its namespaces
+    and its asset graph's cap."""
+    return (
+        str(definition.uuid),
+        lambda ns: namespace_allowed(ns, definition.namespace_patterns),
+        definition.assetGraph.maxJobs,
+    )
