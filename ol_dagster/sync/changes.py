@@ -93,6 +93,7 @@ class PartsNow:
             ]
 
 
+@gc_paused()  # parts and their JSON: many small objects, no cycles
 def record_upload(
     store: EventStore,
     definition: SyncDefinition,
@@ -109,22 +110,6 @@ def record_upload(
     namespaces (``ownership.is_snapshot``). ``content_digests``: the catalog's digest of each
     job's and dataset's content (``UploadResult.content_digests``), when it has them: a part
     whose digest is known from its content (``_known``) and is the stored one is not built."""
-    with gc_paused():  # parts and their JSON: many small objects, no cycles
-        return _record_upload(
-            store, definition, catalog, batch, graph, snapshot, content_digests, parts_now
-        )
-
-
-def _record_upload(
-    store: EventStore,
-    definition: SyncDefinition,
-    catalog: str,
-    batch: int,
-    graph: LineageGraph,
-    snapshot: bool,
-    content_digests: Mapping[str, Mapping[NodeKey, str]] | None,
-    parts_now: PartsNow | None,
-) -> ChangeSet:
     name = definition.name
     content = content_digests or {}
     every = store.all_part_digests(name, catalog)
