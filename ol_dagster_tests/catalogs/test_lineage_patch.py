@@ -20,10 +20,12 @@ from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.protocol import export_state
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_specs
 from ol_dagster.lineage_state import LineageState, dataset_key, job_key, state_rows
+from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import SyncDefinition, parse_settings
 from ol_dagster.store import EventStore, schema
 from ol_dagster.store.lineage_state import RowsWritten
 from ol_dagster.sync import fanout
+from ol_dagster.sync.batch import sync_batch
 from ol_dagster.sync.lineage_refresh import Refreshed, note_catalog_change, refresh_lineage
 from ol_dagster.sync.upload import upload_graph
 from ol_dagster_tests.catalogs.test_embedded_catalog import (
@@ -383,6 +385,29 @@ def test_another_definitions_change_to_the_catalog_is_looked_at(tmp_path: Path) 
         assert s.sync_batch(_shop(6)).untouched
         note_catalog_change(s.store, report={"removed": {"datasets": 1}, "removedJobs": []})
         assert not s.sync_batch(_shop(7)).untouched
+    finally:
+        s.close()
+
+
+def test_a_real_sync_that_changes_the_catalog_takes_the_marks_away(tmp_path: Path) -> None:
+    """The sync itself, not only the rule: its upload that writes takes every stored state's
+    mark away before the asset graph is refreshed; one that writes nothing leaves it."""
+    s = Batched(tmp_path)
+    try:
+        s.sync_batch(_shop(2))
+        assert s.sync_batch(_shop(3)).untouched
+
+        def really_sync(events: list[dict[str, Any]]) -> None:
+            intake = sort_events(events, s.definition.allowedJobNamespaces)
+            batch = s.store.add_posted_batch(
+                s.definition.name, intake.accepted, received=intake.received, snapshot=True
+            )
+            sync_batch(s.store, s.catalog, s.definition, batch, run_id=f"r{batch}")
+
+        really_sync(_shop(4))  # the same lineage: nothing written
+        assert s.store.lineage_signed_batch("snap") is not None
+        really_sync(_shop(5, kpi=_kpi_with_count()))
+        assert s.store.lineage_signed_batch("snap") is None
     finally:
         s.close()
 
