@@ -347,29 +347,15 @@ class _Reader:
         self.nodes: list[NodeKey] = []
         self.fields: list[FieldKey] = []
         self.labels: list[str | None] = [None]  # index -1 (the last) is no label
-        self.sections: dict[str, Callable[[list[Any]], None]] = {
-            "nodes": self.add_nodes,
-            "fields": self.add_fields,
-            "labels": self.add_labels,
-            "jobs": self.jobs,
-            "datasets": self.datasets,
-            "dataFlows": self.data_flows,
-            "fieldFlows": self.field_flows,
-            "orchestrationFlows": self.orchestration_flows,
-            "routines": self.routines,
-            "qualityChecks": self.quality_checks,
-            "dangling": self.dangling,
-            "skippedEvents": self.graph.skipped_events.extend,
-            "describedJobs": self.described_jobs,
-            "completedJobs": self.completed_jobs,
-            "metrics": self.metrics,
-        }
 
     def read(self, line: list[Any]) -> None:
         section, rows = line
         if not isinstance(rows, list):
             raise PackedGraphError(f"section {section!r} holds no rows")
-        self.sections[section](rows)
+        handler = _SECTIONS.get(section)
+        if handler is None:
+            raise PackedGraphError(f"an unknown section {section!r}")
+        handler(self, rows)
 
     def add_nodes(self, rows: list[Any]) -> None:
         s = self.s
@@ -488,3 +474,28 @@ class _Reader:
 
     def completed_jobs(self, rows: list[int]) -> None:
         self.graph.completed_jobs.update(self.nodes[i] for i in rows)
+
+    def skipped_events(self, rows: list[Any]) -> None:
+        self.graph.skipped_events.extend(rows)
+
+
+# by the class, not bound to a reader: a reader holding its own bound methods would be a
+# reference cycle, and the graph it holds would then outlive its last use until a full
+# collection walks it (0.3-0.5 s at 10,000 jobs, at whatever step it happens to fall in)
+_SECTIONS: dict[str, Callable[[_Reader, list[Any]], None]] = {
+    "nodes": _Reader.add_nodes,
+    "fields": _Reader.add_fields,
+    "labels": _Reader.add_labels,
+    "jobs": _Reader.jobs,
+    "datasets": _Reader.datasets,
+    "dataFlows": _Reader.data_flows,
+    "fieldFlows": _Reader.field_flows,
+    "orchestrationFlows": _Reader.orchestration_flows,
+    "routines": _Reader.routines,
+    "qualityChecks": _Reader.quality_checks,
+    "dangling": _Reader.dangling,
+    "skippedEvents": _Reader.skipped_events,
+    "describedJobs": _Reader.described_jobs,
+    "completedJobs": _Reader.completed_jobs,
+    "metrics": _Reader.metrics,
+}
