@@ -30,6 +30,8 @@ from contextlib import contextmanager
 # below this many aged objects a full collection is not worth its walk (a fresh process holds
 # ~300,000 tracked objects after its imports; the collector's own rule would wait for a quarter)
 _MIN_PENDING = 100_000
+# middle-generation collections between two full ones in a one-sync process (the default is 10)
+_ONE_SYNC_FULL = 1_000
 
 _lock = threading.Lock()
 _pending = 0  # objects aged by pauses since the last full collection (an upper bound)
@@ -45,6 +47,17 @@ def collect_aged_objects(enabled: bool = True) -> None:
     with _lock:
         _collecting = enabled
         _pending = 0
+
+
+def one_sync_process() -> None:
+    """Called by a process that runs the pending syncs and exits (``ol-dagster sync``): the
+    collector still runs its young collections (a cycle made and dropped goes soon), but a full
+    one only after a hundred times the allocations it waits for by default. Each full collection
+    walks every object the process holds (a lineage graph and the catalog's rows: 0.15-0.25 s
+    at 10,000 jobs, two or three times a sync) and frees next to nothing: a sync leaves no
+    large cycle behind (``lineage.packed``), and the process ends when the syncs are done."""
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, _ONE_SYNC_FULL)
 
 
 @contextmanager
