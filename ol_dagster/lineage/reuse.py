@@ -273,8 +273,8 @@ def build_reusing(
         if dataset is None:
             return None
         graph.datasets[key] = dataset
-    flows = [*pending, *(f for f in earlier.field_flows if f.job in reuse)]
-    if not _lineage_fields_in_order(graph, fresh, flows, earlier):
+    kept = (f for f in earlier.field_flows if f.job in reuse)
+    if not _lineage_fields_in_order(graph, fresh, lambda: [*pending, *kept], earlier):
         return None
     # a kept flow between datasets described as they were, with a schema, resolves as it did
     settled = {k for k, d in graph.datasets.items() if d.has_schema and k not in fresh}
@@ -291,7 +291,10 @@ def build_reusing(
 
 
 def _lineage_fields_in_order(
-    graph: LineageGraph, fresh: set[NodeKey], flows: list[FieldFlow], earlier: LineageGraph
+    graph: LineageGraph,
+    fresh: set[NodeKey],
+    flows_now: Callable[[], list[FieldFlow]],
+    earlier: LineageGraph,
 ) -> bool:
     """A dataset without a schema has the fields field flows name, in the order normalizing
     resolves them (the runs' order), which flows kept from the earlier graph do not tell. Such
@@ -301,6 +304,7 @@ def _lineage_fields_in_order(
     schemaless = {k for k, d in graph.datasets.items() if not d.has_schema}
     if not schemaless:
         return True
+    flows = flows_now()  # every kept flow: listed only when a dataset has no schema
     now, before = _naming(flows, schemaless), _naming(earlier.field_flows, schemaless)
     again: list[NodeKey] = []
     for key in schemaless:
