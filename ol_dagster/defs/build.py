@@ -15,6 +15,7 @@ import dagster as dg
 from ol_dagster.db import missing_sqlite_file
 from ol_dagster.defs import names
 from ol_dagster.defs.analysis import build_analyses
+from ol_dagster.defs.executor import sync_executor
 from ol_dagster.defs.factory import build_definition_defs
 from ol_dagster.defs.lineage_assets import (
     OpenLineageTranslator,
@@ -107,7 +108,7 @@ def build_defs(
             schedules=analysis_schedules,
             # A sync's steps run one after another and hand nothing over through IO managers: a
             # process per step would only add its start-up and its own load of the code location.
-            executor=dg.in_process_executor,
+            executor=sync_executor,
             resources=file_resources(resolved, files),
         ),
     )

@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 from ol_dagster.commands.headless import sync_batches
 from ol_dagster.definitions import build_defs
 from ol_dagster.defs.assets import job_runs_metadata
+from ol_dagster.defs.executor import sync_executor
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_specs
 from ol_dagster.receiver.app import create_app
 from ol_dagster.settings import load_settings
@@ -447,7 +448,7 @@ def test_run_workers_reconstruct_the_sync_job_without_the_synced_lineage(synced,
     assert job_key not in worker_repo.asset_graph.get_all_asset_keys()
     served_job, rebuilt_job = (r.get_job("snap__sync") for r in (server_repo, worker_repo))
     assert served_job.get_job_snapshot_id() == rebuilt_job.get_job_snapshot_id()
-    assert rebuilt_job.executor_def is dg.in_process_executor
+    assert rebuilt_job.executor_def is sync_executor
 
 
 def test_a_capped_definition_exports_only_its_newest_jobs_after_each_sync(
