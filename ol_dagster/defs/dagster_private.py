@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
+import shutil
 import sqlite3
 import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Self, TypeAlias
 
 import dagster as dg
@@ -60,6 +62,9 @@ def _defer_package_init(name: str) -> None:
 # before the storage modules below, which import ``dagster._daemon.types``
 _defer_package_init("dagster._daemon")
 
+import alembic  # noqa: E402
+import sqlalchemy  # noqa: E402
+import sqlalchemy.exc  # noqa: E402
 from dagster._core.execution.compute_logs import redirect_to_file  # noqa: E402
 from dagster._core.instance.ref import InstanceRef  # noqa: E402
 from dagster._core.storage.base_storage import DagsterStorage  # noqa: E402
@@ -88,7 +93,7 @@ from dagster._core.storage.sqlite_storage import DagsterSqliteStorage  # noqa: E
 from dagster._serdes import ConfigurableClassData  # noqa: E402
 from dagster._utils import ensure_file, touch_file  # noqa: E402
 from sqlalchemy import Connection, Engine, create_engine  # noqa: E402
-from sqlalchemy.pool import QueuePool  # noqa: E402
+from sqlalchemy.pool import NullPool, QueuePool  # noqa: E402
 
 if TYPE_CHECKING:
     # what ``dg.define_asset_job`` returns (resolved against the assets when the Definitions are
@@ -190,6 +195,12 @@ def _scripts_read_once() -> Iterator[None]:
             setattr(ScriptDirectory, "from_config", saved)  # noqa: B010 - the classmethod back
 
 
+def _shard_makers() -> tuple[str, ...]:
+    """What an empty run shard Dagster makes depends on: its tables and revision (Dagster), the
+    DDL of both (SQLAlchemy, alembic) and the file format (SQLite)."""
+    return (dg.__version__, sqlalchemy.__version__, alembic.__version__, sqlite3.sqlite_version)
+
+
 def _sqlite_engine(url: str, **connect_args: Any) -> Engine:
     """An engine that keeps one connection and opens more only while others are in use (each
     storage call holds one for its duration, from any thread)."""
@@ -209,6 +220,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
         self._engines: OrderedDict[str, Engine] = OrderedDict()
         self._pid = os.getpid()
         self._tables: set[str] = set()
+        self._template_path: str | None = None
         super().__init__(base_dir, inst_data)
 
     def has_table(self, table_name: str) -> bool:
@@ -226,10 +238,65 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
             yield conn
 
     def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
-        # the index and every run's shard once per process; a new run's shard is made by Dagster
-        if not _stamped(engine.url.database or ""):
-            with _scripts_read_once():
-                super()._initdb(engine, for_index_shard)
+        # the index and every run's shard once per process; a new run's shard is a copy of an
+        # empty one Dagster made (``_new_shard``)
+        path = engine.url.database or ""
+        if _stamped(path):
+            return
+        if not for_index_shard and self._new_shard(path):
+            return
+        with _scripts_read_once():
+            super()._initdb(engine, for_index_shard)
+
+    def _new_shard(self, path: str) -> bool:
+        """Make the run shard at ``path`` as a copy of the instance's template: an empty shard
+        made by Dagster's own ``_initdb`` (its tables, its schema revision, write-ahead
+        journal), once per version of Dagster, SQLAlchemy, alembic and SQLite. Dagster makes
+        every run's shard the same way, running its migration environment to stamp it (a tenth
+        of a second of each sync, and what brings alembic into play); a copy is the same file.
+        False (Dagster then makes the shard itself) when the file is there already, made
+        meanwhile by another process, or cannot be copied."""
+        name = os.path.basename(path)
+        if not name.endswith(".db") or name == f"{INDEX_SHARD_NAME}.db" or os.path.exists(path):
+            return False
+        template = self._template()
+        if template is None:
+            return False
+        copy = f"{path}.{os.getpid()}.{threading.get_ident()}.part"  # no run's name (``*.db``)
+        try:
+            shutil.copyfile(template, copy)
+            os.link(copy, path)  # never over a shard another process made meanwhile
+        except OSError:
+            return False
+        finally:
+            with suppress(FileNotFoundError):
+                os.unlink(copy)
+        return True
+
+    def _template(self) -> str | None:
+        """The template of this instance's run shards, made by Dagster when there is none."""
+        if self._template_path is not None:
+            return self._template_path
+        key = re.sub(r"[^\w.]+", "_", "-".join(_shard_makers()))
+        template = os.path.join(self._base_dir, f".run-shard-{key}.sqlite")  # no run's name
+        if not os.path.exists(template):
+            part = f"{template}.{os.getpid()}.{threading.get_ident()}.part"
+            engine = create_engine(f"sqlite:///{part}", poolclass=NullPool)
+            try:
+                with _scripts_read_once():
+                    SqliteEventLogStorage._initdb(self, engine)  # Dagster's own making
+                engine.dispose()  # its last connection closed: the journal is in the file
+                if os.path.exists(f"{part}-wal") or not _stamped(part, "event_logs"):
+                    return None
+                os.replace(part, template)
+            except (OSError, sqlalchemy.exc.SQLAlchemyError):
+                return None
+            finally:
+                for leftover in (part, f"{part}-wal", f"{part}-shm"):
+                    with suppress(FileNotFoundError):
+                        os.unlink(leftover)
+        self._template_path = template
+        return template
 
     def _engine(self, shard: str) -> Engine:
         if self._pid != os.getpid():  # a forked child: its parent's connections are not its own
