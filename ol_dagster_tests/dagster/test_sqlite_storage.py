@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -94,7 +95,7 @@ def test_connections_do_not_grow_with_stored_events(tmp_path: Path, monkeypatch)
         dagster_own.dispose()
 
 
-def _database_file(path: Path) -> tuple[object, ...]:
+def _database_file(path: Path) -> tuple[list[Any], list[Any], list[list[Any]]]:
     """What makes a SQLite file the one Dagster made: its schema, its revision, its journal."""
     with sqlite3.connect(path) as conn:
         pragmas = ("journal_mode", "user_version", "application_id", "page_size", "encoding")
