@@ -59,8 +59,29 @@ def _defer_package_init(name: str) -> None:
     setattr(sys.modules[parent], child, module)
 
 
-# before the storage modules below, which import ``dagster._daemon.types``
+def _mako_without_pygments() -> None:
+    """Import mako's error pages without their pygments highlighting.
+
+    Dagster's storage modules import alembic, alembic imports mako (for its script templates),
+    and mako's ``exceptions`` highlights source code in its HTML error pages with pygments when
+    pygments is installed: pygments' lexers and formatters imported, and every installed
+    package's entry points read for pygments plugins, a tenth of a second of every process that
+    opens Dagster's storage. Nothing here renders mako's error pages; without pygments they
+    escape the source instead, mako's own fallback when pygments is not installed. A process that
+    imported mako's error pages already keeps them as they are."""
+    if "mako.exceptions" in sys.modules:
+        return
+    plugin = "mako.ext.pygmentplugin"
+    sys.modules[plugin] = None  # pyright: ignore[reportArgumentType] - its import now fails
+    try:
+        import mako.exceptions  # noqa: F401
+    finally:
+        del sys.modules[plugin]
+
+
+# before the storage modules below, which import ``dagster._daemon.types`` and alembic
 _defer_package_init("dagster._daemon")
+_mako_without_pygments()
 
 import alembic  # noqa: E402
 import sqlalchemy  # noqa: E402
