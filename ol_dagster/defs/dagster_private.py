@@ -113,7 +113,7 @@ from dagster._core.storage.sqlite import (  # noqa: E402
 from dagster._core.storage.sqlite_storage import DagsterSqliteStorage  # noqa: E402
 from dagster._serdes import ConfigurableClassData  # noqa: E402
 from dagster._utils import ensure_file, touch_file  # noqa: E402
-from sqlalchemy import Connection, Engine, create_engine  # noqa: E402
+from sqlalchemy import Connection, Engine, create_engine, event  # noqa: E402
 from sqlalchemy.pool import NullPool, QueuePool  # noqa: E402
 
 if TYPE_CHECKING:
@@ -225,13 +225,29 @@ def _shard_makers() -> tuple[str, ...]:
 def _sqlite_engine(url: str, **connect_args: Any) -> Engine:
     """An engine that keeps one connection and opens more only while others are in use (each
     storage call holds one for its duration, from any thread)."""
-    return create_engine(
+    engine = create_engine(
         url,
         poolclass=QueuePool,
         pool_size=1,
         max_overflow=-1,
         connect_args={**connect_args, "check_same_thread": False},
     )
+    event.listen(engine, "connect", _commit_without_sync)
+    return engine
+
+
+def _commit_without_sync(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+    """On a file in write-ahead mode (every file Dagster makes), a commit does not wait for the
+    disk: ``synchronous=NORMAL``, as ol-dagster's own store (``db.open_engine``). The file stays
+    consistent whatever happens; a power cut (not a crash of the process) may lose the last
+    commits. Each stored Dagster event is a commit or three: waiting for the disk was half of a
+    stored event's CPU time and three quarters of its wall time."""
+    cursor = dbapi_connection.cursor()
+    try:
+        if cursor.execute("PRAGMA journal_mode").fetchone() == ("wal",):
+            cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()
 
 
 class PooledSqliteEventLogStorage(SqliteEventLogStorage):

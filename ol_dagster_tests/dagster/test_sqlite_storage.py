@@ -121,8 +121,9 @@ def test_a_new_runs_shard_is_the_file_dagster_makes(tmp_path: Path, monkeypatch)
     monkeypatch.setattr(
         SqliteEventLogStorage,
         "_initdb",
-        lambda self, engine, *args: made.append(engine.url.database)
-        or dagster_initdb(self, engine, *args),
+        lambda self, engine, *args: (
+            made.append(engine.url.database) or dagster_initdb(self, engine, *args)
+        ),
     )
     ours, runs = tmp_path / "ours", []
     for run_id in ("first", "second"):  # the first process of the instance, a later one
@@ -134,6 +135,36 @@ def test_a_new_runs_shard_is_the_file_dagster_makes(tmp_path: Path, monkeypatch)
         assert _database_file(ours / f"{run_id}.db") == expected
         assert sorted(storage.get_all_run_ids()) == runs
     assert made[0].endswith("index.db") and len(made) == 2  # the index, the template: once
+
+
+def test_commits_do_not_wait_for_the_disk_on_files_in_write_ahead_mode(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Dagster's files (all in write-ahead mode) are written with ``synchronous=NORMAL``, as
+    ol-dagster's own store; a file in another journal mode keeps SQLite's default."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    instance = sqlite_instance()
+    try:
+        run_id = "a-run"
+        events = instance.event_log_storage
+        assert isinstance(events, PooledSqliteEventLogStorage)
+        runs = instance.run_storage
+        # one at a time: the event log storage holds a lock while a connection is open
+        for connection in (
+            lambda: events.run_connection(run_id),
+            events.index_connection,
+            runs.connect,  # pyright: ignore[reportAttributeAccessIssue]
+        ):
+            with connection() as conn:
+                assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+        other = PooledSqliteEventLogStorage(str(tmp_path / "other"))
+        sqlite3.connect(tmp_path / "other" / "rollback.db").close()  # no journal mode set
+        with other.run_connection("rollback") as conn:
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+        other.dispose()
+    finally:
+        instance.dispose()
 
 
 CUSTOM = {"module": "ol_dagster.defs.dagster_private", "class": "PooledSqliteStorage"}
