@@ -59,8 +59,9 @@ def _defer_package_init(name: str) -> None:
     setattr(sys.modules[parent], child, module)
 
 
-def _mako_without_pygments() -> None:
-    """Import mako's error pages without their pygments highlighting.
+@contextmanager
+def _mako_without_pygments() -> Iterator[None]:
+    """Meanwhile, mako's error pages are imported without their pygments highlighting.
 
     Dagster's storage modules import alembic, alembic imports mako (for its script templates),
     and mako's ``exceptions`` highlights source code in its HTML error pages with pygments when
@@ -69,52 +70,52 @@ def _mako_without_pygments() -> None:
     opens Dagster's storage. Nothing here renders mako's error pages; without pygments they
     escape the source instead, mako's own fallback when pygments is not installed. A process that
     imported mako's error pages already keeps them as they are."""
-    if "mako.exceptions" in sys.modules:
-        return
     plugin = "mako.ext.pygmentplugin"
-    sys.modules[plugin] = None  # pyright: ignore[reportArgumentType] - its import now fails
+    hide = "mako.exceptions" not in sys.modules and plugin not in sys.modules
+    if hide:
+        sys.modules[plugin] = None  # pyright: ignore[reportArgumentType] - its import now fails
     try:
-        import mako.exceptions  # noqa: F401
+        yield
     finally:
-        del sys.modules[plugin]
+        if hide and sys.modules.get(plugin, plugin) is None:
+            del sys.modules[plugin]
 
 
-# before the storage modules below, which import ``dagster._daemon.types`` and alembic
+# before the storage modules below, which import ``dagster._daemon.types``
 _defer_package_init("dagster._daemon")
-_mako_without_pygments()
 
-import alembic  # noqa: E402
-import sqlalchemy  # noqa: E402
-import sqlalchemy.exc  # noqa: E402
-from dagster._core.execution.compute_logs import redirect_to_file  # noqa: E402
-from dagster._core.instance.ref import InstanceRef  # noqa: E402
-from dagster._core.storage.base_storage import DagsterStorage  # noqa: E402
-from dagster._core.storage.compute_log_manager import (  # noqa: E402
-    CapturedLogContext,
-    ComputeIOType,
-)
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import (  # noqa: E402
-    INDEX_SHARD_NAME,
-    SqliteEventLogStorage,
-)
-from dagster._core.storage.local_compute_log_manager import (  # noqa: E402
-    IO_TYPE_EXTENSION,
-    LocalComputeLogManager,
-)
-from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage  # noqa: E402
-from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage  # noqa: E402
-from dagster._core.storage.sql import (  # noqa: E402
-    ScriptDirectory,  # pyright: ignore[reportPrivateImportUsage] - alembic's, as Dagster uses it
-)
-from dagster._core.storage.sqlite import (  # noqa: E402
-    SQLITE_BUSY_TIMEOUT_SECONDS,
-    create_db_conn_string,
-)
-from dagster._core.storage.sqlite_storage import DagsterSqliteStorage  # noqa: E402
-from dagster._serdes import ConfigurableClassData  # noqa: E402
-from dagster._utils import ensure_file, touch_file  # noqa: E402
-from sqlalchemy import Connection, Engine, create_engine, event  # noqa: E402
-from sqlalchemy.pool import NullPool, QueuePool  # noqa: E402
+with _mako_without_pygments():  # alembic and mako: imported by the storage modules
+    import sqlalchemy
+    import sqlalchemy.exc
+    from dagster._core.execution.compute_logs import redirect_to_file
+    from dagster._core.instance.ref import InstanceRef
+    from dagster._core.storage.base_storage import DagsterStorage
+    from dagster._core.storage.compute_log_manager import (
+        CapturedLogContext,
+        ComputeIOType,
+    )
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
+        INDEX_SHARD_NAME,
+        SqliteEventLogStorage,
+    )
+    from dagster._core.storage.local_compute_log_manager import (
+        IO_TYPE_EXTENSION,
+        LocalComputeLogManager,
+    )
+    from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
+    from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
+    from dagster._core.storage.sql import (
+        ScriptDirectory,  # pyright: ignore[reportPrivateImportUsage] - alembic's, as Dagster uses it
+    )
+    from dagster._core.storage.sqlite import (
+        SQLITE_BUSY_TIMEOUT_SECONDS,
+        create_db_conn_string,
+    )
+    from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
+    from dagster._serdes import ConfigurableClassData
+    from dagster._utils import ensure_file, touch_file
+    from sqlalchemy import Connection, Engine, create_engine, event
+    from sqlalchemy.pool import NullPool, QueuePool
 
 if TYPE_CHECKING:
     # what ``dg.define_asset_job`` returns (resolved against the assets when the Definitions are
@@ -219,6 +220,7 @@ def _scripts_read_once() -> Iterator[None]:
 def _shard_makers() -> tuple[str, ...]:
     """What an empty run shard Dagster makes depends on: its tables and revision (Dagster), the
     DDL of both (SQLAlchemy, alembic) and the file format (SQLite)."""
+    alembic = sys.modules["alembic"]  # Dagster's storage (``dagster._core.storage.sql``) uses it
     return (dg.__version__, sqlalchemy.__version__, alembic.__version__, sqlite3.sqlite_version)
 
 
