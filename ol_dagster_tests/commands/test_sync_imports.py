@@ -1,8 +1,8 @@
 """A sync loads only what it runs: ``ol-dagster sync`` and a run worker (which loads
 ``ol_dagster.definitions``) import neither the receiver nor the Kafka consumer nor the HTTP
 libraries only they and the sending commands use, nor Dagster's daemons, nor pygments, so that
-every run's start-up does not pay for them; and a sync on an instance made already does not read Dagster's
-migration scripts for the database files it opens, only for the new run's own.
+every run's start-up does not pay for them; and a sync on an instance made already does not read
+Dagster's migration scripts for the database files it opens, only for the new run's own.
 """
 
 from __future__ import annotations
