@@ -111,8 +111,6 @@ def family(max_name_length: int | None) -> Family:
     return Family({kind: _bounded(env, max_name_length, memo)[0] for kind, env in BY_KIND.items()})
 
 
-family(DEFAULT_MAX_NAME_LENGTH)  # the usual one, built now rather than on a first request
-
 # -- blank names: msgspec checks their type and length, these their content ---------------------
 
 # what the spec's schema and pydantic's ``\S`` (Rust's regex) call white space: Unicode White_Space

@@ -27,7 +27,12 @@ import pydantic_core
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.openlineage.envelope import EventRejected, check_job_namespace
 from ol_dagster.openlineage.models import DEFAULT_MAX_NAME_LENGTH, check_event
+from ol_dagster.openlineage.names import family
 from ol_dagster.store import NewEvent
+
+# the envelopes of the usual bound, built as the receiver (or the Kafka intake) starts rather than
+# on its first event; not in the sync and the code server, which check no event on intake
+family(DEFAULT_MAX_NAME_LENGTH)
 
 
 @dataclass(frozen=True, slots=True)

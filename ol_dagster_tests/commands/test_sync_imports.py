@@ -1,9 +1,9 @@
 """A sync loads only what it runs: ``ol-dagster sync`` and a run worker (which loads
 ``ol_dagster.definitions``) import neither the receiver nor the Kafka consumer nor the HTTP
-libraries only they and the sending commands use, nor Dagster's daemons, so that every run's
-start-up does not pay for them; and a sync on an instance made already does not read Dagster's
-migration scripts for the database files it opens, only for the new run's own. And what a
-sync keeps alive (its graph, the catalog's rows) is not walked by full collections again and
+libraries only they and the sending commands use, nor Dagster's daemons, nor pygments, so that
+every run's start-up does not pay for them; and a sync on an instance made already does not read
+Dagster's migration scripts for the database files it opens, only for the new run's own. And what
+a sync keeps alive (its graph, the catalog's rows) is not walked by full collections again and
 again until the process ends.
 """
 
@@ -42,6 +42,8 @@ NOT_FOR_A_SYNC = (
     "dagster._daemon.sensor",
     "structlog",
     "rich",
+    # highlighting for mako's HTML error pages (alembic's templates), which a sync never renders
+    "pygments",
 )
 
 # a whole sync of one batch, then what a run worker loads; the modules of NOT_FOR_A_SYNC loaded
@@ -50,7 +52,6 @@ NOT_FOR_A_SYNC = (
 # importing the receiver and asking Dagster's daemon package for one of its names.
 SCRIPT = """
 import json, sys
-from alembic.script import ScriptDirectory
 from ol_dagster.commands.cli import main
 
 def loaded():
@@ -68,6 +69,7 @@ from ol_dagster.store import EventStore
 store = EventStore(load_settings(settings).store.url)
 store.add_posted_batch("add", sort_events([event], ["*"]).accepted, received=1)
 store.dispose()
+from alembic.script import ScriptDirectory
 reads = []
 from_config = ScriptDirectory.from_config.__func__
 ScriptDirectory.from_config = classmethod(lambda cls, c: reads.append(c) or from_config(cls, c))

@@ -5,14 +5,17 @@ Dagster's own storage (the UI, the daemon) reads.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
 import yaml
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from sqlalchemy import Engine, event
 
 from ol_dagster.defs.dagster_private import (
@@ -90,6 +93,78 @@ def test_connections_do_not_grow_with_stored_events(tmp_path: Path, monkeypatch)
         assert len(dagster_own.get_runs()) == 2
     finally:
         dagster_own.dispose()
+
+
+def _database_file(path: Path) -> tuple[list[Any], list[Any], list[list[Any]]]:
+    """What makes a SQLite file the one Dagster made: its schema, its revision, its journal."""
+    with sqlite3.connect(path) as conn:
+        pragmas = ("journal_mode", "user_version", "application_id", "page_size", "encoding")
+        return (
+            sorted(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")),
+            conn.execute("SELECT version_num FROM alembic_version").fetchall(),
+            [conn.execute(f"PRAGMA {p}").fetchall() for p in pragmas],
+        )
+
+
+def test_a_new_runs_shard_is_the_file_dagster_makes(tmp_path: Path, monkeypatch) -> None:
+    """A run's event log file is a copy of an empty one Dagster made once for the instance: the
+    same file Dagster's own storage makes for a run; a later process copies it without running
+    Dagster's migration environment, and the copy is no run of Dagster's."""
+    dagster_own = SqliteEventLogStorage(str(tmp_path / "dagster"))
+    with dagster_own.run_connection("a-run"):
+        pass
+    expected = _database_file(tmp_path / "dagster" / "a-run.db")
+    assert expected[1] and expected[2][0] == [("wal",)]
+
+    made = []
+    dagster_initdb = SqliteEventLogStorage._initdb
+    monkeypatch.setattr(
+        SqliteEventLogStorage,
+        "_initdb",
+        lambda self, engine, *args: (
+            made.append(engine.url.database) or dagster_initdb(self, engine, *args)
+        ),
+    )
+    ours, runs = tmp_path / "ours", []
+    for run_id in ("first", "second"):  # the first process of the instance, a later one
+        storage = PooledSqliteEventLogStorage(str(ours))
+        with storage.run_connection(run_id) as conn:
+            conn.exec_driver_sql("SELECT 1")
+        storage.dispose()
+        runs.append(run_id)
+        assert _database_file(ours / f"{run_id}.db") == expected
+        assert sorted(storage.get_all_run_ids()) == runs
+    assert made[0].endswith("index.db") and len(made) == 2  # the index, the template: once
+
+
+def test_commits_do_not_wait_for_the_disk_on_files_in_write_ahead_mode(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Dagster's files (all in write-ahead mode) are written with ``synchronous=NORMAL``, as
+    ol-dagster's own store; a file in another journal mode keeps SQLite's default."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    instance = sqlite_instance()
+    try:
+        run_id = "a-run"
+        events = instance.event_log_storage
+        assert isinstance(events, PooledSqliteEventLogStorage)
+        runs = instance.run_storage
+        # one at a time: the event log storage holds a lock while a connection is open
+        for connection in (
+            lambda: events.run_connection(run_id),
+            events.index_connection,
+            runs.connect,  # pyright: ignore[reportAttributeAccessIssue]
+        ):
+            with connection() as conn:
+                assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+                assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+        other = PooledSqliteEventLogStorage(str(tmp_path / "other"))
+        sqlite3.connect(tmp_path / "other" / "rollback.db").close()  # no journal mode set
+        with other.run_connection("rollback") as conn:
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+        other.dispose()
+    finally:
+        instance.dispose()
 
 
 CUSTOM = {"module": "ol_dagster.defs.dagster_private", "class": "PooledSqliteStorage"}
