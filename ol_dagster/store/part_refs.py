@@ -34,13 +34,12 @@ def ref(kind: str, namespace: str, name: str) -> int:
 
 def job_refs(namespace: str, name: str, part: Mapping[str, Any]) -> set[int]:
     """The refs of a job's part: the job itself and every dataset the part names."""
-    named: set[tuple[str, str]] = set()
-    for key in ("inputs", "outputs"):
-        named.update((k[0], k[1]) for k in part.get(key) or ())
+    named = {(k[0], k[1]) for key in ("inputs", "outputs") for k in part.get(key) or ()}
     for key in ("dataFlows", "fieldFlows"):
         flows: Sequence[Sequence[Sequence[str]]] = part.get(key) or ()
-        named.update((s[0], s[1]) for s, _ in flows)
-        named.update((t[0], t[1]) for _, t in flows)
+        for source, target in flows:
+            named.add((source[0], source[1]))
+            named.add((target[0], target[1]))
     return {ref("job", namespace, name), *(ref("dataset", ns, n) for ns, n in named)}
 
 
