@@ -3,9 +3,10 @@
 A batch takes a dataset away when it removes it, or when the jobs that wrote it stop writing it
 (a rename: the job now writes another name) and no job on the catalog writes it any more. It
 takes a column away when the dataset's whole schema no longer has it, or when the column flows
-that fed it went and nothing feeds it any more (and the schema, when known, does not list it).
-Every job on the catalog (whichever definition syncs it) whose column flows or data flows still
-read such a dataset or column is impacted: each is listed with the dataset and column it feeds.
+that fed it went and nothing feeds it any more (and no schema known of it, whichever definition
+synced it, lists it). Every job on the catalog (whichever definition syncs it) whose column
+flows or data flows still read such a dataset or column is impacted: each is listed with the
+dataset and column it feeds.
 """
 
 from __future__ import annotations
