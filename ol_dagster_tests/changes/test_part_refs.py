@@ -39,7 +39,7 @@ from ol_dagster_tests.store.test_store import _turn_back, ev
 NAMESPACES = ["etl", "ETL", "etl.a", "pg://db:5432", "pg://db", "n|s#?é"]
 NAMES = ["a", "A", "ab", "b", "a.b", "5432:a", "ü|#?"]
 FIELDS = ["id", "ID", "x.y", "x|y", "é"]
-DEFINITIONS = {n: definition(name=n) for n in ("one", "ONE", "two")}
+DEFINITIONS = {n: definition(name=n) for n in ("one", "ONE")}  # two definitions that differ in case
 
 # drawn whole from lists (not built of parts, nor as sets): cheap to draw, so many examples run
 KEYS = [(ns, n) for ns in NAMESPACES for n in NAMES]
@@ -422,3 +422,25 @@ def test_a_store_from_before_the_index_gets_it_on_upgrade_and_answers_the_same(
         assert ("job:etl:x", "job", "context") not in [(n[0], n[2], n[3]) for n in picture[0]]
     finally:
         upgraded.dispose()
+
+
+def test_a_cleanup_removes_a_dataset_no_job_of_its_definition_names_though_another_reads_it(
+    store_and_batch: tuple[EventStore, int],
+) -> None:
+    """The definition's last job naming a dataset goes: the dataset goes with it, even though
+    another definition's job (its name differing in case only) still reads it, and that job is
+    listed as impacted."""
+    store, batch = store_and_batch
+    x, y = ("pg://db:5432", "a"), ("pg://db", "5432:a")
+    job = {"inputs": [x], "outputs": [y], "dataFlows": [(x, y)], "fieldFlows": []}
+    reader = {"inputs": [x], "outputs": [("etl", "b")], "dataFlows": [(x, ("etl", "b"))]}
+    apply(store, "m", [("one", {("etl", "a.b"): job}, {}, set(), set())])
+    apply(store, "m", [("ONE", {("etl.a", "b"): reader}, {}, set(), set())])
+    got = changes.record_cleanup(store, DEFINITIONS["one"], "m", batch, ["etl.a.b"], True)
+    assert got is not None
+    removed = {(i["kind"], i["namespace"], i["name"]) for i in got.items if "source" not in i}
+    assert removed == {("job", "etl", "a.b"), ("dataset", *x), ("dataset", *y)}
+    assert [(i["definition"], i["job"], i["reads"]) for i in got.impacted] == [
+        ("ONE", _ref(("etl.a", "b")), _ref(x))
+    ]
+    assert names(every_part(store, "m", "job")) == {("ONE", ("etl.a", "b"))}
