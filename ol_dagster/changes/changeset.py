@@ -240,7 +240,42 @@ def neighbourhood(
 ) -> tuple[list[Node], list[Edge]]:
     """The changed objects (at most ``limit`` of them, the first by kind and change) and one hop
     around them: their flows' ends, and the inputs and outputs that the jobs ``around`` (current
-    parts, of any definition on the catalog) link to a changed object, as context."""
+    parts, of any definition on the catalog) link to a changed object (``shown``), as context;
+    the other jobs ``around`` add nothing."""
+    states, labels, edges = _changed(change_set, limit)
+
+    def node(kind: str, key: Sequence[str]) -> None:
+        nid = node_id(kind, key)
+        labels.setdefault(nid, (key[1], kind))
+        states.setdefault(nid, "context")
+
+    shown = {n for n, s in states.items() if s != "context"}
+    for key, part in around:
+        job = node_id("job", key)
+        for ds, out in [(k, False) for k in part.get("inputs") or []] + [
+            (k, True) for k in part.get("outputs") or []
+        ]:
+            dataset = node_id("dataset", ds)
+            if job in shown or dataset in shown:
+                node("job", key)
+                node("dataset", ds)
+                edges[(job, dataset) if out else (dataset, job)].add("context")
+    nodes = [(nid, labels[nid][0], labels[nid][1], states[nid]) for nid in sorted(states)]
+    return nodes, [(a, b, _edge_state(s)) for (a, b), s in sorted(edges.items())]
+
+
+def shown(change_set: ChangeSet, *, limit: int = 50) -> set[str]:
+    """The node ids of the changed objects ``neighbourhood`` draws: only a job that is one of
+    them, or whose inputs or outputs are, adds to the picture."""
+    states = _changed(change_set, limit)[0]
+    return {n for n, s in states.items() if s != "context"}
+
+
+def _changed(
+    change_set: ChangeSet, limit: int
+) -> tuple[dict[str, str], dict[str, tuple[str, str]], dict[tuple[str, str], set[str]]]:
+    """The state and label of each node of the first ``limit`` changed objects and their flows'
+    ends, and the edges of those flows."""
     states: dict[str, str] = {}
     labels: dict[str, tuple[str, str]] = {}
     edges: dict[tuple[str, str], set[str]] = defaultdict(set)
@@ -267,19 +302,7 @@ def neighbourhood(
         else:
             node(item["kind"], _key(item), item["change"])
         changed = sum(1 for s in states.values() if s != "context")
-    shown = {n for n, s in states.items() if s != "context"}
-    for key, part in around:
-        job = node_id("job", key)
-        for ds, out in [(k, False) for k in part.get("inputs") or []] + [
-            (k, True) for k in part.get("outputs") or []
-        ]:
-            dataset = node_id("dataset", ds)
-            if job in shown or dataset in shown:
-                node("job", key)
-                node("dataset", ds)
-                edges[(job, dataset) if out else (dataset, job)].add("context")
-    nodes = [(nid, labels[nid][0], labels[nid][1], states[nid]) for nid in sorted(states)]
-    return nodes, [(a, b, _edge_state(s)) for (a, b), s in sorted(edges.items())]
+    return states, labels, edges
 
 
 def _edge_state(states: set[str]) -> str:

@@ -3,9 +3,10 @@
 A batch takes a dataset away when it removes it, or when the jobs that wrote it stop writing it
 (a rename: the job now writes another name) and no job on the catalog writes it any more. It
 takes a column away when the dataset's whole schema no longer has it, or when the column flows
-that fed it went and nothing feeds it any more (and the schema, when known, does not list it).
-Every job on the catalog (whichever definition syncs it) whose column flows or data flows still
-read such a dataset or column is impacted: each is listed with the dataset and column it feeds.
+that fed it went and nothing feeds it any more (and no schema known of it, whichever definition
+synced it, lists it). Every job on the catalog (whichever definition syncs it) whose column
+flows or data flows still read such a dataset or column is impacted: each is listed with the
+dataset and column it feeds.
 """
 
 from __future__ import annotations
@@ -95,6 +96,40 @@ def impacted(
                 }
                 out[(definition, job, tuple(t), source)] = hit
     return [out[k] for k in sorted(out, key=repr)]
+
+
+def concerned(items: Sequence[Item]) -> tuple[set[NodeKey], set[NodeKey]]:
+    """The datasets whose jobs ``taken_away`` and ``impacted`` look at, and those whose field
+    lists they look at. Every job whose part changes their answer names one of the first (it
+    writes the target of a data flow that went, feeds the column a column flow fed, or reads
+    what was taken away): given only the jobs that name them, they answer as given every job."""
+    datasets: set[NodeKey] = set()
+    fields: set[NodeKey] = set()
+    for item in items:
+        kind, change = item["kind"], item["change"]
+        if kind == "dataset" and (change == "removed" or item.get("fieldsRemoved")):
+            datasets.add((item["namespace"], item["name"]))
+        elif kind in ("dataFlow", "fieldFlow") and change == "removed":
+            target = (item["target"]["namespace"], item["target"]["name"])
+            datasets.add(target)
+            if kind == "fieldFlow":
+                fields.add(target)
+    return datasets, fields
+
+
+def known_fields(
+    parts: Iterable[tuple[NodeKey, Mapping[str, Any]]],
+) -> dict[NodeKey, list[str] | None]:
+    """Each dataset's fields as its parts know them (of any definition: the fields any of them
+    lists), None when none knows its schema."""
+    out: dict[NodeKey, list[str] | None] = {}
+    for key, part in parts:
+        known, had = part.get("fields"), out.get(key)
+        if known is None:
+            out.setdefault(key, None)
+        else:
+            out[key] = sorted({*(had or ()), *known})
+    return out
 
 
 def readers_of(parts: Iterable[tuple[str, str, str, JobPart]]) -> list[Reader]:

@@ -8,7 +8,7 @@ JSON the store does not read; their digest tells an unchanged part without readi
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,8 +18,10 @@ from sqlalchemy import select
 
 from ol_dagster.store import schema
 from ol_dagster.store.base import StoreBase, naive, utcnow
+from ol_dagster.store.part_refs import insert_refs, ref_rows
 
 _CHUNK = 500  # keys per IN list
+JOB = "job"  # the kind of part whose datasets the store indexes (``part_refs``)
 
 
 def part_key(namespace: str, name: str) -> str:
@@ -53,17 +55,6 @@ class LineageChanges(StoreBase):
                 out.setdefault(kind, {})[key] = digest
         return out
 
-    def part_names(self, definition: str, catalog: str, kind: str) -> set[tuple[str, str]]:
-        """The (namespace, name) of every part of ``kind`` the definition synced to ``catalog``."""
-        t = schema.lineage_parts
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(t.c.namespace, t.c.name).where(
-                    t.c.definition == definition, t.c.catalog == catalog, t.c.kind == kind
-                )
-            ).all()
-            return {(ns, name) for ns, name in rows}
-
     def parts(
         self, definition: str, catalog: str, kind: str, keys: Iterable[str]
     ) -> dict[str, StoredPart]:
@@ -87,17 +78,40 @@ class LineageChanges(StoreBase):
                     out[key] = StoredPart(definition, ns, name, digest, part)
         return out
 
-    def catalog_parts(self, catalog: str, kind: str) -> Iterator[StoredPart]:
-        """Every part of ``kind`` synced to ``catalog``, whichever definition synced it."""
+    def parts_of_any(self, catalog: str, kind: str, keys: Iterable[str]) -> list[StoredPart]:
+        """The parts of these keys on ``catalog``, whichever definition synced them."""
         t = schema.lineage_parts
+        wanted = sorted(set(keys))
+        out: list[StoredPart] = []
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(t.c.definition, t.c.namespace, t.c.name, t.c.digest, t.c.part).where(
-                    t.c.catalog == catalog, t.c.kind == kind
+            for i in range(0, len(wanted), _CHUNK):
+                rows = conn.execute(
+                    select(t.c.definition, t.c.namespace, t.c.name, t.c.digest, t.c.part).where(
+                        t.c.catalog == catalog,
+                        t.c.kind == kind,
+                        t.c.key.in_(wanted[i : i + _CHUNK]),
+                    )
                 )
-            ).all()
-        for definition, ns, name, digest, part in rows:
-            yield StoredPart(definition, ns, name, digest, part)
+                out.extend(StoredPart(*row) for row in rows)
+        return out
+
+    def jobs_naming(
+        self, catalog: str, refs: Iterable[int], definition: str | None = None
+    ) -> list[StoredPart]:
+        """The job parts on ``catalog`` (of ``definition``, or of any) that name one of these
+        ``refs`` (``part_refs.ref``: the job itself or a dataset it names); may hold a few
+        more (``part_refs``), never fewer."""
+        r = schema.part_refs
+        wanted = sorted(set(refs))
+        found: dict[str, set[str]] = {}  # definition -> keys
+        with self.engine.connect() as conn:
+            for i in range(0, len(wanted), _CHUNK):
+                where = [r.c.catalog == catalog, r.c.ref.in_(wanted[i : i + _CHUNK])]
+                if definition is not None:
+                    where.append(r.c.definition == definition)
+                for d, key in conn.execute(select(r.c.definition, r.c.key).where(*where)):
+                    found.setdefault(d, set()).add(key)
+        return [p for d, keys in found.items() for p in self.parts(d, catalog, JOB, keys).values()]
 
     def replace_parts(
         self,
@@ -115,21 +129,29 @@ class LineageChanges(StoreBase):
         if not keys:
             return
         where = (t.c.definition == definition, t.c.catalog == catalog, t.c.kind == kind)
+        r = schema.part_refs
         with self.engine.begin() as conn:
             for i in range(0, len(keys), _CHUNK):
-                conn.execute(t.delete().where(*where, t.c.key.in_(keys[i : i + _CHUNK])))
+                chunk = keys[i : i + _CHUNK]
+                conn.execute(t.delete().where(*where, t.c.key.in_(chunk)))
+                if kind == JOB:
+                    mine = (r.c.catalog == catalog, r.c.definition == definition)
+                    conn.execute(r.delete().where(*mine, r.c.key.in_(chunk)))
+            if kind == JOB:  # the refs of a job part go and come with it
+                jobs = [(k, ns, n, p) for k, (ns, n, _, p) in zip(keys, written, strict=False)]
+                insert_refs(conn, ref_rows(catalog, definition, jobs))
             rows = [
                 {
                     "definition": definition,
                     "catalog": catalog,
                     "kind": kind,
-                    "key": part_key(ns, name),
+                    "key": key,
                     "namespace": ns,
                     "name": name,
                     "digest": digest,
                     "part": part,
                 }
-                for ns, name, digest, part in written
+                for key, (ns, name, digest, part) in zip(keys, written, strict=False)
             ]
             if rows:
                 conn.execute(t.insert(), rows)

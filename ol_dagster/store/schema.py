@@ -48,8 +48,9 @@ from ol_dagster.lineage_state import (
     state_head,
     state_rows,
 )
+from ol_dagster.store import part_refs as refs
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 
 class BatchKind(StrEnum):
@@ -332,6 +333,18 @@ lineage_parts = Table(
     Index("ix_ol_lineage_parts_catalog", "catalog", "kind"),
 )
 
+part_refs = Table(
+    refs.TABLE,
+    metadata,
+    # version 17: each job part's datasets and the job itself, by ref (``store.part_refs``)
+    Column("catalog", String(200), primary_key=True),
+    Column("ref", BigInteger, primary_key=True),
+    Column("definition", String(200), primary_key=True),
+    Column("key", String(64), primary_key=True),
+    Index("ix_ol_lineage_part_refs_job", "catalog", "definition", "key"),
+    sqlite_with_rowid=False,
+)
+
 batch_changes = Table(
     "ol_batch_changes",
     metadata,
@@ -577,6 +590,15 @@ def _v15_to_v16(conn: Connection) -> None:
     batch_changes.create(conn, checkfirst=True)
 
 
+def _v16_to_v17(conn: Connection) -> None:
+    """The refs of each job part stored already (``store.part_refs``)."""
+    part_refs.create(conn, checkfirst=True)
+    p = lineage_parts
+    jobs = select(p.c.catalog, p.c.definition, p.c.key, p.c.namespace, p.c.name, p.c.part)
+    rows = conn.execute(jobs.where(p.c.kind == "job")).all()
+    refs.insert_refs(conn, [(c, r, d, k) for c, d, k, *job in rows for r in refs.job_refs(*job)])
+
+
 # steps that change a table other tables refer to: on SQLite they run with foreign keys off
 WITHOUT_FOREIGN_KEYS = {11}
 
@@ -597,6 +619,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     13: _v13_to_v14,
     14: _v14_to_v15,
     15: _v15_to_v16,
+    16: _v16_to_v17,
 }
 
 

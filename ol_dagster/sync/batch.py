@@ -296,7 +296,6 @@ def _upload_locked(
     done = UploadDone(record, graph, outcome.cutoff, outcome.result)
     if outcome.result.succeeded:
         snapshot = is_snapshot(definition, batch.kind is BatchKind.POSTED, batch.whole_snapshot)
-        parts_now = changes.PartsNow(store, where.key)  # read once, by both, when needed
         done.changes = _recorded(
             lambda: changes.record_upload(
                 store,
@@ -306,14 +305,11 @@ def _upload_locked(
                 graph,
                 snapshot=snapshot,
                 content_digests=outcome.result.content_digests,
-                parts_now=parts_now,
             )
         )
         change_set = done.changes
         if change_set is not None and not change_set.empty:
-            done.neighbourhood = _recorded(
-                lambda: changes.picture_graph(store, change_set, parts_now=parts_now)
-            )
+            done.neighbourhood = _recorded(lambda: changes.picture_graph(store, change_set))
     return done
 
 

@@ -25,8 +25,10 @@ from ol_dagster.changes.changeset import (
     dataset_change,
     job_changes,
     neighbourhood,
+    node_id,
+    shown,
 )
-from ol_dagster.changes.downstream import Reader, impacted
+from ol_dagster.changes.downstream import Reader, concerned, impacted, known_fields, readers_of
 from ol_dagster.changes.parts import (
     JobPart,
     dataset_parts,
@@ -43,6 +45,7 @@ from ol_dagster.ownership import admits
 from ol_dagster.settings import LineageReplacement, SyncDefinition
 from ol_dagster.store import EventStore
 from ol_dagster.store.changes import StoredPart, part_key
+from ol_dagster.store.part_refs import node_ref
 
 JOB, DATASET = "job", "dataset"
 # per job and dataset, its content digest in the catalog and the digest of the part that content
@@ -63,36 +66,6 @@ def replaced_jobs(
     return lambda key: (snapshot and not definition.is_shared(key[0])) or key in whole
 
 
-class PartsNow:
-    """Every job's and dataset's part on a catalog (whichever definition synced it), read once
-    when first asked: the change set's downstream readers and the picture of its neighbourhood
-    share one read of what is tens of megabytes of JSON for 10,000 jobs. Asked after the writes
-    of the step that asks (``forget`` keeps it true to a removal made after the read)."""
-
-    def __init__(self, store: EventStore, catalog: str) -> None:
-        self.store = store
-        self.catalog = catalog
-        self._read: dict[str, list[StoredPart]] = {}
-
-    def of(self, kind: str) -> list[StoredPart]:
-        if kind not in self._read:
-            # ~a million small objects that live on: collections during the read would walk
-            # them and the whole lineage graph the process holds, to free nothing
-            with gc_paused():
-                self._read[kind] = list(self.store.catalog_parts(self.catalog, kind))
-        return self._read[kind]
-
-    def forget(self, definition: str, kind: str, keys: Iterable[NodeKey]) -> None:
-        """The parts of ``keys`` the definition removed since they were read."""
-        gone = set(keys)
-        if kind in self._read and gone:
-            self._read[kind] = [
-                p
-                for p in self._read[kind]
-                if p.definition != definition or (p.namespace, p.name) not in gone
-            ]
-
-
 @gc_paused()  # parts and their JSON: many small objects, no cycles
 def record_upload(
     store: EventStore,
@@ -103,7 +76,6 @@ def record_upload(
     *,
     snapshot: bool,
     content_digests: Mapping[str, Mapping[NodeKey, str]] | None = None,
-    parts_now: PartsNow | None = None,
 ) -> ChangeSet:
     """What the upload of ``graph`` changed in ``catalog``: recorded with the batch, and the new
     parts kept for the next batch. ``snapshot``: the batch speaks for every job of its
@@ -171,8 +143,7 @@ def record_upload(
     earlier = store.change_set(batch, catalog)
     if earlier is not None:  # a retried batch keeps what its first run changed
         items = [*(earlier.get("items") or []), *items]
-    now = parts_now or PartsNow(store, catalog)
-    return _save(definition, now, batch, items, earlier=earlier, gone=set(ending))
+    return _save(store, definition, catalog, batch, items, earlier=earlier, gone=set(ending))
 
 
 def _memo_key(content: str) -> str:
@@ -252,36 +223,49 @@ def record_cleanup(
         return None  # most cleanups: nothing removed, nothing the upload expected removed
     kept = {k for k in ending if f"{k[0]}.{k[1]}" not in gone}
     items = [i for i in listed if _job_of(i) not in kept]
-    now = PartsNow(store, catalog)
-    mine = [p for p in now.of(JOB) if p.definition == name]
-    left: list[tuple[str, str]] = []
-    for p in mine:
-        if f"{p.namespace}.{p.name}" in gone:
-            if (p.namespace, p.name) not in ending:
-                items.extend(job_changes((p.namespace, p.name), p.part, None))
-            left.append((p.namespace, p.name))
+    left: list[NodeKey] = []
+    for p in _named(store, name, catalog, gone):
+        if (p.namespace, p.name) not in ending:
+            items.extend(job_changes((p.namespace, p.name), p.part, None))
+        left.append((p.namespace, p.name))
     store.replace_parts(name, catalog, JOB, [], removed=left)
     store.replace_parts(name, catalog, MEMO[JOB], [], removed=left)
-    now.forget(name, JOB, left)
-    dropped: list[tuple[str, str]] = []
+    dropped: list[NodeKey] = []
     if removed_datasets:
+        touched = store.parts(name, catalog, DATASET, (part_key(*k) for k in _touched(items)))
+        known = {(p.namespace, p.name) for p in touched.values()}
+        # the definition's jobs left (those removed went with their refs) that name them
+        naming = store.jobs_naming(catalog, map(_dataset_ref, known), definition=name)
         still = {
             tuple(k)
-            for p in mine
-            if (p.namespace, p.name) not in left
+            for p in naming
             for k in [*p.part.get("inputs", []), *p.part.get("outputs", [])]
         }
-        known = store.part_names(name, catalog, DATASET)
-        dropped = sorted(k for k in _touched(items) if k not in still and k in known)
+        dropped = sorted(k for k in known if k not in still)
         items.extend(
             {"kind": DATASET, "change": "removed", "namespace": ns, "name": n} for ns, n in dropped
         )
         store.replace_parts(name, catalog, DATASET, [], removed=dropped)
         store.replace_parts(name, catalog, MEMO[DATASET], [], removed=dropped)
-        now.forget(name, DATASET, dropped)
     if not kept and len(items) == len(listed):
         return None
-    return _save(definition, now, batch, items, earlier=earlier)
+    return _save(store, definition, catalog, batch, items, earlier=earlier)
+
+
+def _named(store: EventStore, definition: str, catalog: str, names: set[str]) -> list[StoredPart]:
+    """The definition's job parts named ``<namespace>.<name>`` in ``names``, by namespace and
+    name: a name with dots in it may be split at any of them, each split looked up by its key."""
+    keys = {part_key(n[:i], n[i + 1 :]) for n in names for i, c in enumerate(n) if c == "."}
+    found = store.parts(definition, catalog, JOB, keys).values()
+    return sorted(
+        (p for p in found if f"{p.namespace}.{p.name}" in names),
+        key=lambda p: (p.namespace, p.name),
+    )
+
+
+def _dataset_ref(key: NodeKey) -> int:
+    """A dataset's ref in the store's index of job parts, as the picture names it."""
+    return node_ref(node_id(DATASET, key))
 
 
 def _job_removal(item: Item) -> bool:
@@ -304,11 +288,7 @@ def forget_jobs(
     gone = set(removed_jobs)
     if not gone:
         return 0
-    left = [
-        (p.namespace, p.name)
-        for p in store.catalog_parts(catalog, JOB)
-        if p.definition == definition.name and f"{p.namespace}.{p.name}" in gone
-    ]
+    left = [(p.namespace, p.name) for p in _named(store, definition.name, catalog, gone)]
     store.replace_parts(definition.name, catalog, JOB, [], removed=left)
     store.replace_parts(definition.name, catalog, MEMO[JOB], [], removed=left)
     return len(left)
@@ -327,8 +307,9 @@ def _touched(items: Iterable[Item]) -> set[NodeKey]:
 
 
 def _save(
+    store: EventStore,
     definition: SyncDefinition,
-    now: PartsNow,
+    catalog: str,
     batch: int,
     items: list[Item],
     *,
@@ -338,8 +319,7 @@ def _save(
     """Record the batch's change set of ``items`` (``earlier``: the one recorded before, whose
     kept items they include), its impact judged on the catalog now, the definition's jobs
     ``gone`` no longer reading or writing anything."""
-    store, catalog = now.store, now.catalog
-    readers, fields = _catalog_now(now, items)
+    readers, fields = _catalog_now(store, catalog, items)
     mine = gone or set()
     readers = [r for r in readers if not (r[0] == definition.name and r[1] in mine)]
     hit = impacted(items, readers, fields)
@@ -362,36 +342,32 @@ def _save(
 
 
 def _catalog_now(
-    now: PartsNow, items: Sequence[Item]
+    store: EventStore, catalog: str, items: Sequence[Item]
 ) -> tuple[list[Reader], Mapping[NodeKey, list[str] | None]]:
-    """Every job's current part on the catalog, and the fields known of the datasets the items
-    name; read only when something was removed (most batches remove nothing)."""
-    if not any(i["change"] == "removed" or "fieldsRemoved" in i for i in items):
+    """The current part of each job on the catalog (of any definition) that names a dataset
+    the items' removals concern (``downstream.concerned``: those jobs judge the impact as every
+    job would), and the fields known of the datasets whose column flows went. Nothing is read
+    when nothing was removed (most batches)."""
+    datasets, columns_of = concerned(items)
+    if not datasets:
         return [], {}
-    readers = [(p.definition, (p.namespace, p.name), p.part) for p in now.of(JOB)]
-    fields: dict[NodeKey, list[str] | None] = {}
-    for p in now.of(DATASET):
-        known = p.part.get("fields")
-        if known is not None or (p.namespace, p.name) not in fields:
-            fields[(p.namespace, p.name)] = known
-    return readers, fields
+    found = store.jobs_naming(catalog, map(_dataset_ref, datasets))
+    readers = readers_of((p.definition, p.namespace, p.name, p.part) for p in found)
+    known = store.parts_of_any(catalog, DATASET, (part_key(*k) for k in columns_of))
+    return readers, known_fields(((p.namespace, p.name), p.part) for p in known)
 
 
 def picture_graph(
-    store: EventStore,
-    change_set: ChangeSet,
-    *,
-    limit: int = 50,
-    parts_now: PartsNow | None = None,
+    store: EventStore, change_set: ChangeSet, *, limit: int = 50
 ) -> tuple[list[Node], list[Edge]]:
     """The nodes and edges of the change set's neighbourhood (``changeset.neighbourhood``): the
-    changed objects and one hop around them, through every job on the catalog now (``parts_now``:
-    as the change set's recording read it, when it did)."""
+    changed objects and one hop around them, through the jobs on the catalog now that are
+    among them or read or write one of them (the only jobs that add to the picture)."""
     if change_set.empty:
         return [], []
-    now = parts_now or PartsNow(store, change_set.catalog)
-    around = [((p.namespace, p.name), p.part) for p in now.of(JOB)]
-    return neighbourhood(change_set, around, limit=limit)
+    refs = map(node_ref, shown(change_set, limit=limit))
+    found = store.jobs_naming(change_set.catalog, refs)
+    return neighbourhood(change_set, [((p.namespace, p.name), p.part) for p in found], limit=limit)
 
 
 def stored(store: EventStore, batch: int, catalog: str) -> ChangeSet | None:
