@@ -73,13 +73,29 @@ class ChangeSet:
         """The change set of ``items`` (``dedupe``: one per object, the last given): removals
         first, then changes, then additions, each by kind; the first ``MAX_ITEMS`` kept and all
         counted."""
-        every = _dedupe(items) if dedupe else list(items)
-        counts = count(every)
-        # by change and kind first (cheap), then by object among those kept: a first batch
-        # adds every column flow it names, hundreds of thousands
-        every.sort(key=_rank)
-        kept = sorted(every[:MAX_ITEMS], key=_order)
-        not_listed += len(every) - len(kept)
+        found = Collected()
+        found.add(_dedupe(items) if dedupe else items)
+        return cls.kept(definition, batch, catalog, found, impacted, not_listed=not_listed)
+
+    @classmethod
+    def kept(
+        cls,
+        definition: str,
+        batch: int,
+        catalog: str,
+        found: Collected,
+        impacted: Iterable[Item] = (),
+        *,
+        not_listed: int = 0,
+    ) -> ChangeSet:
+        """The change set of the items ``found`` (``Collected``, not ``whole``), as ``of``
+        gives it."""
+        counts = {k: {c: 0 for c in CHANGES} for k in KINDS}
+        for (kind, change), rank in _RANK.items():
+            counts[kind][change] = found.seen[rank]
+        # by change and kind first, then by object among those kept
+        kept = sorted([i for ranked in found.ranked for i in ranked][:MAX_ITEMS], key=_order)
+        not_listed += sum(found.seen) - len(kept)
         return cls(definition, batch, catalog, counts, tuple(kept), tuple(impacted), not_listed)
 
     @property
@@ -136,6 +152,38 @@ def _rank(item: Item) -> int:
 
 def _order(item: Item) -> tuple[Any, ...]:
     return (_rank(item), _identity(item))
+
+
+class Collected:
+    """A change set's items as they are found, kept as ``ChangeSet.of`` keeps them: every one
+    counted; of each change and kind (``_RANK``), in the order found, only those that can still
+    be among the first ``MAX_ITEMS``; and every one that removes something (``removals``: what
+    the change set breaks downstream is judged on them). A first snapshot adds hundreds of
+    thousands of column flows (~90 MB of items at 10,000 jobs): they are counted, not held.
+    ``whole``: every item is kept (``items``), for a change set merged one per object with an
+    earlier one."""
+
+    def __init__(self, *, whole: bool = False) -> None:
+        self.whole = whole
+        self.items: list[Item] = []  # whole only
+        self.removals: list[Item] = []
+        self.seen = [0] * len(_RANK)  # found, by rank
+        self.ranked: list[list[Item]] = [[] for _ in _RANK]  # kept, by rank (not whole)
+
+    def add(self, items: Iterable[Item]) -> None:
+        seen, ranked = self.seen, self.ranked
+        for item in items:
+            if item["change"] == "removed" or "fieldsRemoved" in item:
+                self.removals.append(item)
+            if self.whole:
+                self.items.append(item)
+                continue
+            rank = _rank(item)
+            # those found before it of its rank and of any rank before: once past the limit,
+            # every later one of its rank is too
+            if seen[rank] + sum(seen[:rank]) < MAX_ITEMS:
+                ranked[rank].append(item)
+            seen[rank] += 1
 
 
 def _dedupe(items: Iterable[Item]) -> list[Item]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ol_dagster.changes.changeset import (
     ChangeSet,
+    Collected,
     Edge,
     Item,
     Node,
@@ -96,7 +97,10 @@ def record_upload(
     changed = {k: p for k, p in new_jobs.items() if digests.get(jobs[k]) != new_digest[k]}
     old = store.parts(name, catalog, JOB, (jobs[k] for k in changed))
     replaced = replaced_jobs(definition, graph, snapshot)
-    items: list[Item] = []
+    earlier = store.change_set(batch, catalog)
+    # a retried batch keeps what its first run changed, one item per object: all held then
+    found = Collected(whole=earlier is not None)
+    found.add((earlier or {}).get("items") or [])
     for key, part in list(changed.items()):
         before = old.get(jobs[key])
         if before is not None and not replaced(key):
@@ -104,7 +108,7 @@ def record_upload(
             if digest(part) == before.digest:
                 del changed[key]
                 continue
-        items.extend(job_changes(key, before.part if before else None, part))
+        found.add(job_changes(key, before.part if before else None, part))
     ds_digests = every.get(DATASET, {})
     datasets = {k: part_key(*k) for k, d in graph.datasets.items() if not d.dropped}
     known_ds, fresh_ds = _known(datasets, content.get(DATASET), every.get(MEMO[DATASET], {}))
@@ -125,25 +129,20 @@ def record_upload(
         before = old_ds.get(datasets[key])
         item = dataset_change(key, before.part if before else None, part)
         if item is not None:
-            items.append(item)
+            found.add([item])
     drops = dropped_datasets(graph)
-    items.extend(
-        {"kind": DATASET, "change": "removed", "namespace": ns, "name": n} for ns, n in drops
-    )
+    found.add({"kind": DATASET, "change": "removed", "namespace": ns, "name": n} for ns, n in drops)
     undescribed = digests.keys() - jobs.values()
     ending = _ending(store, definition, catalog, graph, undescribed) if snapshot else {}
     for key, before in ending.items():
-        items.extend(job_changes(key, before, None))
+        found.add(job_changes(key, before, None))
     store.replace_parts(name, catalog, JOB, [(*k, digest(p), p) for k, p in changed.items()])
     store.replace_parts(
         name, catalog, DATASET, [(*k, digest(p), p) for k, p in new_ds.items()], removed=drops
     )
     _remember(store, definition, catalog, JOB, fresh, new_digest)
     _remember(store, definition, catalog, DATASET, fresh_ds, ds_digest, removed=drops)
-    earlier = store.change_set(batch, catalog)
-    if earlier is not None:  # a retried batch keeps what its first run changed
-        items = [*(earlier.get("items") or []), *items]
-    return _save(store, definition, catalog, batch, items, earlier=earlier, gone=set(ending))
+    return _save(store, definition, catalog, batch, found, earlier=earlier, gone=set(ending))
 
 
 def _memo_key(content: str) -> str:
@@ -249,7 +248,9 @@ def record_cleanup(
         store.replace_parts(name, catalog, MEMO[DATASET], [], removed=dropped)
     if not kept and len(items) == len(listed):
         return None
-    return _save(store, definition, catalog, batch, items, earlier=earlier)
+    found = Collected(whole=True)
+    found.add(items)
+    return _save(store, definition, catalog, batch, found, earlier=earlier)
 
 
 def _named(store: EventStore, definition: str, catalog: str, names: set[str]) -> list[StoredPart]:
@@ -311,19 +312,23 @@ def _save(
     definition: SyncDefinition,
     catalog: str,
     batch: int,
-    items: list[Item],
+    found: Collected,
     *,
     earlier: Mapping[str, Any] | None,
     gone: set[NodeKey] | None = None,
 ) -> ChangeSet:
-    """Record the batch's change set of ``items`` (``earlier``: the one recorded before, whose
-    kept items they include), its impact judged on the catalog now, the definition's jobs
-    ``gone`` no longer reading or writing anything."""
-    readers, fields = _catalog_now(store, catalog, items)
+    """Record the batch's change set of the items ``found`` (``earlier``: the one recorded
+    before, whose kept items they include), its impact judged on the catalog now, the
+    definition's jobs ``gone`` no longer reading or writing anything."""
+    readers, fields = _catalog_now(store, catalog, found.removals)
     mine = gone or set()
     readers = [r for r in readers if not (r[0] == definition.name and r[1] in mine)]
-    hit = impacted(items, readers, fields)
-    change_set = ChangeSet.of(definition.name, batch, catalog, items, hit, dedupe=bool(earlier))
+    hit = impacted(found.removals, readers, fields)
+    name = definition.name
+    if found.whole:
+        change_set = ChangeSet.of(name, batch, catalog, found.items, hit, dedupe=bool(earlier))
+    else:
+        change_set = ChangeSet.kept(name, batch, catalog, found, hit)
     if earlier is not None and earlier.get("itemsNotListed"):
         # what was counted before and not kept is counted still
         counts = ChangeSet.from_dict(earlier).counts
@@ -342,13 +347,13 @@ def _save(
 
 
 def _catalog_now(
-    store: EventStore, catalog: str, items: Sequence[Item]
+    store: EventStore, catalog: str, removals: Sequence[Item]
 ) -> tuple[list[Reader], Mapping[NodeKey, list[str] | None]]:
     """The current part of each job on the catalog (of any definition) that names a dataset
     the items' removals concern (``downstream.concerned``: those jobs judge the impact as every
     job would), and the fields known of the datasets whose column flows went. Nothing is read
     when nothing was removed (most batches)."""
-    datasets, columns_of = concerned(items)
+    datasets, columns_of = concerned(removals)
     if not datasets:
         return [], {}
     found = store.jobs_naming(catalog, map(_dataset_ref, datasets))
