@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from ol_dagster.changes.changeset import ChangeSet, Item, job_changes, neighbourhood
+from ol_dagster.changes.changeset import ChangeSet, Collected, Item, job_changes, neighbourhood
 from ol_dagster.changes.downstream import Reader, impacted, known_fields
 from ol_dagster.changes.parts import digest
 from ol_dagster.lineage.graph import NodeKey
@@ -170,6 +170,13 @@ def every_part(store: EventStore, catalog: str, kind: str) -> list[StoredPart]:
             )
         ).all()
     return [StoredPart(*row) for row in rows]
+
+
+def found(items: Iterable[Item]) -> Collected:
+    """The items as the upload finds them, one by one."""
+    out = Collected()
+    out.add(items)
+    return out
 
 
 def readers(parts: Iterable[StoredPart]) -> list[Reader]:
@@ -329,7 +336,7 @@ def test_the_index_gives_what_every_part_gives(
 
     # the upload's change set: its impact, the definition's jobs ``gone`` no longer reading
     upload = changes._save(
-        store, DEFINITIONS[name], catalog, batch, change, earlier=None, gone=gone
+        store, DEFINITIONS[name], catalog, batch, found(change), earlier=None, gone=gone
     )
     still = [r for r in readers(jobs) if not (r[0] == name and r[1] in gone)]
     expected = ChangeSet.of(name, batch, catalog, change, impacted(change, still, fields(datasets)))
@@ -404,7 +411,9 @@ def test_a_store_from_before_the_index_gets_it_on_upgrade_and_answers_the_same(
                 "target": _ref(read),
             },
         ]
-        got = changes._save(upgraded, DEFINITIONS["one"], "main", batch, change, earlier=None)
+        got = changes._save(
+            upgraded, DEFINITIONS["one"], "main", batch, found(change), earlier=None
+        )
         assert list(got.impacted) == [
             {
                 "definition": "two",
