@@ -591,8 +591,9 @@ def _v15_to_v16(conn: Connection) -> None:
 
 
 def _v16_to_v17(conn: Connection) -> None:
-    """The refs of each job part stored already (``store.part_refs``)."""
+    """The refs of each job part stored already (``store.part_refs``), built again whole."""
     part_refs.create(conn, checkfirst=True)
+    conn.execute(part_refs.delete())  # a store turned back to an older version holds some
     p = lineage_parts
     jobs = select(p.c.catalog, p.c.definition, p.c.key, p.c.namespace, p.c.name, p.c.part)
     rows = conn.execute(jobs.where(p.c.kind == "job")).all()
