@@ -285,6 +285,15 @@ def test_a_job_change_gives_its_flows_and_what_changed() -> None:
     assert all(n[2] in ("job", "dataset") for n in nodes)
 
 
+def _latest_change_set(h: Harness) -> dict[str, Any]:
+    """The change set of the last batch of ``snap`` that recorded one on the main catalog."""
+    batch = h.store.latest_change_batch("snap", "main")
+    assert batch is not None
+    doc = h.store.change_set(batch, "main")
+    assert doc is not None
+    return doc
+
+
 @pytest.fixture
 def h(tmp_path: Path) -> Iterator[Harness]:
     """The upload and the cleanup without Dagster, on SQLite (``test_cleanup_rules.Harness``)."""
@@ -303,11 +312,7 @@ def test_an_additive_run_adds_to_a_job_and_only_its_whole_description_removes(h:
     orders, customers, out = ds(WH, "orders"), ds(WH, "customers"), ds(WH, "report")
 
     def change_set() -> dict[str, Any]:
-        batch = h.store.latest_change_batch("snap", "main")
-        assert batch is not None
-        doc = h.store.change_set(batch, "main")
-        assert doc is not None
-        return doc
+        return _latest_change_set(h)
 
     h.sync(d, [job("etl", "report", [orders], [out])])
     h.sync(d, [job("etl", "report", [customers], [out])])
@@ -370,11 +375,7 @@ def test_a_snapshot_lists_the_column_flows_of_the_one_job_it_changed(h: Harness)
         return job("etl", "orders_model", [raw], [out])
 
     def change_set() -> dict[str, Any]:
-        batch = h.store.latest_change_batch("snap", "main")
-        assert batch is not None
-        doc = h.store.change_set(batch, "main")
-        assert doc is not None
-        return doc
+        return _latest_change_set(h)
 
     h.sync(d, [model("amount_raw"), other])
     h.sync(d, [model("id"), other])
