@@ -45,10 +45,10 @@ from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.ownership import admits
 from ol_dagster.settings import LineageReplacement, SyncDefinition
 from ol_dagster.store import EventStore
-from ol_dagster.store.changes import StoredPart, part_key
+from ol_dagster.store.changes import JOB, StoredPart, part_key
 from ol_dagster.store.part_refs import node_ref
 
-JOB, DATASET = "job", "dataset"
+DATASET = "dataset"
 # per job and dataset, its content digest in the catalog and the digest of the part that content
 # gives (``_known``): stored beside the parts, under kinds of their own
 MEMO = {JOB: "job-content", DATASET: "dataset-content"}
