@@ -220,11 +220,13 @@ def build_reusing(
     earlier: LineageGraph,
     earlier_parts: bytes,
     dataset_systems: list[tuple[str, str]],
-) -> tuple[LineageGraph, Describers] | None:
+) -> tuple[LineageGraph, Describers, set[NodeKey]] | None:
     """The batch's graph with the jobs of ``reuse`` taken from ``earlier`` (and their describers
-    of datasets); None when it cannot be told equal to normalizing every event (the caller then
-    does). Every event is read for its run facts (``normalize_run_facts``); only the events of
-    the other jobs, and of reused jobs naming a dataset that is not as it was, are normalized."""
+    of datasets), and the jobs whose field flows are ``earlier``'s as they were (what packing
+    it over ``earlier`` leaves to the earlier bytes); None when it cannot be told equal to
+    normalizing every event (the caller then does). Every event is read for its run facts
+    (``normalize_run_facts``); only the events of the other jobs, and of reused jobs naming a
+    dataset that is not as it was, are normalized."""
     if contents.dataset_events:
         return None
     describers: Describers = {}
@@ -287,7 +289,7 @@ def build_reusing(
     same.difference_update(check)
     graph.field_flows = same
     resolve_field_flows(graph, [*pending, *(f for f in check if f.job in reuse)])
-    return graph, describers
+    return graph, describers, reuse - {f.job for f in check} - {f.job for f in pending}
 
 
 def _lineage_fields_in_order(
