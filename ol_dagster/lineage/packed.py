@@ -174,7 +174,8 @@ def _delta(graph: LineageGraph, over: bytes, same: Collection[NodeKey]) -> bytes
         base, kept, base_flows = _base_of(over)
     except PackedGraphError:
         return None
-    keep = set(same) if kept is None else kept.intersection(same)
+    # ``same``'s own keys, which the graph's flows may share (told equal by identity)
+    keep = set(same) if kept is None else {k for k in same if k in kept}
     own = [f for f in graph.field_flows if f.job not in keep]
     total = len(graph.field_flows)
     unused = base_flows - (total - len(own))  # the base's flows of jobs not kept

@@ -278,18 +278,25 @@ def build_reusing(
     kept = (f for f in earlier.field_flows if f.job in reuse)
     if not _lineage_fields_in_order(graph, fresh, lambda: [*pending, *kept], earlier):
         return None
-    # a kept flow between datasets described as they were, with a schema, resolves as it did
+    # a kept flow between datasets described as they were, with a schema, resolves as it did;
+    # the keys as ``earlier`` holds them, which its flows share: most lookups below are then
+    # told equal by identity, not by comparing strings (a third of the time at 10,000 jobs)
     settled = {k for k, d in graph.datasets.items() if d.has_schema and k not in fresh}
+    settled = {k for k in earlier.datasets if k in settled}
+    reused = {k for k in earlier.jobs if k in reuse}
     same = earlier.field_flows
     check = [
         f
         for f in same
-        if f.job not in reuse or f.source[:2] not in settled or f.target[:2] not in settled
+        if f.job not in reused or f.source[:2] not in settled or f.target[:2] not in settled
     ]
     same.difference_update(check)
     graph.field_flows = same
-    resolve_field_flows(graph, [*pending, *(f for f in check if f.job in reuse)])
-    return graph, describers, reuse - {f.job for f in check} - {f.job for f in pending}
+    dangling = len(graph.dangling)
+    resolve_field_flows(graph, [*pending, *(f for f in check if f.job in reused)])
+    # a kept flow checked again is added as it was unless it dangles now
+    changed = {f.job for f in pending} | {d.job for d in graph.dangling[dangling:]}
+    return graph, describers, {k for k in reused if k not in changed}
 
 
 def _lineage_fields_in_order(
