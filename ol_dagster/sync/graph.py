@@ -77,8 +77,7 @@ class GraphInputs:
 
     def events(self) -> Iterator[bytes]:
         yield from self.store.events_by_id(self.earlier)
-        for e in self.store.iter_events(self.batch_id):
-            yield e.raw
+        yield from self.store.raw_events(self.batch_id)
 
 
 def graph_inputs(store: EventStore, definition: SyncDefinition, batch: BatchRecord) -> GraphInputs:
