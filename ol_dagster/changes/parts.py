@@ -50,10 +50,9 @@ def job_parts(
         if only is None:
             for job, source, target in map(_flow, flow_set):
                 grouped[job].add((source, target))
-        elif jobs:  # a few jobs: the flows of the others are only looked at
-            for job, source, target in map(_flow, flow_set):
-                if job in jobs:
-                    grouped[job].add((source, target))
+        elif jobs:  # a few jobs: the flows of the others are only looked at, by their job
+            for flow in [f for f in flow_set if f.job in jobs]:
+                grouped[flow.job].add((flow.source, flow.target))
     out: dict[NodeKey, JobPart] = {}
     empty: set[Any] = set()
     for key in jobs:

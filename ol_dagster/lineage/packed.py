@@ -6,11 +6,17 @@ event store instead of normalizing again. ``unpack(pack(g)) == g`` for every gra
 every node, flow, routine, check and dangling flow, and the order of the dicts and lists.
 
 The form: two parts, each a zlib stream (level 1) of JSON lines, ``[section, rows]`` each, after
-an 8-byte length of the first. The first holds the lineage (between a ``["format", FORMAT]`` line
-and an ``["end"]`` line), the second the run facts (job metrics, quality results, described and
+an 8-byte length of the first. The first holds the lineage (between a ``["format", FORMAT, flows]``
+line and an ``["end"]`` line), the second the run facts (job metrics, quality results, described and
 completed jobs; between ``["runFacts", FORMAT]`` and ``["end"]``): a batch whose every job is
 reused keeps the earlier graph's first part as it is and packs its own run facts only
-(``with_run_facts``). In each part, every (namespace, name), field end and transformation label
+(``with_run_facts``). A batch that reuses most jobs (``pack(over=...)``) packs its lineage as a
+delta: a stream (between ``["delta", FORMAT]`` and ``["end"]``) holding every section but the
+field flows of the jobs whose flows are as they were, which it names (``baseFlows``), followed
+by the earlier full lineage stream as it is, whose field flows of those jobs load with it; so
+an edited snapshot does not pack its unchanged flows again. Deltas are not stacked: the next
+one goes over the same base, until it would pass a quarter of the flows (packed whole then).
+In each part, every (namespace, name), field end and transformation label
 is written once, in a table line written before the first row that refers to it by index;
 loaded, each is one shared object again (as ``normalize`` builds them), so a loaded graph costs
 no more memory than a built one. Rows go at most ``_ROWS`` a line, so packing and loading hold
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from datetime import datetime
 from itertools import islice
 from typing import Any
@@ -47,10 +53,13 @@ from ol_dagster.lineage.graph import (
     RunMetrics,
 )
 
-FORMAT = 3
+FORMAT = 4
 _HEAD = struct.Struct(">Q")  # the length of the lineage part
 _ROWS = 20_000  # rows a line (a flat section counts its flows)
 _READ = 1 << 20  # compressed bytes inflated at a time
+# a delta part is packed while its own flows and the base flows it leaves unused are at most
+# this share of the graph's flows; past it the graph is packed whole again
+_COMPACT = 0.25
 
 
 class PackedGraphError(ValueError):
@@ -141,12 +150,71 @@ class _Writer:
         return b"".join(self.out)
 
 
-def pack(graph: LineageGraph) -> bytes:
+def pack(
+    graph: LineageGraph, *, over: bytes | None = None, same: Collection[NodeKey] = ()
+) -> bytes:
+    """``graph`` packed. ``over``: the packed graph ``graph`` took the field flows of the jobs
+    ``same`` from as they were (``lineage.reuse.build_reusing``): its lineage is kept as the
+    base of a delta part that holds the rest, unless that rest would pass ``_COMPACT`` of the
+    flows (then packed whole)."""
     with gc_paused():
-        w = _Writer()
-        w._line(["format", FORMAT])
-        _pack(graph, w)
-        return _join(w.finish(), _pack_run_facts(graph))
+        lineage = _delta(graph, over, same) if over is not None and same else None
+        if lineage is None:
+            w = _Writer()
+            w._line(["format", FORMAT, len(graph.field_flows)])
+            _pack(graph, w, graph.field_flows)
+            lineage = w.finish()
+        return _join(lineage, _pack_run_facts(graph))
+
+
+def _delta(graph: LineageGraph, over: bytes, same: Collection[NodeKey]) -> bytes | None:
+    """The delta part of ``graph`` over ``over``'s base lineage, followed by that base; None
+    when packing whole costs little more than what the delta would leave unused or repeat."""
+    try:
+        base, kept, base_flows = _base_of(over)
+    except PackedGraphError:
+        return None
+    # ``same``'s own keys, which the graph's flows may share (told equal by identity)
+    keep = set(same) if kept is None else {k for k in same if k in kept}
+    own = [f for f in graph.field_flows if f.job not in keep]
+    total = len(graph.field_flows)
+    unused = base_flows - (total - len(own))  # the base's flows of jobs not kept
+    if base_flows < 0 or (len(own) + unused) > total * _COMPACT:
+        return None
+    w = _Writer()
+    w._line(["delta", FORMAT])
+    w._line(["baseFlows", list(keep)])
+    _pack(graph, w, own)
+    return w.finish() + base
+
+
+def _base_of(packed: bytes) -> tuple[bytes, set[NodeKey] | None, int]:
+    """The full lineage stream of a packed graph (its base when it holds a delta part), the
+    jobs whose base field flows it keeps (None: all) and how many field flows the base holds
+    (-1: not said)."""
+    lineage, _ = _parts(packed)
+    try:
+        z = zlib.decompressobj()
+        first = z.decompress(lineage, 4096).split(b"\n", 1)[0]
+        head = orjson.loads(first)
+        kept: set[NodeKey] | None = None
+        if head == ["delta", FORMAT]:
+            z = zlib.decompressobj()
+            text = z.decompress(lineage)
+            if not z.eof:
+                raise PackedGraphError("a delta part cut short")
+            lineage = z.unused_data
+            lines = text.split(b"\n", 2)
+            section, rows = orjson.loads(lines[1])
+            if section != "baseFlows":
+                raise PackedGraphError("a delta part without its base flows")
+            kept = {(ns, name) for ns, name in rows}
+            head = orjson.loads(zlib.decompressobj().decompress(lineage, 4096).split(b"\n", 1)[0])
+        if head[:2] != ["format", FORMAT]:
+            raise PackedGraphError(f"not a graph packed in format {FORMAT}")
+        return lineage, kept, head[2] if len(head) == 3 and type(head[2]) is int else -1
+    except (zlib.error, orjson.JSONDecodeError, ValueError, TypeError, LookupError) as exc:
+        raise PackedGraphError(f"not a packed graph: {exc}") from None
 
 
 def with_run_facts(packed: bytes, graph: LineageGraph) -> bytes:
@@ -207,7 +275,7 @@ def _pack_run_facts(graph: LineageGraph) -> bytes:
     return w.finish()
 
 
-def _pack(graph: LineageGraph, w: _Writer) -> None:
+def _pack(graph: LineageGraph, w: _Writer, field_flows: Iterable[FieldFlow]) -> None:
     n, opt = w.n, w.opt
     w.rows(
         "jobs",
@@ -256,7 +324,7 @@ def _pack(graph: LineageGraph, w: _Writer) -> None:
         per_line=_ROWS // 20,  # a dataset brings its fields
     )
     w.rows("dataFlows", ((n(f.source), n(f.target), n(f.job)) for f in graph.data_flows), 3)
-    _field_flows(graph, w)
+    _field_flows(field_flows, w)
     w.rows(
         "orchestrationFlows",
         ([n(o.parent), n(o.child), opt(o.root)] for o in graph.orchestration_flows),
@@ -269,9 +337,9 @@ def _pack(graph: LineageGraph, w: _Writer) -> None:
     w.rows("skippedEvents", graph.skipped_events)
 
 
-def _field_flows(graph: LineageGraph, w: _Writer) -> None:
+def _field_flows(field_flows: Iterable[FieldFlow], w: _Writer) -> None:
     # most of a graph (150,000 for 10,000 dbt models): a line at a time, the lookups inline
-    flows = iter(graph.field_flows)  # not copied whole: one line's flows at a time
+    flows = iter(field_flows)  # not copied whole: one line's flows at a time
     fields, nodes, labels = w.fields, w.index, w.labels
     while chunk := list(islice(flows, _ROWS)):
         flat: list[int] = []
@@ -298,21 +366,52 @@ def unpack(data: bytes) -> LineageGraph:
     lineage, run_facts = _parts(data)
     with gc_paused():
         graph = LineageGraph()
-        _read(lineage, "format", _Reader(graph))
-        _read(run_facts, "runFacts", _Reader(graph))
+        strings: dict[str, str] = {}
+        reader = _Reader(graph, strings)
+        first, base = _read(lineage, ("format", "delta"), reader)
+        if (first == "delta") != (reader.keep is not None):
+            raise PackedGraphError("base flows outside a delta part, or a delta without them")
+        if reader.keep is not None:
+            base_reader = _BaseReader(graph, strings, reader.keep)
+            _, rest = _read(base, ("format",), base_reader, _NOT_BASE)
+            base = rest
+        if base:
+            raise PackedGraphError("bytes after the lineage of a packed graph")
+        _read(run_facts, ("runFacts",), _Reader(graph, strings))
         return graph
 
 
-def _read(data: bytes, first: str, reader: _Reader) -> None:
+# the sections of a base lineage a delta part holds itself: not even parsed
+_NOT_BASE = tuple(
+    b'["%s",' % name.encode()
+    for name in (
+        "jobs",
+        "datasets",
+        "dataFlows",
+        "orchestrationFlows",
+        "routines",
+        "dangling",
+        "skippedEvents",
+    )
+)
+
+
+def _read(
+    data: bytes, first: tuple[str, ...], reader: _Reader, skip: tuple[bytes, ...] = ()
+) -> tuple[str, bytes]:
+    """Read the stream ``data`` begins with (but its lines that begin with one of ``skip``);
+    its header's name and the bytes after it."""
+    tail: list[bytes] = []
     try:
-        lines = _lines(data)
-        if next(lines, None) != [first, FORMAT]:
+        lines = _lines(data, tail, skip)
+        head = next(lines, None)
+        if not isinstance(head, list) or head[1:2] != [FORMAT] or head[0] not in first:
             raise PackedGraphError(f"not a graph packed in format {FORMAT}")
         for line in lines:
             if line == ["end"]:
                 if next(lines, None) is not None:
                     raise PackedGraphError("lines after the end of a packed graph")
-                return
+                return head[0], tail[0] if tail else b""
             reader.read(line)
     except PackedGraphError:
         raise
@@ -323,27 +422,32 @@ def _read(data: bytes, first: str, reader: _Reader) -> None:
     raise PackedGraphError("a packed graph cut short (no end line)")
 
 
-def _lines(data: bytes) -> Iterator[Any]:
+def _lines(data: bytes, tail: list[bytes], skip: tuple[bytes, ...]) -> Iterator[Any]:
+    """The lines of the zlib stream ``data`` begins with; the bytes after it go in ``tail``."""
     z = zlib.decompressobj()
     rest = b""
     for start in range(0, len(data), _READ):
         rest += z.decompress(data[start : start + _READ])
+        if z.eof:
+            tail.append(z.unused_data + data[start + _READ :])
+            break
         *whole, rest = rest.split(b"\n")
         for line in whole:
-            yield orjson.loads(line)
+            if not line.startswith(skip):
+                yield orjson.loads(line)
     rest += z.flush()
     if not z.eof:
         raise PackedGraphError("a packed graph cut short (an incomplete zlib stream)")
     for line in rest.split(b"\n"):
-        if line:
+        if line and not line.startswith(skip):
             yield orjson.loads(line)
 
 
 class _Reader:
-    def __init__(self, graph: LineageGraph) -> None:
+    def __init__(self, graph: LineageGraph, strings: dict[str, str]) -> None:
         self.graph = graph
-        strings: dict[str, str] = {}
         self.s: Callable[[str, str], str] = strings.setdefault
+        self.keep: set[NodeKey] | None = None  # a delta part: the jobs whose base flows it keeps
         self.nodes: list[NodeKey] = []
         self.fields: list[FieldKey] = []
         self.labels: list[str | None] = [None]  # index -1 (the last) is no label
@@ -478,6 +582,46 @@ class _Reader:
     def skipped_events(self, rows: list[Any]) -> None:
         self.graph.skipped_events.extend(rows)
 
+    def base_flows(self, rows: list[Any]) -> None:
+        s = self.s
+        self.keep = {(s(ns, ns), s(name, name)) for ns, name in rows}
+
+
+class _BaseReader(_Reader):
+    """The lineage a delta part was packed over: its tables, and of its field flows those of
+    the jobs the delta keeps; every other section is the delta's."""
+
+    def __init__(self, graph: LineageGraph, strings: dict[str, str], keep: set[NodeKey]):
+        super().__init__(graph, strings)
+        self.wanted = keep
+        self.kept: set[int] = set()  # the node indexes of the jobs kept
+
+    def read(self, line: list[Any]) -> None:
+        section, rows = line
+        if not isinstance(rows, list):
+            raise PackedGraphError(f"section {section!r} holds no rows")
+        if section == "fieldFlows":
+            self.kept_flows(rows)
+        elif section == "nodes":
+            start = len(self.nodes)
+            self.add_nodes(rows)
+            wanted, nodes = self.wanted, self.nodes
+            self.kept.update(i for i in range(start, len(nodes)) if nodes[i] in wanted)
+        elif section in ("fields", "labels"):
+            _SECTIONS[section](self, rows)
+        elif section not in _SECTIONS or section == "baseFlows":
+            raise PackedGraphError(f"an unknown section {section!r} in a base lineage")
+
+    def kept_flows(self, rows: list[int]) -> None:
+        ends, nodes, labels, kept = self.fields, self.nodes, self.labels, self.kept
+        self.graph.field_flows.update(
+            FieldFlow(ends[a], ends[b], nodes[j], labels[t], labels[u])
+            for a, b, j, t, u in zip(
+                rows[::5], rows[1::5], rows[2::5], rows[3::5], rows[4::5], strict=True
+            )
+            if j in kept
+        )
+
 
 # by the class, not bound to a reader: a reader holding its own bound methods would be a
 # reference cycle, and the graph it holds would then outlive its last use until a full
@@ -498,4 +642,5 @@ _SECTIONS: dict[str, Callable[[_Reader, list[Any]], None]] = {
     "describedJobs": _Reader.described_jobs,
     "completedJobs": _Reader.completed_jobs,
     "metrics": _Reader.metrics,
+    "baseFlows": _Reader.base_flows,
 }

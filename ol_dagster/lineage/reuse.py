@@ -220,11 +220,13 @@ def build_reusing(
     earlier: LineageGraph,
     earlier_parts: bytes,
     dataset_systems: list[tuple[str, str]],
-) -> tuple[LineageGraph, Describers] | None:
+) -> tuple[LineageGraph, Describers, set[NodeKey]] | None:
     """The batch's graph with the jobs of ``reuse`` taken from ``earlier`` (and their describers
-    of datasets); None when it cannot be told equal to normalizing every event (the caller then
-    does). Every event is read for its run facts (``normalize_run_facts``); only the events of
-    the other jobs, and of reused jobs naming a dataset that is not as it was, are normalized."""
+    of datasets), and the jobs whose field flows are ``earlier``'s as they were (what packing
+    it over ``earlier`` leaves to the earlier bytes); None when it cannot be told equal to
+    normalizing every event (the caller then does). Every event is read for its run facts
+    (``normalize_run_facts``); only the events of the other jobs, and of reused jobs naming a
+    dataset that is not as it was, are normalized."""
     if contents.dataset_events:
         return None
     describers: Describers = {}
@@ -276,18 +278,25 @@ def build_reusing(
     kept = (f for f in earlier.field_flows if f.job in reuse)
     if not _lineage_fields_in_order(graph, fresh, lambda: [*pending, *kept], earlier):
         return None
-    # a kept flow between datasets described as they were, with a schema, resolves as it did
+    # a kept flow between datasets described as they were, with a schema, resolves as it did;
+    # the keys as ``earlier`` holds them, which its flows share: most lookups below are then
+    # told equal by identity, not by comparing strings (a third of the time at 10,000 jobs)
     settled = {k for k, d in graph.datasets.items() if d.has_schema and k not in fresh}
+    settled = {k for k in earlier.datasets if k in settled}
+    reused = {k for k in earlier.jobs if k in reuse}
     same = earlier.field_flows
     check = [
         f
         for f in same
-        if f.job not in reuse or f.source[:2] not in settled or f.target[:2] not in settled
+        if f.job not in reused or f.source[:2] not in settled or f.target[:2] not in settled
     ]
     same.difference_update(check)
     graph.field_flows = same
-    resolve_field_flows(graph, [*pending, *(f for f in check if f.job in reuse)])
-    return graph, describers
+    dangling = len(graph.dangling)
+    resolve_field_flows(graph, [*pending, *(f for f in check if f.job in reused)])
+    # a kept flow checked again is added as it was unless it dangles now
+    changed = {f.job for f in pending} | {d.job for d in graph.dangling[dangling:]}
+    return graph, describers, {k for k in reused if k not in changed}
 
 
 def _lineage_fields_in_order(

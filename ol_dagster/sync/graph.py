@@ -27,6 +27,7 @@ import orjson
 
 from ol_dagster.catalog.systems import dataset_system_rules
 from ol_dagster.lineage import LineageGraph, normalize
+from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.lineage.normalize import Describers
 from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack, with_run_facts
 from ol_dagster.lineage.reuse import (
@@ -76,8 +77,7 @@ class GraphInputs:
 
     def events(self) -> Iterator[bytes]:
         yield from self.store.events_by_id(self.earlier)
-        for e in self.store.iter_events(self.batch_id):
-            yield e.raw
+        yield from self.store.raw_events(self.batch_id)
 
 
 def graph_inputs(store: EventStore, definition: SyncDefinition, batch: BatchRecord) -> GraphInputs:
@@ -224,22 +224,27 @@ def _build(
     rules = _rules_digest(definition)
     contents = job_contents(store.event_contents(batch.id))
     systems = dataset_system_rules(definition)
-    built = None
+    built: tuple[LineageGraph, Describers, set[NodeKey]] | None = None
     reuse = _reusable(store, definition, batch, contents, rules)
     if reuse:
         earlier, plan, earlier_packed, earlier_parts = reuse
         try:
             if plan.whole:
-                built = build_whole(source(), earlier)
+                whole = build_whole(source(), earlier)
+                built = None if whole is None else (*whole, plan.jobs)
             else:
                 built = build_reusing(source, contents, plan.jobs, earlier, earlier_parts, systems)
         except ValueError as exc:  # the events changed under the listing
             log.warning("batch %s: nothing reused (%s): normalizing every job", batch.id, exc)
         if built is not None:
-            graph, describers = built
+            graph, describers, same = built
             counts = (contents.count - len(plan.jobs), len(plan.jobs))
-            # a whole reuse has the earlier graph's lineage: its packed part is kept as it is
-            packed = with_run_facts(earlier_packed, graph) if plan.whole else None
+            # a whole reuse has the earlier graph's lineage: its packed part is kept as it is;
+            # a partial one packs what changed over it
+            if plan.whole:
+                packed = with_run_facts(earlier_packed, graph)
+            else:
+                packed = pack(graph, over=earlier_packed, same=same)
             return _Built(graph, parts_of(contents, rules, describers, *counts), counts, packed)
     describers: Describers = {}
     graph = normalize(source(), dataset_systems=systems, describers=describers)

@@ -372,3 +372,90 @@ def test_a_graph_with_another_graphs_lineage_packs_its_own_run_facts_over_the_li
         both[: 8 + struct.unpack(">Q", data[:8])[0]] == data[: 8 + struct.unpack(">Q", data[:8])[0]]
     )
     assert unpack(both) == now
+
+
+def _models(count: int, edited: frozenset[int] = frozenset()) -> LineageGraph:
+    """The benchmark's dbt-like models, those of ``edited`` without their first column's lineage."""
+    from upload import model_event
+
+    start = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
+    events = []
+    for i in range(count):
+        e = model_event(i, start, "p")
+        if i in edited:
+            e["outputs"][0]["facets"]["columnLineage"]["fields"].pop("col_00")
+        events.append(orjson.dumps(e))
+    return normalize(events, dataset_systems=[(PG, "warehouse")])
+
+
+def _flows_as_before(now: LineageGraph, before: LineageGraph) -> set[g.NodeKey]:
+    def by_job(graph: LineageGraph) -> dict[g.NodeKey, set[g.FieldFlow]]:
+        out: dict[g.NodeKey, set[g.FieldFlow]] = {}
+        for f in graph.field_flows:
+            out.setdefault(f.job, set()).add(f)
+        return out
+
+    a, b = by_job(now), by_job(before)
+    return {job for job in now.jobs if job in before.jobs and a.get(job) == b.get(job)}
+
+
+def _lineage(data: bytes) -> bytes:
+    return data[8 : 8 + struct.unpack(">Q", data[:8])[0]]
+
+
+def test_a_graph_packed_over_an_earlier_one_keeps_its_lineage_and_loads_back_equal() -> None:
+    """An edited snapshot (a few jobs changed, one dropped) packs what changed over the earlier
+    lineage bytes as they are; the next one over the same bytes (not over the delta); once the
+    changes pass a quarter of the flows, it is packed whole again."""
+    earlier = _models(200)
+    first = pack(earlier)
+    now = _models(199, frozenset({3, 50}))
+    second = pack(now, over=first, same=_flows_as_before(now, earlier))
+    assert _lineage(second).endswith(_lineage(first))
+    assert _lineage_lines(second).startswith(orjson.dumps(["delta", FORMAT]) + b"\n")
+    loaded = round_trip_over(now, second)
+    assert len({id(f.job) for f in loaded.field_flows if f.job[1].endswith("m_00100")}) == 1
+
+    later = _models(199, frozenset({3, 50, 120}))
+    third = pack(later, over=second, same=_flows_as_before(later, now))
+    assert _lineage(third).endswith(_lineage(first))
+    assert _lineage(second)[: -len(_lineage(first))] not in _lineage(third)  # not stacked
+    round_trip_over(later, third)
+
+    many = _models(199, frozenset(range(0, 199, 3)))
+    whole = pack(many, over=third, same=_flows_as_before(many, later))
+    assert _lineage_lines(whole).startswith(b'["format",%d,' % FORMAT)
+    round_trip_over(many, whole)
+
+
+def round_trip_over(graph: LineageGraph, data: bytes) -> LineageGraph:
+    loaded = unpack(data)
+    assert loaded == graph and loaded.field_flows == graph.field_flows
+    assert list(loaded.jobs) == list(graph.jobs) and list(loaded.datasets) == list(graph.datasets)
+    return loaded
+
+
+def test_a_damaged_delta_is_refused() -> None:
+    earlier = _models(40)
+    first = pack(earlier)
+    now = _models(40, frozenset({3}))
+    data = pack(now, over=first, same=_flows_as_before(now, earlier))
+    lineage, facts = _lineage(data), data[8 + len(_lineage(data)) :]
+    base = _lineage(first)
+    delta = lineage[: -len(base)]
+
+    def joined(part: bytes) -> bytes:
+        return struct.pack(">Q", len(part)) + part + facts
+
+    assert unpack(joined(lineage)) == now
+    for bad in (
+        delta,  # no base
+        delta + base[:-6],  # the base cut short
+        delta + base + b"more",  # bytes after the base
+        delta + delta,  # a delta over a delta
+        base + b"more",  # bytes after a whole lineage
+        _stream(["delta", FORMAT], ["end"]) + base,  # no base flows named
+        _stream(["format", FORMAT, 0], ["baseFlows", []], ["end"]),  # base flows in a whole one
+    ):
+        with pytest.raises(PackedGraphError):
+            unpack(joined(bad))

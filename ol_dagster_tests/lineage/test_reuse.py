@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import copy
 import random
+import struct
 import time
 import uuid
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from sqlalchemy import select, text, update
 
@@ -521,3 +524,45 @@ def test_a_kept_field_flow_dangles_when_the_dataset_it_names_is_no_longer_descri
     night(sides, nightly(0))
     models.pop()
     assert night(sides, nightly(1)) == (0, 2)
+
+
+def _kept_lineage(side: Side, d: SyncDefinition) -> tuple[list[Any], bytes]:
+    """The first line and the bytes of the lineage part of the graph kept for the next night."""
+    kept = side.store.earlier_graph(d.name, 1 << 40)
+    assert kept is not None
+    (length,) = struct.unpack_from(">Q", kept.graph)
+    lineage = kept.graph[8 : 8 + length]
+    return orjson.loads(zlib.decompressobj().decompress(lineage).split(b"\n")[0]), lineage
+
+
+def test_a_night_with_few_changes_keeps_the_last_lineage_and_packs_only_what_changed(
+    sides: tuple[Side, Side],
+):
+    """Most jobs as they were: the graph kept for the upload and the next night holds what
+    changed, over the first night's lineage bytes as they are, night after night; the upload
+    loads it from there, and the catalog is the one normalizing everything gives. m50 names
+    ``ext.id``, which only ``reads_ext`` reads: once that is dropped, m50's kept flow dangles."""
+    d = definition()
+    models = [*project(120), Model("reads_ext", "select 3", ["ext"], ["id"])]
+
+    def nightly(n: int) -> list[dict[str, Any]]:
+        events = snapshot(models, n)
+        for e in events:
+            if e["job"]["name"] == "m50":
+                for out in e["outputs"]:
+                    inputs = out["facets"]["columnLineage"]["fields"]["v"]["inputFields"]
+                    inputs.append({"namespace": WH, "name": "shop.public.ext", "field": "id"})
+        return events
+
+    night(sides, nightly(0))
+    head, first = _kept_lineage(sides[0], d)
+    assert head[0] == "format"
+    models[5].sql += " -- edited"
+    models[9].columns = ["id", "v", "w"]
+    night(sides, nightly(1))
+    head, second = _kept_lineage(sides[0], d)
+    assert head[0] == "delta" and second.endswith(first)
+    models.pop()
+    night(sides, nightly(2))
+    head, third = _kept_lineage(sides[0], d)
+    assert head[0] == "delta" and third.endswith(first)  # over the same base, not stacked

@@ -88,7 +88,7 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Counts:
         return real_digests(*args, **kwargs)
 
     monkeypatch.setattr(EventStore, "event_digests", event_digests)
-    for name in ("iter_events", "events_by_id"):
+    for name in ("iter_events", "raw_events", "events_by_id"):
         real = getattr(EventStore, name)
 
         def read(*args: Any, _real: Any = real, **kwargs: Any) -> Iterator[Any]:

@@ -358,6 +358,9 @@ def test_iter_events_crosses_chunk_boundaries_in_order(event_store: EventStore) 
     assert [e.position for e in got] == list(range(n))
     assert [e.raw for e in got] == [e.raw for e in new]
     assert len(list(event_store.iter_events(other))) == 10
+    # what normalizing reads: the same events, without their other columns
+    assert list(event_store.raw_events(batch_id)) == [e.raw for e in new]
+    assert len(list(event_store.raw_events(other))) == 10
 
 
 def test_iter_events_exactly_one_chunk(event_store: EventStore) -> None:
@@ -365,6 +368,7 @@ def test_iter_events_exactly_one_chunk(event_store: EventStore) -> None:
     batch_id = event_store.add_posted_batch("add", [ev(i) for i in range(n)], received=n)
 
     assert [e.position for e in event_store.iter_events(batch_id)] == list(range(n))
+    assert len(list(event_store.raw_events(batch_id))) == n
 
 
 def test_event_counts(event_store: EventStore) -> None:
