@@ -20,11 +20,13 @@ from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.systems import owned_jobs
 from ol_dagster.lineage import LineageGraph
 from ol_dagster_tests.catalogs.test_embedded_catalog import graph_of
-from ol_dagster_tests.catalogs.test_upload_change_detection import (
+from ol_dagster_tests.catalogs.test_upload_change_detection import (  # noqa: F401 (fixture)
+    URL,
     Tracked,
     counts,
     definition,
     install_sent_log,
+    new_url,
     shop,
     take_sent,
 )
@@ -44,10 +46,12 @@ def _with_lineage(graph: LineageGraph) -> LineageGraph:
     return graph
 
 
-def test_an_upload_takes_the_digests_kept_for_the_same_lineage(tmp_path: Path) -> None:
+def test_an_upload_takes_the_digests_kept_for_the_same_lineage(
+    new_url: URL,  # noqa: F811 (fixture)
+    tmp_path: Path,
+) -> None:
     d = definition(tmp_path)
-    fast = Tracked(f"sqlite:///{tmp_path / 'memo.db'}")
-    full = Tracked(f"sqlite:///{tmp_path / 'full.db'}", detect_changes=False)
+    fast, full = Tracked(new_url()), Tracked(new_url(), detect_changes=False)
     try:
         first = _with_lineage(graph_of(shop(hour=2), d))
         for c in (fast, full):
