@@ -104,3 +104,22 @@ def test_the_digests_are_named_by_every_input_of_them(tmp_path: Path) -> None:
 def graph_of_again(graph: LineageGraph) -> LineageGraph:
     """The same lineage, new run facts: what a whole reuse gives."""
     return replace(graph, quality_checks={}, completed_jobs=set())
+
+
+def test_kept_digests_that_cannot_be_read_are_made_again(tmp_path: Path) -> None:
+    d = definition(tmp_path)
+    fast = Tracked(f"sqlite:///{tmp_path / 'memo.db'}")
+    try:
+        fast.upload(_with_lineage(graph_of(shop(hour=2), d)), d)
+        with fast.catalog.engine.begin() as conn:
+            conn.execute(update(t.content_memo).values(contents=b"not what was kept"))
+
+        graph = _with_lineage(graph_of(shop(hour=3), d))
+        second = fast.upload(graph, d)
+
+        made = changes.contents(graph, owned_jobs(graph, d))
+        assert second.result.content_digests == made.digests()
+        assert second.result.failed == [] and not any(second.result.written.values())
+        assert _kept(fast) == made  # kept again, readable
+    finally:
+        fast.close()

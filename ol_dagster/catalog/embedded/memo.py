@@ -68,7 +68,7 @@ def contents(
             ).first()
         if row is not None and row.memo_key == key:
             return _decoded(row.contents)
-    except (SQLAlchemyError, zlib.error, orjson.JSONDecodeError, TypeError, ValueError) as exc:
+    except (SQLAlchemyError, zlib.error, KeyError, TypeError, ValueError) as exc:
         log.warning("the kept content digests of %s are not readable: %s", definition, exc)
     made = changes.contents(graph, job_systems)
     try:
