@@ -29,7 +29,7 @@ from ol_dagster.catalog.systems import dataset_system_rules
 from ol_dagster.lineage import LineageGraph, normalize
 from ol_dagster.lineage.normalize import Describers
 from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack, with_run_facts
-from ol_dagster.lineage.packed import _parts as packed_parts
+from ol_dagster.lineage.packed import _parts as packed_parts  # (lineage, run facts) as stored
 from ol_dagster.lineage.reuse import (
     JobContents,
     Reuse,

@@ -2,9 +2,9 @@
 
 Most nightly snapshots describe what the one before described: the sync then keeps the earlier
 graph's lineage as it is and only takes the new run facts (``lineage.reuse``). Hashing every job
-and dataset of that lineage again would cost a tenth of such an upload and give the digests the
-last upload computed; so each definition's last digests are kept in the catalog, with what names
-every input of them, and taken when the name is the same:
+and dataset of that lineage again would cost about a fifth of such an upload and give the
+digests the last upload computed; so each definition's last digests are kept in the catalog,
+with what names every input of them, and taken when the name is the same:
 
 - the graph's lineage (``LineageGraph.lineage_digest``: its lineage as the sync stored it, read by
   this normalizer), with the number of its jobs, datasets, flows and routines;
