@@ -289,6 +289,11 @@ class LineageGraph:
     # dataset Systems another definition claimed -> the System of this definition's own its
     # datasets (and the previous names its RENAMEs give) are filed in instead (set at upload)
     claimed_systems: dict[str, str] = field(default_factory=dict)
+    # a digest of its lineage as the sync stored it packed (set by ``sync.graph``; None: not
+    # known): graphs with the same one have the same lineage, whatever their run facts. Neither
+    # compared nor packed; ``dataclasses.replace`` keeps it, so whoever changes a graph's lineage
+    # after it was set clears it (the embedded upload keys it with the datasets' placement too)
+    lineage_digest: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def job_namespaces(self) -> list[str]:

@@ -30,6 +30,7 @@ from ol_dagster.lineage import LineageGraph, normalize
 from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.lineage.normalize import Describers
 from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack, with_run_facts
+from ol_dagster.lineage.packed import _parts as packed_parts  # (lineage, run facts) as stored
 from ol_dagster.lineage.reuse import (
     JobContents,
     Reuse,
@@ -116,6 +117,15 @@ def graph_inputs(store: EventStore, definition: SyncDefinition, batch: BatchReco
     return GraphInputs(store, batch.id, earlier, count, h.digest(), (mark, rules))
 
 
+def lineage_digest(packed: bytes) -> bytes:
+    """What names a packed graph's lineage (``LineageGraph.lineage_digest``): its lineage part,
+    which a whole reuse keeps as it is, read by this normalizer."""
+    h = hashlib.blake2b(digest_size=32)
+    h.update(normalizer_digest())
+    h.update(packed_parts(packed)[0])
+    return h.digest()
+
+
 def _rules_digest(definition: SyncDefinition) -> bytes:
     """The graph's format, the normalizer's code and the definition's dataset System rules."""
     h = hashlib.blake2b(digest_size=16)
@@ -184,6 +194,7 @@ def batch_graph(
     if packed is not None:
         try:
             graph = unpack(packed)
+            graph.lineage_digest = lineage_digest(packed)
             counts = counts_of(store.graph_parts(batch.id))
             return _handed(BatchGraph(graph, inputs, built=False, counts=counts), hand_over)
         except PackedGraphError as exc:  # damaged: the events are still there
@@ -192,7 +203,9 @@ def batch_graph(
             )
     built = _build(store, definition, batch, inputs, events)
     graph, parts, counts = built.graph, built.parts, built.counts
-    store.save_graph(batch.id, inputs.key, built.packed or pack(graph), parts=parts)
+    packed = built.packed or pack(graph)
+    store.save_graph(batch.id, inputs.key, packed, parts=parts)
+    graph.lineage_digest = lineage_digest(packed)
     return _handed(BatchGraph(graph, inputs, built=True, counts=counts), hand_over)
 
 

@@ -247,8 +247,9 @@ PACKED_FIELDS = {
 
 
 # fields the packed form leaves out on purpose: the claimed Systems are decided at upload
-# (``sync.upload.place_claimed``), on the graph read back from its packed form
-NOT_PACKED = {g.LineageGraph: "claimed_systems"}
+# (``sync.upload.place_claimed``), on the graph read back from its packed form; the lineage
+# digest names the packed form itself (``sync.graph.lineage_digest``)
+NOT_PACKED = {g.LineageGraph: "claimed_systems lineage_digest"}
 
 
 @pytest.mark.parametrize("cls", list(PACKED_FIELDS), ids=lambda c: c.__name__)

@@ -299,9 +299,17 @@ def night(sides: tuple[Side, Side], events: list[dict[str, Any]]) -> tuple[int, 
 def test_an_unchanged_second_snapshot_normalizes_no_job(sides: tuple[Side, Side]):
     models = project()
     assert night(sides, snapshot(models, 0)) == (6, 0)
+    kept = memo_keys(sides[0])
 
     assert night(sides, snapshot(models, 1)) == (0, 6)
     assert night(sides, snapshot(models, 2)) == (0, 6)
+    # the same lineage: the upload took the content digests the first one kept (``memo``)
+    assert memo_keys(sides[0]) == kept and len(kept) == 1
+
+
+def memo_keys(side: Side) -> list[str]:
+    with side.catalog.engine.connect() as conn:
+        return list(conn.execute(select(t.content_memo.c.memo_key)).scalars())
 
 
 def test_a_changed_job_is_normalized_and_its_new_lineage_reaches_the_catalog(

@@ -420,3 +420,34 @@ def test_purging_a_batch_removes_its_graph(event_store: EventStore):
     assert event_store.load_graph(batch_id, built.inputs.key) is None
     with event_store.engine.connect() as conn:
         assert conn.execute(select(store_schema.batch_graphs)).first() is None
+
+
+def test_a_graph_built_handed_over_or_loaded_is_named_by_its_stored_lineage(
+    event_store: EventStore,
+):
+    """What the embedded upload keys its kept content digests by (``memo``): the same for the
+    graph the step built, the one it hands over and the one loaded back, and another one for
+    another lineage."""
+    d = definition()
+    events = sort_events([job("etl", "load", [pg("orders")], [pg("kpi")])], ["etl"]).accepted
+    batch_id = event_store.add_posted_batch(d.name, events, received=1, snapshot=True)
+    batch = event_store.get_batch(batch_id)
+    built = batch_graph(event_store, d, batch, hand_over=True)
+    handed = batch_graph(event_store, d, batch)
+    loaded = batch_graph(event_store, d, batch)
+    assert (built.built, handed.built, loaded.built) == (True, False, False)
+    assert handed.graph is built.graph and loaded.graph is not built.graph
+
+    stored = event_store.load_graph(batch_id, built.inputs.key)
+    assert stored is not None
+    named = sync_graph.lineage_digest(stored)
+    assert built.graph.lineage_digest == loaded.graph.lineage_digest == named
+
+    other = sort_events([job("etl", "load", [pg("orders")], [pg("report")])], ["etl"]).accepted
+    other_id = event_store.add_posted_batch(d.name, other, received=1, snapshot=True)
+    assert batch_graph(
+        event_store, d, event_store.get_batch(other_id)
+    ).graph.lineage_digest not in (
+        None,
+        named,
+    )

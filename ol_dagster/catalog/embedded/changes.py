@@ -76,7 +76,6 @@ class JobContent:
 class Contents:
     jobs: dict[NodeKey, JobContent]  # owned jobs that can be hashed
     datasets: dict[NodeKey, str]  # datasets that can be hashed, by digest
-    field_flows: dict[NodeKey, list[FieldFlow]]  # every job's, so the changed ones are at hand
 
     def digests(self) -> dict[str, dict[NodeKey, str]]:
         """The digests by kind, as ``UploadResult.content_digests`` gives them."""
@@ -187,4 +186,4 @@ def _contents(graph: LineageGraph, job_systems: dict[NodeKey, str]) -> Contents:
             len(set(map(_first_two, field_flows))),
             len(pairs) + links[key] + len(field_flows),
         )
-    return Contents(jobs, datasets, field)
+    return Contents(jobs, datasets)

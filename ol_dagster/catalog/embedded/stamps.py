@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, Integer, Table, select
@@ -228,6 +229,7 @@ def stamp_flows(
     for key, prev in clean_jobs.items():
         by_prev[prev].append(key)
     short: set[NodeKey] = set()
+    scope_key = cache(name_key)  # a job's data and field flows share their scope
     for prev, keys in by_prev.items():
         data: dict[str, int] = {}
         field: dict[str, int] = {}
@@ -245,7 +247,7 @@ def stamp_flows(
                 owner[scope(key)] = key
         for table, expected in ((data_flows, data), (field_flows, field)):
             lost = stamp(
-                bulk, conn, table, now, prev, "scope", expected, keyed=("scope_key", name_key)
+                bulk, conn, table, now, prev, "scope", expected, keyed=("scope_key", scope_key)
             )
             short.update(owner[s] for s in lost)
     for key in short:

@@ -28,6 +28,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -243,6 +244,17 @@ run_metrics = Table(
     Column("rows_written", BigInteger, nullable=False, default=0),
     Column("bytes_read", BigInteger, nullable=False, default=0),
     Column("bytes_written", BigInteger, nullable=False, default=0),
+)
+
+# per definition, the digests its last upload computed (``changes.Contents``) and what names
+# them (``memo.memo_key``): the graph's lineage, its placement and the definition's job Systems.
+# An upload of the same lineage (an unchanged snapshot) takes them instead of hashing it again
+content_memo = Table(
+    "cat_content_memo",
+    metadata,
+    Column("definition", String(200), primary_key=True),
+    Column("memo_key", String(64), nullable=False),
+    Column("contents", LargeBinary, nullable=False),  # zlib of the digests' JSON
 )
 
 # the unique constraints over the names themselves an earlier version made (``schema.prepare``

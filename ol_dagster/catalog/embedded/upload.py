@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from ol_dagster.catalog.embedded import changes, clock, placement, stamps
+from ol_dagster.catalog.embedded import changes, clock, memo, placement, stamps
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.bulk import STAMP_CHUNK, Bulk, Stamp, Upserted, batched, naive
 from ol_dagster.catalog.embedded.refusals import Refused, failed_rows, isolated
@@ -119,7 +119,7 @@ class Upload:
         # digests of what this upload writes per job and dataset: those the catalog already
         # holds with the same digest are only stamped (``changes``); the others are upserted
         self.contents: changes.Contents | None = (
-            changes.contents(graph, self.job_sys) if detect_changes else None
+            memo.contents(engine, graph, self.job_sys, definition.name) if detect_changes else None
         )
         if self.contents is not None:
             self.result.content_digests = self.contents.digests()
@@ -552,12 +552,7 @@ class Upload:
         if contents is None:
             resent = list(graph.field_flows)
         else:
-            resent = [
-                ff
-                for job, job_flows in contents.field_flows.items()
-                if job not in clean_jobs
-                for ff in job_flows
-            ]
+            resent = [ff for ff in graph.field_flows if ff.job not in clean_jobs]
         # a field flow whose end was refused (its field or entity) is not written
         resent = [ff for ff in resent if ff.source[:2] in ds and ff.target[:2] in ds]
         fids = self._field_ids(conn, resent)
