@@ -51,8 +51,8 @@ def job_parts(
             for job, source, target in map(_flow, flow_set):
                 grouped[job].add((source, target))
         elif jobs:  # a few jobs: the flows of the others are only looked at, by their job
-            for flow in [f for f in flow_set if f.job in jobs]:
-                grouped[flow.job].add((flow.source, flow.target))
+            for job, source, target in map(_flow, [f for f in flow_set if f.job in jobs]):
+                grouped[job].add((source, target))
     out: dict[NodeKey, JobPart] = {}
     empty: set[Any] = set()
     for key in jobs:

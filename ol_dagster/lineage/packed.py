@@ -199,11 +199,16 @@ def _base_of(packed: bytes) -> tuple[bytes, set[NodeKey] | None, int]:
         head = orjson.loads(first)
         kept: set[NodeKey] | None = None
         if head == ["delta", FORMAT]:
-            z = zlib.decompressobj()
-            text = z.decompress(lineage)
+            # inflated to find where it ends, a chunk at a time; only its first lines are kept
+            z, start, text = zlib.decompressobj(), 0, b""
+            while not z.eof and start < len(lineage):
+                out = z.decompress(lineage[start : start + _READ])
+                start += _READ
+                if text.count(b"\n") < 2:
+                    text += out
             if not z.eof:
                 raise PackedGraphError("a delta part cut short")
-            lineage = z.unused_data
+            lineage = z.unused_data + lineage[start:]
             lines = text.split(b"\n", 2)
             section, rows = orjson.loads(lines[1])
             if section != "baseFlows":
