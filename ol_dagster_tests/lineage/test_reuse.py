@@ -509,6 +509,17 @@ def test_a_field_only_another_jobs_column_lineage_named_goes_with_that_lineage(
     }
 
 
+def _naming_ext(events: list[dict[str, Any]], job: str) -> list[dict[str, Any]]:
+    """``events`` with ``job``'s column ``v`` also taken from ``ext.id``, a dataset it does not
+    read: its flow dangles once no job of the batch describes ``ext``."""
+    for e in events:
+        if e["job"]["name"] == job:
+            for out in e["outputs"]:
+                inputs = out["facets"]["columnLineage"]["fields"]["v"]["inputFields"]
+                inputs.append({"namespace": WH, "name": "shop.public.ext", "field": "id"})
+    return events
+
+
 def test_a_kept_field_flow_dangles_when_the_dataset_it_names_is_no_longer_described(
     sides: tuple[Side, Side],
 ):
@@ -521,13 +532,7 @@ def test_a_kept_field_flow_dangles_when_the_dataset_it_names_is_no_longer_descri
     ]
 
     def nightly(n: int) -> list[dict[str, Any]]:
-        events = snapshot(models, n)
-        for e in events:
-            if e["job"]["name"] == "m1":
-                for out in e["outputs"]:
-                    inputs = out["facets"]["columnLineage"]["fields"]["v"]["inputFields"]
-                    inputs.append({"namespace": WH, "name": "shop.public.ext", "field": "id"})
-        return events
+        return _naming_ext(snapshot(models, n), "m1")
 
     night(sides, nightly(0))
     models.pop()
@@ -554,13 +559,7 @@ def test_a_night_with_few_changes_keeps_the_last_lineage_and_packs_only_what_cha
     models = [*project(120), Model("reads_ext", "select 3", ["ext"], ["id"])]
 
     def nightly(n: int) -> list[dict[str, Any]]:
-        events = snapshot(models, n)
-        for e in events:
-            if e["job"]["name"] == "m50":
-                for out in e["outputs"]:
-                    inputs = out["facets"]["columnLineage"]["fields"]["v"]["inputFields"]
-                    inputs.append({"namespace": WH, "name": "shop.public.ext", "field": "id"})
-        return events
+        return _naming_ext(snapshot(models, n), "m50")
 
     night(sides, nightly(0))
     head, first = _kept_lineage(sides[0], d)
