@@ -98,6 +98,15 @@ def _post(client: TestClient, token: str, names: list[str]) -> int:
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
 
+def _upload_started(instance: dg.DagsterInstance) -> bool:
+    """Whether the command's first run has started its upload step."""
+    runs = instance.get_runs(limit=1)
+    return bool(runs) and any(
+        "catalog_upload" in (e.step_key or "")
+        for e in instance.all_logs(runs[0].run_id, of_type=dg.DagsterEventType.STEP_START)
+    )
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_batch_synced_by_another_sync_while_the_command_waited_is_not_synced_again(
     tmp_path: Path, request: pytest.FixtureRequest, tokens: dict[str, str], backend: str
@@ -124,13 +133,14 @@ def test_a_batch_synced_by_another_sync_while_the_command_waited_is_not_synced_a
             is None
         )
         command = _sync_cmd(path, home)
-        # the command has listed the batches and started its run for the first: it waits for
-        # the lock
+        # the command has listed the batches and its run for the first has reached its upload
+        # step: it waits for the lock. (Not merely started: a run that has not yet taken the
+        # batch in when the other sync finishes it keeps the other's result instead.)
         with dg.DagsterInstance.from_config(str(home)) as instance:
             deadline = time.monotonic() + 300
-            while not instance.get_runs(limit=1):
+            while not _upload_started(instance):
                 assert command.poll() is None, command.communicate()
-                assert time.monotonic() < deadline, "ol-dagster sync started no run"
+                assert time.monotonic() < deadline, "ol-dagster sync reached no upload step"
                 time.sleep(0.2)
         # meanwhile the other sync syncs it (under the lock it holds), and lets go
         _, report = sync_batch(store, catalog, definition, batch_id, run_id="other-sync")
