@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, Integer, Table, select
@@ -220,8 +219,10 @@ def stamp_flows(
     clean_jobs: dict[NodeKey, Stamp],
     scope: Callable[[NodeKey], str],
     o_scope: Callable[[NodeKey], str],
+    scope_key: Callable[[str], bytes],
 ) -> set[NodeKey]:
-    """Stamp the flows of the clean jobs' scopes. A job whose scopes hold fewer rows of its
+    """Stamp the flows of the clean jobs' scopes (found by ``scope_key``: the upload's, which
+    digests each scope once for all its flows). A job whose scopes hold fewer rows of its
     time than its content has (a flow removed since, or the cascade of a removed entity,
     field or statement) leaves ``clean_jobs``, its flows then upserted as a changed job's;
     returns those jobs."""
@@ -229,7 +230,6 @@ def stamp_flows(
     for key, prev in clean_jobs.items():
         by_prev[prev].append(key)
     short: set[NodeKey] = set()
-    scope_key = cache(name_key)  # a job's data and field flows share their scope
     for prev, keys in by_prev.items():
         data: dict[str, int] = {}
         field: dict[str, int] = {}

@@ -474,7 +474,7 @@ class Upload:
         stamped = 0
         if contents is not None and clean_jobs:
             short = stamps.stamp_flows(
-                self.bulk, conn, self.now, contents.jobs, clean_jobs, scope, o_scope
+                self.bulk, conn, self.now, contents.jobs, clean_jobs, scope, o_scope, self.scope_key
             )
             # their routines were only stamped: their flows need the statements' ids
             with_sql = [k for k in short if k in self.graph.routines]
