@@ -1,8 +1,8 @@
 """Reading stored events back: a batch's in order, a time range's, by id, and what they hold.
 
-Every reader skips batches still RECEIVING (``store.posted``). ``iter_events`` feeds every sync's
-graph and is benchmarked (``benchmarks/sync_graph.py``): reads go in chunks to keep memory flat,
-and a row becomes a ``StoredEvent`` with no other work.
+Every reader skips batches still RECEIVING (``store.posted``). ``raw_events`` feeds every sync's
+graph and ``iter_events`` is benchmarked (``benchmarks/sync_graph.py``): both read in chunks to
+keep memory flat, and a row becomes a ``StoredEvent`` (or its bytes) with no other work.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 
 from ol_dagster.store.base import StoreBase, naive
 from ol_dagster.store.event_rows import StoredEvent
@@ -30,56 +30,50 @@ class EventReads(StoreBase):
 
     def iter_events(self, batch_id: int) -> Iterator[StoredEvent]:
         """The batch's events in position order, read in chunks to keep memory flat."""
-        last = -1
-        while True:
-            with self.engine.connect() as conn:
-                rows = conn.execute(
-                    select(
-                        events.c.position,
-                        events.c.raw,
-                        events.c.kind,
-                        events.c.event_type,
-                        events.c.event_time,
-                        events.c.producer,
-                        events.c.job_namespace,
-                        events.c.job_name,
-                        events.c.run_id,
-                    )
-                    .where(events.c.batch_id == batch_id, events.c.position > last)
-                    .order_by(events.c.position)
-                    .limit(READ_CHUNK)
-                ).all()
-            for r in rows:
-                yield StoredEvent(
-                    bytes(r[1]),
-                    r[2],
-                    r[3],
-                    r[4].replace(tzinfo=UTC),
-                    r[5],
-                    r[6],
-                    r[7],
-                    r[8],
-                    position=r[0],
-                )
-            if len(rows) < READ_CHUNK:
-                return
-            last = rows[-1][0]
+        c = events.c
+        for r in self._in_chunks(
+            batch_id,
+            c.raw,
+            c.kind,
+            c.event_type,
+            c.event_time,
+            c.producer,
+            c.job_namespace,
+            c.job_name,
+            c.run_id,
+        ):
+            yield StoredEvent(
+                bytes(r[1]),
+                r[2],
+                r[3],
+                r[4].replace(tzinfo=UTC),
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                position=r[0],
+            )
 
     def raw_events(self, batch_id: int) -> Iterator[bytes]:
-        """The batch's events as stored, in position order, read in chunks: what normalizing
-        reads, without the columns ``iter_events`` converts for each row (its time above all,
-        two thirds of reading a batch)."""
+        """The batch's events as stored, in position order: what normalizing reads, without the
+        columns ``iter_events`` converts for each row (its time above all, two thirds of
+        reading a batch)."""
+        for r in self._in_chunks(batch_id, events.c.raw):
+            yield bytes(r[1])
+
+    def _in_chunks(self, batch_id: int, *columns: Any) -> Iterator[Row[Any]]:
+        """The batch's rows (position, then ``columns``) in position order, ``READ_CHUNK`` a
+        read, each read on a connection of its own, so memory stays flat."""
         last = -1
         while True:
             with self.engine.connect() as conn:
                 rows = conn.execute(
-                    select(events.c.position, events.c.raw)
+                    select(events.c.position, *columns)
                     .where(events.c.batch_id == batch_id, events.c.position > last)
                     .order_by(events.c.position)
                     .limit(READ_CHUNK)
                 ).all()
-            for r in rows:
-                yield bytes(r[1])
+            yield from rows
             if len(rows) < READ_CHUNK:
                 return
             last = rows[-1][0]
