@@ -192,11 +192,9 @@ def _base_of(packed: bytes) -> tuple[bytes, set[NodeKey] | None, int]:
     """The full lineage stream of a packed graph (its base when it holds a delta part), the
     jobs whose base field flows it keeps (None: all) and how many field flows the base holds
     (-1: not said)."""
-    lineage, _ = _parts(packed)
+    lineage = lineage_part(packed)
     try:
-        z = zlib.decompressobj()
-        first = z.decompress(lineage, 4096).split(b"\n", 1)[0]
-        head = orjson.loads(first)
+        head = _first_line(lineage)
         kept: set[NodeKey] | None = None
         if head == ["delta", FORMAT]:
             # inflated to find where it ends, a chunk at a time; only its first lines are kept
@@ -214,7 +212,7 @@ def _base_of(packed: bytes) -> tuple[bytes, set[NodeKey] | None, int]:
             if section != "baseFlows":
                 raise PackedGraphError("a delta part without its base flows")
             kept = {(ns, name) for ns, name in rows}
-            head = orjson.loads(zlib.decompressobj().decompress(lineage, 4096).split(b"\n", 1)[0])
+            head = _first_line(lineage)
         if head[:2] != ["format", FORMAT]:
             raise PackedGraphError(f"not a graph packed in format {FORMAT}")
         return lineage, kept, head[2] if len(head) == 3 and type(head[2]) is int else -1
@@ -222,11 +220,21 @@ def _base_of(packed: bytes) -> tuple[bytes, set[NodeKey] | None, int]:
         raise PackedGraphError(f"not a packed graph: {exc}") from None
 
 
+def _first_line(stream: bytes) -> Any:
+    """The header line of the zlib stream ``stream`` begins with (4 KB of it inflated at most)."""
+    return orjson.loads(zlib.decompressobj().decompress(stream, 4096).split(b"\n", 1)[0])
+
+
 def with_run_facts(packed: bytes, graph: LineageGraph) -> bytes:
     """``packed`` with the run facts of ``graph`` instead of its own: for a graph whose lineage
     is ``packed``'s (``lineage.reuse.build_whole``), packed without packing its lineage again."""
-    lineage, _ = _parts(packed)
-    return _join(lineage, _pack_run_facts(graph))
+    return _join(lineage_part(packed), _pack_run_facts(graph))
+
+
+def lineage_part(packed: bytes) -> bytes:
+    """The lineage part of a packed graph as it is stored: the same bytes for a batch that
+    reused every job (``with_run_facts``), whatever its run facts."""
+    return _parts(packed)[0]
 
 
 def _join(lineage: bytes, run_facts: bytes) -> bytes:

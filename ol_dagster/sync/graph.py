@@ -29,8 +29,14 @@ from ol_dagster.catalog.systems import dataset_system_rules
 from ol_dagster.lineage import LineageGraph, normalize
 from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.lineage.normalize import Describers
-from ol_dagster.lineage.packed import FORMAT, PackedGraphError, pack, unpack, with_run_facts
-from ol_dagster.lineage.packed import _parts as packed_parts  # (lineage, run facts) as stored
+from ol_dagster.lineage.packed import (
+    FORMAT,
+    PackedGraphError,
+    lineage_part,
+    pack,
+    unpack,
+    with_run_facts,
+)
 from ol_dagster.lineage.reuse import (
     JobContents,
     Reuse,
@@ -122,7 +128,7 @@ def lineage_digest(packed: bytes) -> bytes:
     which a whole reuse keeps as it is, read by this normalizer."""
     h = hashlib.blake2b(digest_size=32)
     h.update(normalizer_digest())
-    h.update(packed_parts(packed)[0])
+    h.update(lineage_part(packed))
     return h.digest()
 
 
