@@ -286,6 +286,13 @@ class LineageGraph:
     described_jobs: set[NodeKey] = field(default_factory=set)
     # jobs with a COMPLETE run that describes them whole (``RunView.describes_job``)
     completed_jobs: set[NodeKey] = field(default_factory=set)
+    # the jobs it took from an earlier graph (of this lineage digest) with every part of them as
+    # it was there: attributes, SQL, data, field and orchestration flows (``lineage.reuse.
+    # unchanged_jobs``); packed with its lineage. Not compared: what the embedded upload's memo
+    # is told, so that such a job's kept digest is taken without hashing it again
+    unchanged_since: tuple[bytes, frozenset[NodeKey]] | None = field(
+        default=None, compare=False, repr=False
+    )
     # dataset Systems another definition claimed -> the System of this definition's own its
     # datasets (and the previous names its RENAMEs give) are filed in instead (set at upload)
     claimed_systems: dict[str, str] = field(default_factory=dict)

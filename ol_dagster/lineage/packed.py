@@ -16,6 +16,8 @@ field flows of the jobs whose flows are as they were, which it names (``baseFlow
 by the earlier full lineage stream as it is, whose field flows of those jobs load with it; so
 an edited snapshot does not pack its unchanged flows again. Deltas are not stacked: the next
 one goes over the same base, until it would pass a quarter of the flows (packed whole then).
+The jobs a graph took unchanged from the earlier one (``LineageGraph.unchanged_since``) are one
+more line of its lineage (``unchangedSince``), which a base lends no delta.
 In each part, every (namespace, name), field end and transformation label
 is written once, in a table line written before the first row that refers to it by index;
 loaded, each is one shared object again (as ``normalize`` builds them), so a loaded graph costs
@@ -348,6 +350,9 @@ def _pack(graph: LineageGraph, w: _Writer, field_flows: Iterable[FieldFlow]) -> 
     )
     w.rows("dangling", ([d.reason, n(d.job), d.source, d.target] for d in graph.dangling))
     w.rows("skippedEvents", graph.skipped_events)
+    if graph.unchanged_since is not None:
+        since, jobs = graph.unchanged_since
+        w.write("unchangedSince", [since.hex(), [n(k) for k in jobs]])
 
 
 def _field_flows(field_flows: Iterable[FieldFlow], w: _Writer) -> None:
@@ -405,6 +410,7 @@ _NOT_BASE = tuple(
         "routines",
         "dangling",
         "skippedEvents",
+        "unchangedSince",
     )
 )
 
@@ -595,6 +601,11 @@ class _Reader:
     def skipped_events(self, rows: list[Any]) -> None:
         self.graph.skipped_events.extend(rows)
 
+    def unchanged_since(self, rows: list[Any]) -> None:
+        since, jobs = rows
+        nodes = self.nodes
+        self.graph.unchanged_since = (bytes.fromhex(since), frozenset(nodes[i] for i in jobs))
+
     def base_flows(self, rows: list[Any]) -> None:
         s = self.s
         self.keep = {(s(ns, ns), s(name, name)) for ns, name in rows}
@@ -656,4 +667,5 @@ _SECTIONS: dict[str, Callable[[_Reader, list[Any]], None]] = {
     "completedJobs": _Reader.completed_jobs,
     "metrics": _Reader.metrics,
     "baseFlows": _Reader.base_flows,
+    "unchangedSince": _Reader.unchanged_since,
 }

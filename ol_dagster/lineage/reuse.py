@@ -22,7 +22,7 @@ content digests, or with dataset-level column lineage), and runs continued from 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -297,6 +297,28 @@ def build_reusing(
     # a kept flow checked again is added as it was unless it dangles now
     changed = {f.job for f in pending} | {d.job for d in graph.dangling[dangling:]}
     return graph, describers, {k for k in reused if k not in changed}
+
+
+def unchanged_jobs(
+    graph: LineageGraph, earlier: LineageGraph, same: Collection[NodeKey]
+) -> frozenset[NodeKey]:
+    """Of the jobs ``same`` (whose field flows ``graph`` took from ``earlier`` as they were:
+    ``build_reusing``), those whose every other part is ``earlier``'s too: the same job and
+    routine (the very objects reused), the same data flows and the same parents (roots
+    included). What an upload hashes of such a job is then what it hashed for ``earlier``, but
+    for the catalog identities around it, which the upload compares itself."""
+    moved = {f.job for f in graph.data_flows ^ earlier.data_flows}
+    moved.update(o.child for o in graph.orchestration_flows ^ earlier.orchestration_flows)
+    jobs, routines = graph.jobs, graph.routines
+    then, routines_then = earlier.jobs, earlier.routines
+    return frozenset(
+        k
+        for k in same
+        if k not in moved
+        and (job := jobs.get(k)) is not None
+        and job is then.get(k)
+        and routines.get(k) is routines_then.get(k)
+    )
 
 
 def _lineage_fields_in_order(

@@ -46,6 +46,7 @@ from ol_dagster.lineage.reuse import (
     job_contents,
     parts_of,
     reusable,
+    unchanged_jobs,
 )
 from ol_dagster.settings import SnapshotMode, SyncDefinition
 from ol_dagster.store import BatchRecord, EventStore
@@ -263,6 +264,8 @@ def _build(
             if plan.whole:
                 packed = with_run_facts(earlier_packed, graph)
             else:
+                unchanged = unchanged_jobs(graph, earlier, same)
+                graph.unchanged_since = (lineage_digest(earlier_packed), unchanged)
                 packed = pack(graph, over=earlier_packed, same=same)
             return _Built(graph, parts_of(contents, rules, describers, *counts), counts, packed)
     describers: Describers = {}

@@ -38,7 +38,7 @@ KPI = ("etl", "build_kpi")
 def _kept(tracked: Tracked) -> changes.Contents:
     with tracked.catalog.engine.connect() as conn:
         data = conn.execute(select(t.content_memo.c.contents)).scalar_one()
-    return memo._decoded(data)
+    return memo._decoded(data).contents
 
 
 def _with_lineage(graph: LineageGraph) -> LineageGraph:
@@ -123,3 +123,61 @@ def test_kept_digests_that_cannot_be_read_are_made_again(tmp_path: Path) -> None
         assert _kept(fast) == made  # kept again, readable
     finally:
         fast.close()
+
+
+def test_an_edited_snapshot_takes_the_kept_digests_of_the_jobs_it_took_unchanged(
+    new_url: URL,  # noqa: F811 (fixture)
+    tmp_path: Path,
+) -> None:
+    """A graph that took jobs unchanged from the one the digests were kept for
+    (``LineageGraph.unchanged_since``) takes their kept digests and hashes the others: a kept
+    digest written by hand is taken for a job told unchanged (so it is sent again), not for a
+    job that changed (its SQL here), nor when the graph took its jobs from another lineage."""
+    d = definition(tmp_path)
+    fast, full = Tracked(new_url()), Tracked(new_url(), detect_changes=False)
+    anomalies = ("features", "export_anomalies")
+    try:
+        first = _with_lineage(graph_of(shop(hour=2), d))
+        for c in (fast, full):
+            c.upload(first, d)
+        systems = owned_jobs(first, d)
+        forged = _kept(fast)
+        for key in (KPI, anomalies):
+            forged.jobs[key] = replace(forged.jobs[key], digest="0" * 32)
+        with fast.catalog.engine.begin() as conn:
+            conn.execute(
+                update(t.content_memo).values(contents=memo._encoded(forged, first, systems))
+            )
+
+        def edited(since: bytes) -> LineageGraph:
+            graph = graph_of(shop(hour=3, kpi_sql="select 2 as total"), d)
+            graph.lineage_digest = b"the edited lineage".ljust(32, b".")
+            graph.unchanged_since = (since, frozenset({anomalies}))  # not KPI: its SQL changed
+            return graph
+
+        other = b"another lineage".ljust(32, b".")
+        elsewhere, _ = [c.upload(edited(other), d).result for c in (fast, full)]
+        assert elsewhere.content_digests is not None
+        assert "0" * 32 not in elsewhere.content_digests["job"].values()
+
+        # the digests kept for ``first`` again, forged again
+        with fast.catalog.engine.begin() as conn:
+            conn.execute(
+                update(t.content_memo).values(
+                    memo_key=memo.memo_key(first, systems),
+                    contents=memo._encoded(forged, first, systems),
+                )
+            )
+        install_sent_log(fast.catalog)
+        second = [c.upload(edited(LINEAGE), d) for c in (fast, full)]
+        digests = second[0].result.content_digests
+        assert digests is not None
+        assert digests["job"][anomalies] == "0" * 32  # taken: so sent again
+        assert digests["job"][KPI] != "0" * 32  # changed: hashed
+        sent = {(tbl, row.get("schema"), row.get("name")) for tbl, row in take_sent(fast.catalog)}
+        assert (t.entities.name, *anomalies) in sent
+        assert counts(second[0].result) == counts(second[1].result)
+        assert fast.dump() == full.dump()
+    finally:
+        fast.close()
+        full.close()

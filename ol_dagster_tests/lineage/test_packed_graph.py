@@ -229,7 +229,7 @@ def test_a_field_known_by_another_key_than_its_path_keeps_both() -> None:
 # them must be added there, and here, or loaded graphs would silently lose it.
 PACKED_FIELDS = {
     g.LineageGraph: "jobs datasets data_flows field_flows orchestration_flows routines "
-    "quality_checks dangling skipped_events described_jobs completed_jobs",
+    "quality_checks dangling skipped_events described_jobs completed_jobs unchanged_since",
     g.JobNode: "namespace name integration job_type processing_type description owners "
     "source_code_location metrics referenced_only",
     g.RunMetrics: "runs failures first_run last_run last_duration_seconds last_status rows_read "
@@ -460,3 +460,19 @@ def test_a_damaged_delta_is_refused() -> None:
     ):
         with pytest.raises(PackedGraphError):
             unpack(joined(bad))
+
+
+def test_the_jobs_taken_unchanged_load_back_with_the_lineage_they_were_taken_from() -> None:
+    """What the upload is told (``LineageGraph.unchanged_since``) loads back from a delta and
+    from a whole graph alike; a delta's base, packed with its own, does not lend it."""
+    earlier = _models(60)
+    earlier.unchanged_since = (b"\x01" * 32, frozenset(list(earlier.jobs)[:5]))
+    first = pack(earlier)
+    assert unpack(first).unchanged_since == earlier.unchanged_since
+    now = _models(59, frozenset({3}))
+    assert (
+        unpack(pack(now, over=first, same=_flows_as_before(now, earlier))).unchanged_since is None
+    )
+    now.unchanged_since = (b"\x02" * 32, frozenset(list(now.jobs)[10:20]))
+    for data in (pack(now, over=first, same=_flows_as_before(now, earlier)), pack(now)):
+        assert unpack(data).unchanged_since == now.unchanged_since

@@ -12,6 +12,7 @@ what was saved.
 from __future__ import annotations
 
 import copy
+import logging
 import random
 import struct
 import time
@@ -27,15 +28,17 @@ import orjson
 import pytest
 from sqlalchemy import select, text, update
 
+from ol_dagster.catalog.embedded import memo
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
+from ol_dagster.lineage.packed import unpack
 from ol_dagster.openlineage.run_facts import content_digest
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import SyncDefinition
 from ol_dagster.store import EventStore
 from ol_dagster.store import schema as store_schema
 from ol_dagster.sync.batch import cleanup_batch, upload_batch
-from ol_dagster.sync.graph import batch_graph
+from ol_dagster.sync.graph import batch_graph, lineage_digest
 from ol_dagster_tests.safety.test_cleanup_rules import PRODUCER, SPEC, WH, definition
 
 NS = "etl"
@@ -573,3 +576,33 @@ def test_a_night_with_few_changes_keeps_the_last_lineage_and_packs_only_what_cha
     night(sides, nightly(2))
     head, third = _kept_lineage(sides[0], d)
     assert head[0] == "delta" and third.endswith(first)  # over the same base, not stacked
+
+
+def test_an_edited_night_takes_the_kept_digests_of_the_jobs_it_took_unchanged(
+    sides: tuple[Side, Side], caplog: pytest.LogCaptureFixture
+):
+    """The graph of an edited night names the jobs it took unchanged from the last night's
+    graph, whose lineage the upload's kept digests were made of; the upload takes their kept
+    digests and hashes the others, and the catalog is the one normalizing everything gives."""
+    d = definition()
+    models = project(20)
+    night(sides, snapshot(models, 0))
+    first = sides[0].store.earlier_graph(d.name, 1 << 40)
+    assert first is not None
+    models[5].sql += " -- edited"
+    models[9].columns = ["id", "v", "w"]
+    with caplog.at_level(logging.INFO, logger=memo.__name__):
+        night(sides, snapshot(models, 1))
+    second = sides[0].store.earlier_graph(d.name, 1 << 40)
+    assert second is not None and second.batch_id != first.batch_id
+    graph = unpack(second.graph)
+    assert graph.unchanged_since is not None
+    since, unchanged = graph.unchanged_since
+    assert since == lineage_digest(first.graph)
+    jobs = {name for ns, name in unchanged}
+    assert "m5" not in jobs and "m9" not in jobs  # their SQL, their columns
+    assert len(jobs) >= 15, sorted(jobs)
+    said = [r.getMessage() for r in caplog.records if r.name == memo.__name__]
+    assert len(said) == 1 and said[0].startswith(
+        f"{d.name}: {len(unchanged)} job digest(s) taken as kept, "
+    ), said

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter, itemgetter
@@ -82,6 +83,19 @@ class Contents:
         return {"job": {k: c.digest for k, c in self.jobs.items()}, "dataset": self.datasets}
 
 
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """What an earlier upload hashed, for the jobs of a graph told unchanged since
+    (``LineageGraph.unchanged_since``): their digests, and every job's System and every
+    dataset's catalog identity then. Such a job's digest is taken when its System, its
+    parents' and its datasets' identities are as they were and none is shared now; any other
+    job is hashed."""
+
+    jobs: Mapping[NodeKey, JobContent]
+    job_systems: Mapping[NodeKey, str]
+    identities: Mapping[NodeKey, Identity]
+
+
 def pick_field_flow(kept: FieldFlow, other: FieldFlow) -> FieldFlow:
     """Of two field flows of a job with the same ends (one catalog row), the one written: the
     same whatever order the graph's set gives them in, as a digest of them all requires."""
@@ -93,14 +107,16 @@ def digest(payload: object) -> str:
     return hashlib.sha256(orjson.dumps(payload)).hexdigest()[:32]
 
 
-def contents(graph: LineageGraph, job_systems: dict[NodeKey, str]) -> Contents:
+def contents(
+    graph: LineageGraph, job_systems: dict[NodeKey, str], kept: Kept | None = None
+) -> Contents:
     """The digests of ``graph``'s datasets and of its jobs ``job_systems`` maps to their System
-    (the jobs this definition writes)."""
+    (the jobs this definition writes); ``kept``: digests taken rather than made again."""
     with gc_paused():  # ~a million short-lived tuples, no cycles: a collection frees nothing
-        return _contents(graph, job_systems)
+        return _contents(graph, job_systems, kept)
 
 
-def _contents(graph: LineageGraph, job_systems: dict[NodeKey, str]) -> Contents:
+def _contents(graph: LineageGraph, job_systems: dict[NodeKey, str], kept: Kept | None) -> Contents:
     ds_ident: dict[NodeKey, Identity] = {
         k: (d.system, d.schema, d.object_name) for k, d in graph.datasets.items()
     }
@@ -140,12 +156,30 @@ def _contents(graph: LineageGraph, job_systems: dict[NodeKey, str]) -> Contents:
         parents[o.child].add(o.parent)  # the root is not written: flows differing by it are one
         links[o.child] += 1
 
+    # what may make a kept digest not the one hashing gives: an identity that moved or is shared
+    taken: Mapping[NodeKey, JobContent] = {}
+    moved_ds: set[NodeKey] = set()
+    moved_jobs: set[NodeKey] = set()
+    if kept is not None:
+        taken, then, systems_then = kept.jobs, kept.identities, kept.job_systems
+        moved_ds = shared_ds | {k for k, i in ds_ident.items() if then.get(k) != i}
+        moved_jobs = shared_jobs | {k for k, s in job_systems.items() if systems_then.get(k) != s}
+
     jobs: dict[NodeKey, JobContent] = {}
     for key, system in job_systems.items():
         if key in shared_jobs:
             continue
         linked = sorted(parents.get(key, ()))
         if any(p not in job_systems or p in shared_jobs for p in linked):
+            continue
+        held = taken.get(key)
+        if (
+            held is not None
+            and key not in moved_jobs
+            and moved_jobs.isdisjoint(linked)
+            and (not moved_ds or _links_none(key, data, field, moved_ds))
+        ):
+            jobs[key] = held
             continue
         pairs = sorted(map(_ends, data.get(key, ())))  # a job's data flows differ by their ends
         ffs = field.get(key, ())
@@ -187,3 +221,19 @@ def _contents(graph: LineageGraph, job_systems: dict[NodeKey, str]) -> Contents:
             len(pairs) + links[key] + len(field_flows),
         )
     return Contents(jobs, datasets)
+
+
+def _links_none(
+    key: NodeKey,
+    data: Mapping[NodeKey, list[DataFlow]],
+    field: Mapping[NodeKey, list[FieldFlow]],
+    datasets: set[NodeKey],
+) -> bool:
+    """Whether no flow of the job ``key`` links one of ``datasets``."""
+    flows = data.get(key, ())
+    if not datasets.isdisjoint(map(_source, flows)) or not datasets.isdisjoint(map(_target, flows)):
+        return False
+    ffs = field.get(key, ())
+    return datasets.isdisjoint(map(_first_two, map(_source, ffs))) and datasets.isdisjoint(
+        map(_first_two, map(_target, ffs))
+    )

@@ -12,6 +12,13 @@ with what names every input of them, and taken when the name is the same:
   ``sync.upload.place_claimed``) and the System of each job this definition writes;
 - how the digests are made (``changes.VERSION``).
 
+An edited snapshot's graph has another lineage, but took most jobs unchanged from the last graph
+(``LineageGraph.unchanged_since``: the jobs, and the lineage digest of the graph they were taken
+from). When that graph is the one the kept digests were made of, a job taken unchanged keeps its
+digest unless a catalog identity around it moved: ``changes.Kept`` compares its System, its
+parents' and its datasets' with those the digests were made with, kept beside them (a stream of
+their own, read only then); every other job is hashed.
+
 A graph whose lineage digest is not known (normalized by an upload alone, made by a test) is hashed
 as before. The digests taken are the ones hashing gives, so what the upload compares them with and
 stamps or re-sends is the same either way; a memo that cannot be read or written costs the time of
@@ -23,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import zlib
+from dataclasses import dataclass
 
 import orjson
 from sqlalchemy import Engine, delete, insert, select
@@ -55,10 +63,14 @@ def contents(
     engine: Engine, graph: LineageGraph, job_systems: dict[NodeKey, str], definition: str
 ) -> changes.Contents:
     """``changes.contents(graph, job_systems)``: the definition's kept digests when they are of
-    the same inputs, else hashed now and kept for the next upload."""
+    the same inputs; else hashed now, but for the jobs the graph took unchanged from the one
+    the kept digests were made of (``LineageGraph.unchanged_since``), whose kept digests are
+    taken where their catalog identities are as they were (``changes.Kept``); and kept for
+    the next upload."""
     key = memo_key(graph, job_systems)
     if key is None:
         return changes.contents(graph, job_systems)
+    kept: changes.Kept | None = None
     try:
         with engine.connect() as conn:
             row = conn.execute(
@@ -66,17 +78,30 @@ def contents(
                     content_memo.c.definition == definition
                 )
             ).first()
-        if row is not None and row.memo_key == key:
-            return _decoded(row.contents)
+        if row is not None:
+            held = _decoded(row.contents)
+            if row.memo_key == key:
+                return held.contents
+            kept = _kept_for(graph, held)
     except (SQLAlchemyError, zlib.error, KeyError, TypeError, ValueError) as exc:
         log.warning("the kept content digests of %s are not readable: %s", definition, exc)
-    made = changes.contents(graph, job_systems)
+    made = changes.contents(graph, job_systems, kept)
+    if kept is not None:
+        taken = sum(made.jobs.get(k) is c for k, c in kept.jobs.items())
+        log.info(
+            "%s: %d job digest(s) taken as kept, %d hashed",
+            definition,
+            taken,
+            len(made.jobs) - taken,
+        )
     try:
         with engine.begin() as conn:
             conn.execute(delete(content_memo).where(content_memo.c.definition == definition))
             conn.execute(
                 insert(content_memo).values(
-                    definition=definition, memo_key=key, contents=_encoded(made)
+                    definition=definition,
+                    memo_key=key,
+                    contents=_encoded(made, graph, job_systems),
                 )
             )
     except SQLAlchemyError as exc:
@@ -84,17 +109,64 @@ def contents(
     return made
 
 
-def _encoded(made: changes.Contents) -> bytes:
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A definition's kept digests, and what they were made of: the graph's lineage digest
+    (None: kept by an earlier version), its job Systems and dataset identities (undecoded)."""
+
+    contents: changes.Contents
+    lineage: bytes | None = None
+    made_of: bytes = b""
+
+
+def _kept_for(graph: LineageGraph, held: _Held) -> changes.Kept | None:
+    """The kept digests of the jobs ``graph`` took unchanged from the graph they were made
+    of, with what they were made of; None when it took none from that graph."""
+    if graph.unchanged_since is None or held.lineage is None:
+        return None
+    since, unchanged = graph.unchanged_since
+    if since != held.lineage:
+        return None
+    jobs = held.contents.jobs
+    systems, identities = orjson.loads(zlib.decompress(held.made_of))
+    return changes.Kept(
+        {k: jobs[k] for k in unchanged if k in jobs},
+        {(ns, name): system for ns, name, system in systems},
+        {(ns, name): (system, schema, obj) for ns, name, system, schema, obj in identities},
+    )
+
+
+def _encoded(
+    made: changes.Contents,
+    graph: LineageGraph | None = None,
+    job_systems: dict[NodeKey, str] | None = None,
+) -> bytes:
     jobs = [
         [*key, c.digest, c.data_flows, c.orchestration_flows, c.field_flows, c.flow_objects]
         for key, c in made.jobs.items()
     ]
     datasets = [[*key, d] for key, d in made.datasets.items()]
-    return zlib.compress(orjson.dumps({"jobs": jobs, "datasets": datasets}), 1)
+    kept: dict = {"jobs": jobs, "datasets": datasets}
+    if graph is not None and graph.lineage_digest is not None and job_systems is not None:
+        made_of = [
+            [[*k, s] for k, s in job_systems.items()],
+            [[*k, d.system, d.schema, d.object_name] for k, d in graph.datasets.items()],
+        ]
+        kept["lineage"] = graph.lineage_digest.hex()
+        # a stream of its own after the digests: read only when a graph took jobs unchanged
+        return zlib.compress(orjson.dumps(kept), 1) + zlib.compress(orjson.dumps(made_of), 1)
+    return zlib.compress(orjson.dumps(kept), 1)
 
 
-def _decoded(data: bytes) -> changes.Contents:
-    kept = orjson.loads(zlib.decompress(data))
+def _decoded(data: bytes) -> _Held:
+    z = zlib.decompressobj()
+    kept = orjson.loads(z.decompress(data) + z.flush())
     jobs = {(ns, name): changes.JobContent(*rest) for ns, name, *rest in kept["jobs"]}
     datasets = {(ns, name): d for ns, name, d in kept["datasets"]}
-    return changes.Contents(jobs, datasets)
+    contents = changes.Contents(jobs, datasets)
+    lineage = kept.get("lineage")
+    if lineage is None:
+        return _Held(contents)
+    if not z.eof or not z.unused_data:
+        raise ValueError("kept digests without what they were made of")
+    return _Held(contents, bytes.fromhex(lineage), z.unused_data)
