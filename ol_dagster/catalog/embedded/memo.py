@@ -78,11 +78,10 @@ def contents(
                     content_memo.c.definition == definition
                 )
             ).first()
-        if row is not None:
-            held = _decoded(row.contents)
-            if row.memo_key == key:
-                return held.contents
-            kept = _kept_for(graph, held)
+        if row is not None and row.memo_key == key:
+            return _decoded(row.contents).contents
+        if row is not None and graph.unchanged_since is not None:
+            kept = _kept_for(graph, _decoded(row.contents))
     except (SQLAlchemyError, zlib.error, KeyError, TypeError, ValueError) as exc:
         log.warning("the kept content digests of %s are not readable: %s", definition, exc)
     made = changes.contents(graph, job_systems, kept)
