@@ -147,9 +147,6 @@ def _contents(graph: LineageGraph, job_systems: dict[NodeKey, str], kept: Kept |
     data: defaultdict[NodeKey, list[DataFlow]] = defaultdict(list)
     for f in graph.data_flows:
         data[f.job].append(f)
-    field: defaultdict[NodeKey, list[FieldFlow]] = defaultdict(list)
-    for ff in graph.field_flows:
-        field[ff.job].append(ff)
     parents: defaultdict[NodeKey, set[NodeKey]] = defaultdict(set)
     links: Counter[NodeKey] = Counter()
     for o in graph.orchestration_flows:
@@ -157,13 +154,30 @@ def _contents(graph: LineageGraph, job_systems: dict[NodeKey, str], kept: Kept |
         links[o.child] += 1
 
     # what may make a kept digest not the one hashing gives: an identity that moved or is shared
+    # (not a dataset new since: a job taken unchanged links only datasets it linked then)
     taken: Mapping[NodeKey, JobContent] = {}
     moved_ds: set[NodeKey] = set()
     moved_jobs: set[NodeKey] = set()
     if kept is not None:
         taken, then, systems_then = kept.jobs, kept.identities, kept.job_systems
-        moved_ds = shared_ds | {k for k, i in ds_ident.items() if then.get(k) != i}
+        moved_ds = shared_ds | {
+            k for k, i in ds_ident.items() if (was := then.get(k)) is not None and was != i
+        }
         moved_jobs = shared_jobs | {k for k, s in job_systems.items() if systems_then.get(k) != s}
+    # the field flows of the jobs that may be hashed (all of them once an identity moved)
+    field: defaultdict[NodeKey, list[FieldFlow]] = defaultdict(list)
+    if moved_ds or not taken:
+        for ff in graph.field_flows:
+            field[ff.job].append(ff)
+    else:
+        hashed = {
+            k
+            for k in job_systems
+            if k not in taken or k in moved_jobs or not moved_jobs.isdisjoint(parents.get(k, ()))
+        }
+        for ff in graph.field_flows:
+            if ff.job in hashed:
+                field[ff.job].append(ff)
 
     jobs: dict[NodeKey, JobContent] = {}
     for key, system in job_systems.items():
