@@ -126,24 +126,7 @@ def _contents(graph: LineageGraph, job_systems: dict[NodeKey, str], kept: Kept |
     shared_ds = {k for k, i in ds_ident.items() if uses[i] > 1}
     shared_jobs = {k for k, i in job_ident.items() if uses[i] > 1}
 
-    datasets: dict[NodeKey, str] = {}
-    for k, d in graph.datasets.items():
-        if k in shared_ds:
-            continue
-        datasets[k] = digest(
-            (
-                VERSION,
-                ds_ident[k],
-                d.type,
-                d.namespace,
-                d.name,
-                d.description,
-                d.owners,
-                d.has_schema,
-                list(map(_field, d.fields.values())),
-            )
-        )
-
+    datasets = _dataset_digests(graph, ds_ident, shared_ds)
     data: defaultdict[NodeKey, list[DataFlow]] = defaultdict(list)
     for f in graph.data_flows:
         data[f.job].append(f)
@@ -153,31 +136,26 @@ def _contents(graph: LineageGraph, job_systems: dict[NodeKey, str], kept: Kept |
         parents[o.child].add(o.parent)  # the root is not written: flows differing by it are one
         links[o.child] += 1
 
-    # what may make a kept digest not the one hashing gives: an identity that moved or is shared
-    # (not a dataset new since: a job taken unchanged links only datasets it linked then)
-    taken: Mapping[NodeKey, JobContent] = {}
-    moved_ds: set[NodeKey] = set()
-    moved_jobs: set[NodeKey] = set()
-    if kept is not None:
-        taken, then, systems_then = kept.jobs, kept.identities, kept.job_systems
-        moved_ds = shared_ds | {
-            k for k, i in ds_ident.items() if (was := then.get(k)) is not None and was != i
-        }
-        moved_jobs = shared_jobs | {k for k, s in job_systems.items() if systems_then.get(k) != s}
+    taken: Mapping[NodeKey, JobContent] = kept.jobs if kept is not None else {}
+    moved_ds, moved_jobs = (
+        _moved(kept, ds_ident, job_systems, shared_ds, shared_jobs)
+        if kept is not None
+        else (set(), set())
+    )
     # the field flows of the jobs that may be hashed (all of them once an identity moved)
     field: defaultdict[NodeKey, list[FieldFlow]] = defaultdict(list)
-    if moved_ds or not taken:
-        for ff in graph.field_flows:
-            field[ff.job].append(ff)
-    else:
-        hashed = {
+    hashed = (
+        None
+        if moved_ds or not taken
+        else {
             k
             for k in job_systems
             if k not in taken or k in moved_jobs or not moved_jobs.isdisjoint(parents.get(k, ()))
         }
-        for ff in graph.field_flows:
-            if ff.job in hashed:
-                field[ff.job].append(ff)
+    )
+    for ff in graph.field_flows:
+        if hashed is None or ff.job in hashed:
+            field[ff.job].append(ff)
 
     jobs: dict[NodeKey, JobContent] = {}
     for key, system in job_systems.items():
@@ -235,6 +213,47 @@ def _contents(graph: LineageGraph, job_systems: dict[NodeKey, str], kept: Kept |
             len(pairs) + links[key] + len(field_flows),
         )
     return Contents(jobs, datasets)
+
+
+def _dataset_digests(
+    graph: LineageGraph, ds_ident: Mapping[NodeKey, Identity], shared: set[NodeKey]
+) -> dict[NodeKey, str]:
+    """The digest of each dataset but those ``shared`` (filed as one entity with another)."""
+    return {
+        k: digest(
+            (
+                VERSION,
+                ds_ident[k],
+                d.type,
+                d.namespace,
+                d.name,
+                d.description,
+                d.owners,
+                d.has_schema,
+                list(map(_field, d.fields.values())),
+            )
+        )
+        for k, d in graph.datasets.items()
+        if k not in shared
+    }
+
+
+def _moved(
+    kept: Kept,
+    ds_ident: Mapping[NodeKey, Identity],
+    job_systems: Mapping[NodeKey, str],
+    shared_ds: set[NodeKey],
+    shared_jobs: set[NodeKey],
+) -> tuple[set[NodeKey], set[NodeKey]]:
+    """The datasets and jobs whose catalog identity makes a kept digest not the one hashing
+    gives: shared now, or moved since (not a dataset new since: a job taken unchanged links only
+    datasets it linked then)."""
+    then, systems_then = kept.identities, kept.job_systems
+    moved_ds = shared_ds | {
+        k for k, i in ds_ident.items() if (was := then.get(k)) is not None and was != i
+    }
+    moved_jobs = shared_jobs | {k for k, s in job_systems.items() if systems_then.get(k) != s}
+    return moved_ds, moved_jobs
 
 
 def _links_none(
