@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text
 
+from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.protocol import export_state
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_specs
@@ -182,6 +183,58 @@ def test_a_removed_job_and_the_datasets_only_it_reached_go(synced: Synced) -> No
     assert "anomalies/out.csv" not in {d["name"] for d in stored["datasets"]}
     assert job_key("features", "export_anomalies") not in synced.rows()["jobs"]
     _same_as_a_whole_export(synced)
+
+
+@pytest.mark.parametrize(
+    ("table", "job_name", "kind"),
+    [
+        (t.field_flows, "build_kpi", None),  # its column lineage: only its field flows counted
+        (t.data_flows, "load_orders", t.ORCHESTRATION),  # its parent, daily
+        (t.data_flows, "build_kpi", t.DATA),  # its input
+    ],
+)
+def test_a_flow_the_catalog_lost_shows_at_the_next_refresh(
+    synced: Synced, table: Any, job_name: str, kind: str | None
+) -> None:
+    """A flow that goes while every digest stays (an operator's delete; a cleanup removing an
+    older row of a job the upload only stamped): the job's part is exported again, and the
+    asset graph no longer shows what the flow gave it."""
+    synced.sync(_shop(2))
+    c = table.c
+    with synced.catalog.engine.begin() as conn:
+        conn.execute(
+            table.delete().where(
+                c.scope_job == job_name, *([c.kind == kind] if kind is not None else [])
+            )
+        )
+    before = synced.stored()
+
+    refreshed = refresh_lineage(synced.catalog, synced.definition, synced.store)
+
+    assert refreshed is not None and refreshed.exported == 1 and refreshed.written.jobs == 1
+    assert synced.stored() != before
+    _same_as_a_whole_export(synced)
+
+
+def test_a_dataset_the_catalog_keeps_no_digest_of_is_exported_each_time(synced: Synced) -> None:
+    """Without its digest no signature can say a dataset is unchanged: the jobs reaching it
+    are exported at every refresh, so each change to it shows."""
+    synced.sync(_shop(2))
+    e = t.entities.c
+    for description in ("first edit", "second edit"):
+        with synced.catalog.engine.begin() as conn:
+            conn.execute(
+                t.entities.update()
+                .where(e.ol_name == "kpi/daily.parquet")
+                .values(content_hash=None, description=description)
+            )
+
+        refreshed = refresh_lineage(synced.catalog, synced.definition, synced.store)
+
+        assert refreshed is not None and refreshed.exported == 2  # build_kpi, export_anomalies
+        kpi = next(d for d in synced.stored()["datasets"] if d["name"] == "kpi/daily.parquet")
+        assert kpi["description"] == description
+        _same_as_a_whole_export(synced)
 
 
 def test_a_whole_export_rewrites_only_the_rows_that_differ(synced: Synced) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Row, Select, Table, func, or_, select
 
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.changes import digest
-from ol_dagster.catalog.name_keys import among
+from ol_dagster.catalog.name_keys import among, name_key
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope
 from ol_dagster.lineage_state import (
     ColumnLineageState,
@@ -270,19 +270,33 @@ def sources(
     data flows with their datasets' digests, its parents and how many field flows it owns
     (what a cleanup removes shows); None for a job or dataset the catalog keeps no digest of
     (it is exported each time). With ``max_jobs``, of the jobs ``export_state`` keeps only,
-    and how many it leaves out."""
+    and how many it leaves out.
+
+    Every flow of the catalog is read after each sync that changed it, so each read is the
+    cheapest one giving the same signatures: the jobs' runs only when they choose the newest,
+    the datasets' digests for data flows only, and the field flows counted per scope key over
+    the index that leads with it (each job's field flows are those of its data scope,
+    ``flow_scope``, as the upload writes them and the cleanup finds them)."""
     e, m = t.entities.c, t.run_metrics.c
     signed: dict[JobKey, list[Any]] = {}
+    unsigned: set[JobKey] = set()  # a digest missing: exported each time
+    capped = max_jobs is not None
     newest: dict[JobKey, tuple[bool, Any, Any]] = {}
-    for ns, name, content, last_update, last_run in _rows(
-        conn,
-        select(e.ol_namespace, e.ol_name, e.content_hash, e.last_update, m.last_run)
-        .outerjoin(t.run_metrics, m.entity_id == e.id)
-        .where(e.type == t.JOB, e.system_id.in_(_job_systems(conn, uuid))),
+    jobs = select(e.ol_namespace, e.ol_name, e.content_hash)
+    if capped:
+        jobs = jobs.add_columns(e.last_update, m.last_run).outerjoin(
+            t.run_metrics, m.entity_id == e.id
+        )
+    for ns, name, content, *runs in _rows(
+        conn, jobs.where(e.type == t.JOB, e.system_id.in_(_job_systems(conn, uuid)))
     ):
         if allowed(ns):
             signed[(ns, name)] = [content]
-            newest[(ns, name)] = (last_run is not None, last_run or last_update, last_update)
+            if content is None:
+                unsigned.add((ns, name))
+            if capped:
+                last_update, last_run = runs
+                newest[(ns, name)] = (last_run is not None, last_run or last_update, last_update)
     not_shown = 0
     if max_jobs is not None and len(signed) > max_jobs:
         kept = _newest(newest, max_jobs)
@@ -290,37 +304,41 @@ def sources(
         signed = {k: v for k, v in signed.items() if k in kept}
     src, dst = t.entities.alias(), t.entities.alias()
     f, ff = t.data_flows.c, t.field_flows.c
-    for kind, job_ns, job_name, s_id, s_hash, d_id, d_hash in _rows(
+    for job_ns, job_name, s_id, s_hash, d_id, d_hash in _rows(
         conn,
         select(
-            f.kind,
             f.scope_namespace,
             f.scope_job,
-            src.c.id,
+            f.from_entity,
             src.c.content_hash,
-            dst.c.id,
+            f.to_entity,
             dst.c.content_hash,
         )
         .join(src, src.c.id == f.from_entity)
-        .join(dst, dst.c.id == f.to_entity),
+        .join(dst, dst.c.id == f.to_entity)
+        .where(f.kind == t.DATA),
     ):
         parts = signed.get((job_ns, job_name))
         if parts is not None:
-            data = kind == t.DATA
-            parts.append((kind, s_id, s_hash if data else "", d_id, d_hash if data else ""))
-    for job_ns, job_name, count in _rows(
+            parts.append((t.DATA, s_id, s_hash, d_id, d_hash))
+            if s_hash is None or d_hash is None:
+                unsigned.add((job_ns, job_name))
+    for kind, job_ns, job_name, s_id, d_id in _rows(
         conn,
-        select(ff.scope_namespace, ff.scope_job, func.count()).group_by(
-            ff.scope_namespace, ff.scope_job
+        select(f.kind, f.scope_namespace, f.scope_job, f.from_entity, f.to_entity).where(
+            f.kind != t.DATA
         ),
     ):
         parts = signed.get((job_ns, job_name))
         if parts is not None:
+            parts.append((kind, s_id, "", d_id, ""))
+    by_scope = {name_key(flow_scope(*job)): parts for job, parts in signed.items()}
+    for scope_key, count in _rows(conn, select(ff.scope_key, func.count()).group_by(ff.scope_key)):
+        parts = by_scope.get(scope_key)
+        if parts is not None:
             parts.append(("field", count))
     return {
-        key: None
-        if any(None in p if isinstance(p, tuple) else p is None for p in parts)
-        else digest([parts[0], sorted(parts[1:])])
+        key: None if key in unsigned else digest([parts[0], sorted(parts[1:])])
         for key, parts in signed.items()
     }, not_shown
 
