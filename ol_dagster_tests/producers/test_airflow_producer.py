@@ -60,6 +60,17 @@ with DAG("{dag_id}", start_date=datetime(2026, 1, 1), schedule=None, catchup=Fal
 """
 
 
+# run by Airflow's own Python: the task ids of the DAG version a trigger would run
+SERIALIZED_TASKS = """
+import sys
+from airflow.models.serialized_dag import SerializedDagModel
+from airflow.utils.session import create_session
+with create_session() as session:
+    model = SerializedDagModel.get(sys.argv[1], session=session)
+    print(" ".join(model.dag.task_ids) if model is not None else "")
+"""
+
+
 class Airflow:
     """An Airflow home in ``directory`` whose OpenLineage events go to ``url``."""
 
@@ -101,9 +112,28 @@ class Airflow:
         return done.stdout
 
     def write_dag(self, tasks: list[str]) -> None:
-        """The DAG file with these tasks in a line, parsed into Airflow's database at once."""
+        """The DAG file with these tasks in a line, parsed into Airflow's database; returns once
+        the DAG a trigger runs (the latest one Airflow serialized) has them. With Airflow
+        running, ``reserialize`` may leave the earlier version the latest until its DAG
+        processor stores the new one, and a run triggered before would list the old tasks."""
         (self.dags / "shop_dag.py").write_text(DAG_FILE.format(dag_id=DAG_ID, tasks=tasks))
         self.run("dags", "reserialize")
+        deadline = time.monotonic() + 180
+        while (found := self.serialized_tasks()) != set(tasks):
+            assert time.monotonic() < deadline, (found, self.log.read_text()[-4000:])
+            time.sleep(1)
+
+    def serialized_tasks(self) -> set[str]:
+        """The tasks of the latest version of the DAG in Airflow's database."""
+        done = subprocess.run(
+            [str(self.bin / "python"), "-c", SERIALIZED_TASKS, DAG_ID],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return set(done.stdout.split())
 
     @contextmanager
     def standalone(self) -> Iterator[None]:
