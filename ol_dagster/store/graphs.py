@@ -96,10 +96,12 @@ class PackedGraphs(StoreBase):
 
     def earlier_graph(self, definition: str, before_batch: int) -> EarlierGraph | None:
         """The graph of the definition's latest batch before ``before_batch`` kept with its
-        reusable parts (one row: the batches' primary key, then the graph's)."""
+        reusable parts."""
         with self.engine.connect() as conn:
-            row = conn.execute(
-                select(batch_graphs.c.batch_id, batch_graphs.c.parts, batch_graphs.c.graph)
+            # the batch first, then its graph by key: ordered with the graphs, SQLite would copy
+            # every kept graph into its sort (0.2 s with 30 snapshots kept)
+            batch_id = conn.execute(
+                select(batch_graphs.c.batch_id)
                 .join(batches, batches.c.id == batch_graphs.c.batch_id)
                 .where(
                     batches.c.definition == definition,
@@ -108,10 +110,17 @@ class PackedGraphs(StoreBase):
                 )
                 .order_by(batch_graphs.c.batch_id.desc())
                 .limit(1)
+            ).scalar()
+            if batch_id is None:
+                return None
+            row = conn.execute(
+                select(batch_graphs.c.parts, batch_graphs.c.graph).where(
+                    batch_graphs.c.batch_id == batch_id
+                )
             ).first()
-        if row is None:
+        if row is None or row[0] is None:  # removed since (retention)
             return None
-        return EarlierGraph(int(row[0]), bytes(row[1]), bytes(row[2]))
+        return EarlierGraph(int(batch_id), bytes(row[0]), bytes(row[1]))
 
     def event_contents(self, batch_id: int) -> list[EventContent]:
         """The batch's events as grouping needs them, in position order, without the events."""

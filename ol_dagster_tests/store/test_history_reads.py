@@ -110,3 +110,25 @@ def test_naming_a_batchs_inputs_reads_no_history(event_store: EventStore) -> Non
     assert by_run and all("ix_ol_events_run" in plan for plan in by_run)
     # an events read driven by the batches is a walk over every earlier batch's events
     assert not [plan for plan in plans.values() if "ol_batches" in plan]
+
+
+def test_the_earlier_graph_is_read_alone_however_many_are_kept(event_store: EventStore) -> None:
+    """The graph a batch may reuse is the last one kept: found by its batch, then read by key.
+    Read in the statement that orders them, SQLite copied every kept graph into its sort (0.2 s
+    of a 3.6 s sync with 30 snapshots of 10,000 jobs kept)."""
+    d = definition()
+    kept = []
+    for n in range(EARLIER):
+        batch = _post(event_store, _snapshot([str(uuid.uuid4())]))
+        event_store.save_graph(batch, b"inputs", b"graph %d " % n * 1000, parts=b"{}")
+        kept.append(batch)
+
+    with _statements(event_store) as seen:
+        found = event_store.earlier_graph(d.name, kept[-1] + 1)
+
+    assert found is not None and found.batch_id == kept[-1]
+    assert found.graph == b"graph %d " % (EARLIER - 1) * 1000
+    graphs = [(s, p) for s, p in seen if "ol_batch_graphs.graph" in s]
+    assert len(graphs) == 1
+    sort = "TEMP B-TREE" if event_store.engine.dialect.name == "sqlite" else "Sort"
+    assert sort not in _plan(event_store, *graphs[0])
