@@ -33,6 +33,18 @@ from ol_dagster.snapshot_order import SnapshotOrder
 from ol_dagster.store.base import StoreBase, aware, naive
 from ol_dagster.store.schema import BatchKind, BatchStatus, batch_catalogs, batches
 
+# what an upload result says of its outcome, as ``catalog_results`` reads it
+UPLOAD_OUTCOME = (
+    "succeeded",
+    "skippedReason",
+    "written",
+    "updated",
+    "removed",
+    "dropped",
+    "renamed",
+    "failed",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class CatalogRecord:
@@ -115,6 +127,44 @@ class CatalogFacts(StoreBase):
                 conn.execute(
                     batches.update().where(batches.c.id == batch_id).values(cleanup_report=report)
                 )
+
+    def catalog_results(
+        self, definition: str, catalog: str, after_id: int, up_to: int
+    ) -> list[tuple[int, bool, dict[str, Any] | None, Any]]:
+        """Each batch of ``definition`` after ``after_id`` up to ``up_to`` (RECEIVING ones
+        left out), in id order, with whether ``catalog`` has its record, that record's upload
+        result (its counts and outcome only: ``UPLOAD_OUTCOME``, not the graph's facts it also
+        keeps, half a megabyte at 10,000 jobs) and its cleanup report: in one read, as checking
+        the batches since the lineage state was last brought up to the catalog reads them
+        after every sync."""
+        bc = batch_catalogs.c
+        query = (
+            select(
+                batches.c.id,
+                bc.batch_id,
+                bc.cleanup_report,
+                *(bc.upload_result[k] for k in UPLOAD_OUTCOME),
+            )
+            .outerjoin(batch_catalogs, and_(bc.batch_id == batches.c.id, bc.catalog == catalog))
+            .where(
+                batches.c.definition == definition,
+                batches.c.id > after_id,
+                batches.c.id <= up_to,
+                batches.c.status != BatchStatus.RECEIVING,
+            )
+            .order_by(batches.c.id)
+        )
+        with self.engine.connect() as conn:
+            return [
+                (
+                    int(i),
+                    held is not None,
+                    {k: v for k, v in zip(UPLOAD_OUTCOME, outcome, strict=True) if v is not None}
+                    or None,
+                    report,
+                )
+                for i, held, report, *outcome in conn.execute(query)
+            ]
 
     def catalog_records(self, batch_id: int) -> dict[str, CatalogRecord]:
         """Each catalog's part of the batch, by catalog key (none for a batch synced before

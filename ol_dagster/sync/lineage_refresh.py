@@ -108,14 +108,12 @@ def untouched(
     if since is None or since >= batch:
         return False
     key = fanout.target(definition, catalog_key).key
-    later = [b.id for b in store.batches(definition.name, after_id=since) if b.id <= batch]
-    if not later or later[-1] != batch:
+    later = store.catalog_results(definition.name, key, since, batch)
+    if not later or later[-1][0] != batch:
         return False
-    for b in later:
-        record = store.catalog_records(b).get(key)
-        if record is None or record.upload_result is None:
+    for _, recorded, upload, report in later:
+        if not recorded or upload is None:
             return False
-        upload, report = record.upload_result, record.cleanup_report
         if upload.get("skippedReason"):  # nothing uploaded: superseded, already synced
             continue
         if not _uploaded_nothing(upload) or report is None or not _removed_nothing(report):
