@@ -63,7 +63,11 @@ def test_an_upload_takes_the_digests_kept_for_the_same_lineage(
         kept = _kept(fast)
         kept.jobs[KPI] = replace(kept.jobs[KPI], digest="0" * 32)
         with fast.catalog.engine.begin() as conn:
-            conn.execute(update(t.content_memo).values(contents=memo._encoded(kept)))
+            conn.execute(
+                update(t.content_memo).values(
+                    contents=memo._encoded(kept, first, owned_jobs(first, d))
+                )
+            )
         install_sent_log(fast.catalog)
         second = [c.upload(_with_lineage(graph_of(shop(hour=3), d)), d) for c in (fast, full)]
 

@@ -135,26 +135,22 @@ def _kept_for(graph: LineageGraph, held: _Held) -> changes.Kept | None:
     )
 
 
-def _encoded(
-    made: changes.Contents,
-    graph: LineageGraph | None = None,
-    job_systems: dict[NodeKey, str] | None = None,
-) -> bytes:
+def _encoded(made: changes.Contents, graph: LineageGraph, job_systems: dict[NodeKey, str]) -> bytes:
+    """The digests, then what they were made of: the graph's lineage digest (known, as the
+    memo's key names it), the job Systems and the datasets' identities, in a stream of its own
+    read only when a graph took jobs unchanged from this one."""
+    assert graph.lineage_digest is not None
     jobs = [
         [*key, c.digest, c.data_flows, c.orchestration_flows, c.field_flows, c.flow_objects]
         for key, c in made.jobs.items()
     ]
     datasets = [[*key, d] for key, d in made.datasets.items()]
-    kept: dict = {"jobs": jobs, "datasets": datasets}
-    if graph is not None and graph.lineage_digest is not None and job_systems is not None:
-        made_of = [
-            [[*k, s] for k, s in job_systems.items()],
-            [[*k, d.system, d.schema, d.object_name] for k, d in graph.datasets.items()],
-        ]
-        kept["lineage"] = graph.lineage_digest.hex()
-        # a stream of its own after the digests: read only when a graph took jobs unchanged
-        return zlib.compress(orjson.dumps(kept), 1) + zlib.compress(orjson.dumps(made_of), 1)
-    return zlib.compress(orjson.dumps(kept), 1)
+    kept = {"jobs": jobs, "datasets": datasets, "lineage": graph.lineage_digest.hex()}
+    made_of = [
+        [[*k, s] for k, s in job_systems.items()],
+        [[*k, d.system, d.schema, d.object_name] for k, d in graph.datasets.items()],
+    ]
+    return zlib.compress(orjson.dumps(kept), 1) + zlib.compress(orjson.dumps(made_of), 1)
 
 
 def _decoded(data: bytes) -> _Held:
