@@ -8,6 +8,7 @@ import anywhere else in the package.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import re
@@ -412,9 +413,10 @@ class PooledSqliteStorage(DagsterSqliteStorage):
         DagsterStorage.__init__(self)
         self.base_dir = base_dir
         history = os.path.join(base_dir, "history")
-        self._run_storage = PooledSqliteRunStorage.from_local(os.path.join(history, ""))
-        self._event_log_storage = PooledSqliteEventLogStorage(os.path.join(history, "runs", ""))
-        self._schedule_storage = _schedule_storage(os.path.join(base_dir, "schedules"))
+        with _opening_alone(base_dir):
+            self._run_storage = PooledSqliteRunStorage.from_local(os.path.join(history, ""))
+            self._event_log_storage = PooledSqliteEventLogStorage(os.path.join(history, "runs", ""))
+            self._schedule_storage = _schedule_storage(os.path.join(base_dir, "schedules"))
         self._inst_data = inst_data
 
     @classmethod
@@ -539,3 +541,19 @@ def sqlite_instance() -> dg.DagsterInstance:
         ),
     )
     return dg.DagsterInstance.from_ref(ref)
+
+
+@contextmanager
+def _opening_alone(base_dir: str) -> Iterator[None]:
+    """One process at a time opens the storage in ``base_dir``. Opening a new one creates
+    Dagster's SQLite files and stamps their schema versions; two processes doing it at once (two
+    syncs started together on a new ``DAGSTER_HOME``) can both stamp one, and every later open of
+    that storage then fails with "more than one head present", for good. The lock is a file of its
+    own, held while opening only."""
+    os.makedirs(base_dir, exist_ok=True)
+    with open(os.path.join(base_dir, ".ol-dagster-open.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -6,7 +6,9 @@ Dagster's own storage (the UI, the daemon) reads.
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +25,7 @@ from ol_dagster.defs.dagster_private import (
     PooledSqliteEventLogStorage,
     sqlite_instance,
 )
+from ol_dagster_tests.conftest import PROJECT_ROOT
 
 
 @contextmanager
@@ -225,3 +228,48 @@ def test_a_runs_output_is_in_its_logs_and_still_on_the_console(
     assert (logs.stderr or b"").decode().count("err ") == 2000
     assert "a line of the run" in console.out
     assert "err 1999" in console.err and console.err.count("err ") == 2000
+
+
+_OPEN_WHEN_TOLD = """
+import os, sys, time
+from ol_dagster.defs.dagster_private import sqlite_instance
+go, homes = sys.argv[1], sys.argv[2:]
+open(go + "." + str(os.getpid()), "w").close()  # ready
+while not os.path.exists(go):
+    time.sleep(0.001)
+for home in homes:
+    os.environ["DAGSTER_HOME"] = home
+    sqlite_instance().dispose()
+"""
+
+
+def test_new_homes_opened_by_several_syncs_at_once_open_afterwards(tmp_path: Path) -> None:
+    """Syncs started together on a new ``DAGSTER_HOME`` each create Dagster's files. All of them
+    run, and each home opens afterwards in Dagster's own storage too. (Unguarded, one fails with
+    "table runs already exists", or the home is left with two schema versions stamped, and every
+    later open fails with "more than one head present".)"""
+    homes = [tmp_path / f"home{i}" for i in range(6)]
+    for home in homes:
+        home.mkdir()
+    go = tmp_path / "go"
+    syncs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPEN_WHEN_TOLD, str(go), *map(str, homes)],
+            cwd=PROJECT_ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("go.*"))) < len(syncs):  # all have imported what they need
+        assert all(sync.poll() is None for sync in syncs)
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    go.touch()
+    for sync in syncs:
+        _, err = sync.communicate(timeout=120)
+        assert sync.returncode == 0, err[-2000:]
+    for home in homes:
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            assert instance.get_runs() == []

@@ -65,6 +65,13 @@ def _urls(tmp_path: Path, request: pytest.FixtureRequest, backend: str) -> tuple
     return f"sqlite:///{tmp_path / 'store.db'}", f"sqlite:///{tmp_path / 'catalog.db'}"
 
 
+def _make_instance(home: Path) -> None:
+    """Dagster's SQLite storage made before a command starts: two processes creating it at once
+    can both stamp its schema version, and every later open then fails on two heads."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_runs() == []
+
+
 def _sync_cmd(path: Path, home: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "ol_dagster.commands.cli", "--settings", str(path), "sync"],
@@ -132,6 +139,7 @@ def test_a_batch_synced_by_another_sync_while_the_command_waited_is_not_synced_a
             store.acquire_sync_lock("snap", "other-sync", lease_seconds=600, process=this_process())
             is None
         )
+        _make_instance(home)
         command = _sync_cmd(path, home)
         # the command has listed the batches and its run for the first has reached its upload
         # step: it waits for the lock. (Not merely started: a run that has not yet taken the
@@ -198,9 +206,7 @@ def test_two_syncs_started_together_sync_each_batch_once(
             _post(client, tokens["snap"], ["a", "b"]),
             _post(client, tokens["snap"], ["a"]),
         ]
-        # the instance's own storage made first: two processes creating it at once race
-        with dg.DagsterInstance.from_config(str(home)) as instance:
-            assert instance.get_runs() == []
+        _make_instance(home)
         first, second = _sync_cmd(path, home), _sync_cmd(path, home)
         lines = _lines(first) + _lines(second)
     finally:
