@@ -36,13 +36,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     refuse_unservable(settings, str(path))
     sock = listen(args.host, args.port)  # a busy port: one line, before any banner
     try:
-        app = create_app(settings, open_store(settings, background_checkpoints=True))
+        store = open_store(settings, background_checkpoints=True)
+        app = create_app(settings, store)
     except BaseException:
         sock.close()
         raise
     names = ", ".join(d.name for d in settings.definitions)
     print(f"ol-dagster receiver on {url_of(sock)} for: {names}", file=sys.stderr)
-    serve(app, sock)
+    # stopped, the receiver copies what it wrote into a SQLite store's file itself: left in the
+    # write-ahead log, the next process to open the store (a sync) would copy it
+    serve(app, sock, on_stop=store.dispose)
     return 0
 
 

@@ -20,7 +20,7 @@ import resource
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -103,15 +103,31 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def serve(app: Starlette, sock: socket.socket) -> None:
-    """Serve ``app`` on ``sock`` (``listen``) until SIGTERM or SIGINT."""
+def serve(app: Starlette, sock: socket.socket, on_stop: Callable[[], None]) -> None:
+    """Serve ``app`` on ``sock`` (``listen``) until SIGTERM or SIGINT; ``on_stop`` runs once the
+    last request is answered, before the process ends by the signal."""
     gcpause.collect_aged_objects()  # a receiver lives for months: its pauses must not starve GC
     limits = _limits_of(app)
     if limits is not None:
         fit_file_limit(limits)
     host, port = sock.getsockname()[:2]
     config, _ = _config(app, host, port, limits, log_level="info")
-    uvicorn.Server(config).run(sockets=[sock])
+    _StoppingServer(config, on_stop).run(sockets=[sock])
+
+
+class _StoppingServer(uvicorn.Server):
+    """uvicorn's server, with a last step of its own: uvicorn ends a process stopped by a signal
+    by raising that signal again once it has shut down, so code after ``run`` never runs."""
+
+    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_stop = on_stop
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().shutdown(sockets)
+        finally:
+            self._on_stop()
 
 
 class Background:
