@@ -384,12 +384,29 @@ def test_event_counts(event_store: EventStore) -> None:
         received=5,
     )
     event_store.add_posted_batch("add", [ev(9, event_type="FAIL")], received=1)
+    statements: list[str] = []
 
-    assert event_store.event_counts(batch_id) == {
+    def seen(_conn, _cursor, statement, *_args) -> None:  # noqa: ANN001 - SQLAlchemy's hook
+        statements.append(statement)
+
+    event.listen(event_store.engine, "before_cursor_execute", seen)
+    try:
+        counts = event_store.event_counts(batch_id)
+    finally:
+        event.remove(event_store.engine, "before_cursor_execute", seen)
+
+    assert counts == {
         "kind": {"dataset": 1, "job": 1, "run": 3},
         "eventType": {"(none)": 2, "COMPLETE": 2, "START": 1},
         "producer": {"(none)": 1, "p/airflow": 2, "p/spark": 2},
     }
+    assert [list(split) for split in counts.values()] == [
+        ["dataset", "job", "run"],
+        ["(none)", "COMPLETE", "START"],
+        ["(none)", "p/airflow", "p/spark"],
+    ]
+    # the batch's events are read once: each read of these columns walks every event's JSON
+    assert len([s for s in statements if "ol_events" in s]) == 1
 
 
 def test_event_counts_of_an_empty_batch(event_store: EventStore) -> None:
