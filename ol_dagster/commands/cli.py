@@ -45,7 +45,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     print(f"ol-dagster receiver on {url_of(sock)} for: {names}", file=sys.stderr)
     # stopped, the receiver copies what it wrote into a SQLite store's file itself: left in the
     # write-ahead log, the next process to open the store (a sync) would copy it
-    serve(app, sock, on_stop=store.dispose)
+    try:
+        serve(app, sock, on_stop=store.dispose)
+    except KeyboardInterrupt:  # Ctrl-C, raised again by uvicorn once every answer is sent
+        return 130
     return 0
 
 
