@@ -30,6 +30,7 @@ from ol_dagster.db import WalCheckpointer, is_sqlite_file, open_engine
 from ol_dagster.store import schema
 from ol_dagster.store.base import StoreUnavailable, utcnow
 from ol_dagster.store.batches import BatchRecords
+from ol_dagster.store.catalog_changes import CatalogChanges
 from ol_dagster.store.catalog_facts import CatalogFacts
 from ol_dagster.store.changes import LineageChanges
 from ol_dagster.store.digests import EventDigests
@@ -60,6 +61,7 @@ class EventStore(
     CatalogFacts,
     PackedGraphs,
     LineageStates,
+    CatalogChanges,
     LineageChanges,
     CleanupJournal,
     SyncLocks,

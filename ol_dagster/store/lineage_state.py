@@ -44,6 +44,7 @@ from ol_dagster.lineage_state import (
 )
 from ol_dagster.store import schema
 from ol_dagster.store.base import StoreBase, naive, utcnow
+from ol_dagster.store.catalog_changes import mark_is, new_catalog_change
 
 _CHUNK = 500  # keys per IN list
 
@@ -137,13 +138,18 @@ class LineageStates(StoreBase):
         not_shown: int = 0,
         now: datetime | None = None,
         batch: int | None = None,
+        mark: str | None = None,
     ) -> RowsWritten:
         """Some jobs exported again (``rows``: them and every dataset they reach, each job with
         its catalog signature in ``sources``) and ``removed`` ones gone; every other row kept.
         ``not_shown``: the jobs a capped definition leaves out. ``batch``: the last patch of a
-        complete refresh after that batch's sync (``signed_batch``); else the head says none."""
+        complete refresh after that batch's sync (``signed_batch``); else the head says none.
+        ``mark``: the catalog change mark the refresh read before it read the catalog
+        (``catalog_changes``): when it has changed since, the head says none either."""
         with self.engine.begin() as conn:
             written = _write(conn, definition, rows, sources, removed, naive(now or utcnow()))
+            if batch is not None and mark is not None and not mark_is(conn, mark):
+                batch = None
             _save_head(conn, definition, not_shown, written, batch)
         self._written()
         return written
@@ -160,6 +166,7 @@ class LineageStates(StoreBase):
         date, so the next sync compares it with the catalog again."""
         table = schema.lineage_state
         with self.engine.begin() as conn:
+            new_catalog_change(conn)  # a refresh that read the catalog before signs nothing
             query = select(table.c.definition, table.c.state)
             if definition is not None:
                 query = query.where(table.c.definition == definition)

@@ -10,7 +10,9 @@ since the state was last brought up to the catalog whole uploaded nothing and re
 (their recorded uploads and cleanups say so), the catalog is not read at all: an unchanged
 snapshot costs no signature of its jobs. Any sync that changes the catalog, of whichever
 definition, and the day-based cleanup take every definition's mark away (``note_catalog_change``),
-so a dataset another definition rewrote shows at this one's next sync. Any other catalog that can
+so a dataset another definition rewrote shows at this one's next sync; a refresh that read the
+catalog before such a change, and writes its state after it, leaves its state without the mark
+(``store.catalog_changes``). Any other catalog that can
 export (``ExportsState``) exports whole, and the store still writes only the rows that differ
 (``store.lineage_state``).
 
@@ -75,6 +77,9 @@ def refresh_lineage(
     complete refresh changed nothing in the catalog (``untouched``), nothing is read."""
     with gc_paused():
         if isinstance(catalog, PatchesState):
+            # read before the catalog: a change another sync makes while this one reads it
+            # leaves the state unsigned
+            mark = store.catalog_change_mark() if batch is not None else None
             if batch is not None and untouched(store, definition, catalog_key, batch):
                 shown = store.lineage_not_shown(definition.name)
                 if not shown:
@@ -84,7 +89,9 @@ def refresh_lineage(
                 stored = store.lineage_sources(definition.name)
                 if not_shown == shown and {job_key(*k) for k in jobs} == stored.keys():
                     return Refreshed(False, 0, RowsWritten(), None, untouched=True)
-            return _patch(catalog, definition, store, batch, *catalog.state_sources(definition))
+            return _patch(
+                catalog, definition, store, batch, mark, *catalog.state_sources(definition)
+            )
         state = export_state(catalog, definition)
         if state is None:
             return None
@@ -161,6 +168,7 @@ def _patch(
     definition: SyncDefinition,
     store: EventStore,
     batch: int | None,
+    mark: str | None,
     signatures: dict[NodeKey, str | None],
     not_shown: int,
 ) -> Refreshed:
@@ -200,5 +208,6 @@ def _patch(
             gone,
             not_shown=not_shown,
             batch=batch if last else None,
+            mark=mark,
         )
     return Refreshed(False, len(todo), written, held)

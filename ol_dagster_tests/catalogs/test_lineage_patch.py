@@ -8,7 +8,7 @@ a sync wrote it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
 from ol_dagster.catalog.protocol import export_state
 from ol_dagster.defs.lineage_assets import OpenLineageTranslator, build_lineage_specs
+from ol_dagster.lineage.graph import NodeKey
 from ol_dagster.lineage_state import LineageState, dataset_key, job_key, state_rows
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import SyncDefinition, parse_settings
@@ -409,7 +410,11 @@ def test_a_sync_that_changed_nothing_does_not_read_the_catalog(tmp_path: Path) -
         with s.store.engine.begin() as conn:
             head = conn.execute(select(state.c.state).where(state.c.definition == "snap")).scalar()
             assert head["batch"]
-            conn.execute(state.update().values(state={**head, "signedBy": 0}))
+            conn.execute(
+                state.update()
+                .where(state.c.definition == "snap")
+                .values(state={**head, "signedBy": 0})
+            )
         assert not s.sync_batch(_shop(7, kpi=_kpi_with_count())).untouched
         assert s.sync_batch(_shop(8, kpi=_kpi_with_count())).untouched
         with s.store.engine.begin() as conn:
@@ -444,6 +449,52 @@ def test_another_definitions_change_to_the_catalog_is_looked_at(tmp_path: Path) 
         assert s.sync_batch(_shop(6)).untouched
         note_catalog_change(s.store, report={"removed": {"datasets": 1}, "removedJobs": []})
         assert not s.sync_batch(_shop(7)).untouched
+    finally:
+        s.close()
+
+
+class ChangedWhileRead(EmbeddedCatalog):
+    """The embedded catalog, changed by another sync (``then``, once) right after a refresh read
+    its signatures: the interleaving of two syncs made to happen."""
+
+    then: Callable[[], None] | None = None
+
+    def state_sources(self, definition: SyncDefinition) -> tuple[dict[NodeKey, str | None], int]:
+        sources = super().state_sources(definition)
+        if self.then is not None:
+            then, self.then = self.then, None
+            then()
+        return sources
+
+
+def test_a_change_made_while_the_state_is_read_is_shown_at_the_next_sync(tmp_path: Path) -> None:
+    """Another sync rewrites build_kpi after this definition's refresh read the catalog and
+    before it wrote its state: that state is not signed, so the next sync, which changes
+    nothing, still reads the catalog and shows the rewrite (signed, it would keep the state
+    without build_kpi's new column until something else changed)."""
+    s = Batched(tmp_path)
+    s.catalog.close()
+    s.catalog = catalog = ChangedWhileRead(f"sqlite:///{tmp_path / 'catalog.db'}")
+    try:
+        s.sync_batch(_shop(2))
+        assert s.store.lineage_signed_batch("snap") is not None
+
+        def other_sync() -> None:
+            rewritten = graph_of(_shop(3, kpi=_kpi_with_count(), anomalies=False), s.definition)
+            outcome = upload_graph(catalog, rewritten, s.definition)
+            assert outcome.result.as_dict()["updated"]
+            note_catalog_change(s.store, upload=outcome.result.as_dict())
+
+        catalog.then = other_sync
+        dropped = s.sync_batch(_shop(3, anomalies=False))  # export_anomalies goes
+        assert not dropped.untouched and catalog.then is None
+        assert s.store.lineage_signed_batch("snap") is None
+
+        again = s.sync_batch(_shop(4, kpi=_kpi_with_count(), anomalies=False))
+        assert not again.untouched and again.exported == 1  # build_kpi, read again
+        _same_as_a_whole_export(s)
+        assert s.store.lineage_signed_batch("snap") is not None
+        assert s.sync_batch(_shop(5, kpi=_kpi_with_count(), anomalies=False)).untouched
     finally:
         s.close()
 
