@@ -1,5 +1,5 @@
-"""A mark that changes whenever a catalog changes other than by a definition's own refresh, so a
-refresh signs its lineage state only if no change came while it read the catalog.
+"""A mark replaced whenever a sync changes a catalog (``unsign_lineage``), so that a refresh
+signs its lineage state only if no change came while it read the catalog.
 
 A refresh reads the catalog's signatures, exports what differs, and its last patch says the
 state is up to the catalog (``signed_batch``): later syncs that change nothing keep it unread.

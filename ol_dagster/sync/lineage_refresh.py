@@ -12,9 +12,8 @@ snapshot costs no signature of its jobs. Any sync that changes the catalog, of w
 definition, and the day-based cleanup take every definition's mark away (``note_catalog_change``),
 so a dataset another definition rewrote shows at this one's next sync; a refresh that read the
 catalog before such a change, and writes its state after it, leaves its state without the mark
-(``store.catalog_changes``). Any other catalog that can
-export (``ExportsState``) exports whole, and the store still writes only the rows that differ
-(``store.lineage_state``).
+(``store.catalog_changes``). Any other catalog that can export (``ExportsState``) exports whole,
+and the store still writes only the rows that differ (``store.lineage_state``).
 
 The collector is paused throughout: an export allocates many small objects and frees them all,
 and a collection in the middle would only walk the sync's graph again.
