@@ -42,19 +42,18 @@ class CatalogChanges(StoreBase):
             mark = _mark(conn, lock=False)
         if mark is not None:
             return mark
+        # two refreshes making it at once: the later one's replaces the earlier's, which then
+        # signs nothing this once
         with self.engine.begin() as conn:
-            _upsert(conn, secrets.token_hex(16), replace=False)
+            new_catalog_change(conn)
             mark = _mark(conn, lock=False)
-            if mark is None:  # a row without a readable mark: made again
-                new_catalog_change(conn)
-                mark = _mark(conn, lock=False)
-            assert mark is not None
-            return mark
+        assert mark is not None
+        return mark
 
 
 def new_catalog_change(conn: Connection) -> None:
     """A catalog changed: the mark is replaced (in the caller's transaction)."""
-    _upsert(conn, secrets.token_hex(16), replace=True)
+    _replace(conn, secrets.token_hex(16))
 
 
 def mark_is(conn: Connection, mark: str) -> bool:
@@ -70,9 +69,9 @@ def _mark(conn: Connection, *, lock: bool) -> str | None:
     return mark if isinstance(mark, str) else None
 
 
-def _upsert(conn: Connection, mark: str, *, replace: bool) -> None:
-    """Insert the mark's row, or (``replace``) replace its mark: one statement, so two processes
-    making it at once do not fail on the key."""
+def _replace(conn: Connection, mark: str) -> None:
+    """The mark's row written with ``mark``: one statement, so two processes making the row at
+    once do not fail on its key."""
     table = schema.lineage_state
     values = {
         "definition": CATALOG_CHANGES,
@@ -80,25 +79,24 @@ def _upsert(conn: Connection, mark: str, *, replace: bool) -> None:
         "refreshed_at": naive(utcnow()),
     }
     if conn.dialect.name not in ("postgresql", "sqlite"):
-        _upsert_elsewhere(conn, values, replace=replace)
+        _replace_elsewhere(conn, values)
         return
     insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
     statement = insert(table).values(**values)
-    if replace:
-        statement = statement.on_conflict_do_update(
+    conn.execute(
+        statement.on_conflict_do_update(
             index_elements=[table.c.definition],
             set_={"state": statement.excluded.state, "refreshed_at": values["refreshed_at"]},
         )
-    else:
-        statement = statement.on_conflict_do_nothing(index_elements=[table.c.definition])
-    conn.execute(statement)
+    )
 
 
-def _upsert_elsewhere(conn: Connection, values: dict[str, Any], *, replace: bool) -> None:
+def _replace_elsewhere(conn: Connection, values: dict[str, Any]) -> None:
     """Another database: update, else insert; a concurrent insert's key error is the row made."""
     table = schema.lineage_state
-    key = table.c.definition == CATALOG_CHANGES
-    if replace and conn.execute(table.update().where(key).values(**values)).rowcount:
+    if conn.execute(
+        table.update().where(table.c.definition == CATALOG_CHANGES).values(**values)
+    ).rowcount:
         return
     with suppress(IntegrityError), conn.begin_nested():
         conn.execute(table.insert().values(**values))

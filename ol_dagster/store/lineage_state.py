@@ -145,10 +145,11 @@ class LineageStates(StoreBase):
         ``not_shown``: the jobs a capped definition leaves out. ``batch``: the last patch of a
         complete refresh after that batch's sync (``signed_batch``); else the head says none.
         ``mark``: the catalog change mark the refresh read before it read the catalog
-        (``catalog_changes``): when it has changed since, the head says none either."""
+        (``catalog_changes``): without it, or when it has changed since, the head says none
+        either."""
         with self.engine.begin() as conn:
             written = _write(conn, definition, rows, sources, removed, naive(now or utcnow()))
-            if batch is not None and mark is not None and not mark_is(conn, mark):
+            if batch is not None and (mark is None or not mark_is(conn, mark)):
                 batch = None
             _save_head(conn, definition, not_shown, written, batch)
         self._written()

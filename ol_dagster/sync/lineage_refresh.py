@@ -76,9 +76,6 @@ def refresh_lineage(
     complete refresh changed nothing in the catalog (``untouched``), nothing is read."""
     with gc_paused():
         if isinstance(catalog, PatchesState):
-            # read before the catalog: a change another sync makes while this one reads it
-            # leaves the state unsigned
-            mark = store.catalog_change_mark() if batch is not None else None
             if batch is not None and untouched(store, definition, catalog_key, batch):
                 shown = store.lineage_not_shown(definition.name)
                 if not shown:
@@ -88,6 +85,9 @@ def refresh_lineage(
                 stored = store.lineage_sources(definition.name)
                 if not_shown == shown and {job_key(*k) for k in jobs} == stored.keys():
                     return Refreshed(False, 0, RowsWritten(), None, untouched=True)
+            # read before the catalog: a change another sync makes while this one reads it
+            # leaves the state unsigned
+            mark = store.catalog_change_mark() if batch is not None else None
             return _patch(
                 catalog, definition, store, batch, mark, *catalog.state_sources(definition)
             )

@@ -21,6 +21,8 @@ def _sign(store: EventStore, batch: int, mark: str | None) -> None:
 def test_a_patch_signs_only_under_the_mark_it_read(event_store: EventStore) -> None:
     mark = event_store.catalog_change_mark()
     assert event_store.catalog_change_mark() == mark  # reading it changes nothing
+    _sign(event_store, 1, None)  # a patch that read no mark signs nothing
+    assert event_store.lineage_signed_batch("snap") is None
     _sign(event_store, 1, mark)
     assert event_store.lineage_signed_batch("snap") == 1
 
