@@ -46,13 +46,15 @@ def job_parts(
     # grouped for every job (a snapshot has a million column flows: one pass, in C where it can)
     flows: dict[NodeKey, set[tuple[NodeKey, NodeKey]]] = defaultdict(set)
     columns: dict[NodeKey, set[Any]] = defaultdict(set)
-    for flow_set, grouped in ((graph.data_flows, flows), (graph.field_flows, columns)):
-        if only is None:
+    if only is None:
+        for flow_set, grouped in ((graph.data_flows, flows), (graph.field_flows, columns)):
             for job, source, target in map(_flow, flow_set):
                 grouped[job].add((source, target))
-        elif jobs:  # a few jobs: the flows of the others are only looked at, by their job
-            for job, source, target in map(_flow, [f for f in flow_set if f.job in jobs]):
-                grouped[job].add((source, target))
+    elif jobs:  # a few jobs: the flows of the others are only looked at (or not built), by job
+        for job, source, target in map(_flow, [f for f in graph.data_flows if f.job in jobs]):
+            flows[job].add((source, target))
+        for job, source, target in map(_flow, graph.field_flows_of(jobs.__contains__)):
+            columns[job].add((source, target))
     out: dict[NodeKey, JobPart] = {}
     empty: set[Any] = set()
     for key in jobs:

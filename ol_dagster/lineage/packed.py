@@ -54,6 +54,7 @@ from ol_dagster.lineage.graph import (
     Routine,
     RunMetrics,
 )
+from ol_dagster.lineage.unread_flows import UnreadFlows
 
 FORMAT = 4
 _HEAD = struct.Struct(">Q")  # the length of the lineage part
@@ -385,17 +386,20 @@ def unpack(data: bytes) -> LineageGraph:
     with gc_paused():
         graph = LineageGraph()
         strings: dict[str, str] = {}
-        reader = _Reader(graph, strings)
+        unread = UnreadFlows()
+        reader = _Reader(graph, strings, unread)
         first, base = _read(lineage, ("format", "delta"), reader)
         if (first == "delta") != (reader.keep is not None):
             raise PackedGraphError("base flows outside a delta part, or a delta without them")
         if reader.keep is not None:
-            base_reader = _BaseReader(graph, strings, reader.keep)
+            base_reader = _BaseReader(graph, strings, reader.keep, unread)
             _, rest = _read(base, ("format",), base_reader, _NOT_BASE)
             base = rest
         if base:
             raise PackedGraphError("bytes after the lineage of a packed graph")
         _read(run_facts, ("runFacts",), _Reader(graph, strings))
+        if unread.chunks:
+            graph.read_later(unread)
         return graph
 
 
@@ -463,8 +467,11 @@ def _lines(data: bytes, tail: list[bytes], skip: tuple[bytes, ...]) -> Iterator[
 
 
 class _Reader:
-    def __init__(self, graph: LineageGraph, strings: dict[str, str]) -> None:
+    def __init__(
+        self, graph: LineageGraph, strings: dict[str, str], unread: UnreadFlows | None = None
+    ) -> None:
         self.graph = graph
+        self.unread = unread  # field flows are left unread there, when given
         self.s: Callable[[str, str], str] = strings.setdefault
         self.keep: set[NodeKey] | None = None  # a delta part: the jobs whose base flows it keeps
         self.nodes: list[NodeKey] = []
@@ -562,6 +569,9 @@ class _Reader:
         )
 
     def field_flows(self, rows: list[int]) -> None:
+        if self.unread is not None:
+            self.unread.add(rows, (self.fields, self.nodes, self.labels))
+            return
         ends, nodes, labels = self.fields, self.nodes, self.labels
         self.graph.field_flows.update(
             FieldFlow(ends[a], ends[b], nodes[j], labels[t], labels[u])
@@ -615,8 +625,14 @@ class _BaseReader(_Reader):
     """The lineage a delta part was packed over: its tables, and of its field flows those of
     the jobs the delta keeps; every other section is the delta's."""
 
-    def __init__(self, graph: LineageGraph, strings: dict[str, str], keep: set[NodeKey]):
-        super().__init__(graph, strings)
+    def __init__(
+        self,
+        graph: LineageGraph,
+        strings: dict[str, str],
+        keep: set[NodeKey],
+        unread: UnreadFlows | None = None,
+    ):
+        super().__init__(graph, strings, unread)
         self.wanted = keep
         self.kept: set[int] = set()  # the node indexes of the jobs kept
 
@@ -637,6 +653,9 @@ class _BaseReader(_Reader):
             raise PackedGraphError(f"an unknown section {section!r} in a base lineage")
 
     def kept_flows(self, rows: list[int]) -> None:
+        if self.unread is not None:
+            self.unread.add(rows, (self.fields, self.nodes, self.labels), self.kept)
+            return
         ends, nodes, labels, kept = self.fields, self.nodes, self.labels, self.kept
         self.graph.field_flows.update(
             FieldFlow(ends[a], ends[b], nodes[j], labels[t], labels[u])

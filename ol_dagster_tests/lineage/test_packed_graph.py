@@ -99,6 +99,10 @@ def test_a_loaded_graph_is_freed_as_soon_as_nothing_holds_it() -> None:
         assert loaded.field_flows
         del loaded
         assert gc.collect() == 0  # nothing of it left for the collector: no reference cycle
+        loaded = unpack(data)  # its field flows never read
+        assert loaded.field_flow_count()
+        del loaded
+        assert gc.collect() == 0
     finally:
         if was:
             gc.enable()
@@ -248,8 +252,11 @@ PACKED_FIELDS = {
 
 # fields the packed form leaves out on purpose: the claimed Systems are decided at upload
 # (``sync.upload.place_claimed``), on the graph read back from its packed form; the lineage
-# digest names the packed form itself (``sync.graph.lineage_digest``)
-NOT_PACKED = {g.LineageGraph: "claimed_systems lineage_digest"}
+# digest names the packed form itself (``sync.graph.lineage_digest``); the field flows are
+# ``field_flows`` (held there, or held unread until it is read)
+NOT_PACKED = {
+    g.LineageGraph: "claimed_systems lineage_digest _field_flows _unread_field_flows",
+}
 
 
 @pytest.mark.parametrize("cls", list(PACKED_FIELDS), ids=lambda c: c.__name__)
@@ -321,6 +328,75 @@ def _small_graph() -> LineageGraph:
 def test_bytes_that_are_not_a_whole_packed_graph_are_refused(data: bytes) -> None:
     with pytest.raises(PackedGraphError):
         unpack(data)
+
+
+def _flows(*rows: list[Any]) -> bytes:
+    """A packed graph of two fields of one dataset, a job and a label, with these field flow
+    rows (source, target, job, transformation, subtype: indexes into those tables)."""
+    return _lines(
+        ["format", FORMAT],
+        ["nodes", [[PG, "shop.orders"], ["dbt", "orders"]]],
+        ["fields", [0, "id", 0, "total"]],
+        ["labels", ["DIRECT"]],
+        *(["fieldFlows", r] for r in rows),
+        ["end"],
+    )
+
+
+def test_field_flows_that_name_what_the_graph_does_not_hold_are_refused_when_loaded() -> None:
+    """A graph's field flows are built when first read (``LineageGraph.read_later``): a damaged
+    flow row must still be refused by ``unpack``, where the sync normalizes again, not fail
+    whichever step reads the flows first."""
+    order, job = (PG, "shop.orders"), ("dbt", "orders")
+    assert unpack(_flows([0, 1, 1, 0, -1])).field_flows == {
+        g.FieldFlow((*order, "id"), (*order, "total"), job, "DIRECT")
+    }
+    for rows in (
+        [0, 1, 1, 0],  # a row cut short
+        [0, 2, 1, 0, -1],  # no field 2
+        [0, 1, 2, 0, -1],  # no node 2
+        [0, 1, -1, 0, -1],  # a node from the end: never written
+        [0, 1, 1, 1, -1],  # no label 1 (the last entry is "none")
+        [0, 1, 1, 0, -2],
+        [0, 1, 1, "0", -1],
+        [0, 1, 1, 0.0, -1],
+    ):
+        with pytest.raises(PackedGraphError):
+            unpack(_flows(rows))
+
+
+def test_field_flows_are_built_only_when_read_and_as_they_would_be_at_once() -> None:
+    """An unchanged night reuses the last graph whole and its upload only stamps the flows of
+    unchanged jobs: it counts them and takes those of the other jobs without building the rest.
+    What it builds, and the whole set once read, are what reading them at once gives, from a
+    whole graph and from one packed over an earlier one (whose base keeps some jobs' flows)."""
+    earlier = _models(60)
+    first = pack(earlier)
+    now = _models(59, frozenset({3, 7}))
+    delta = pack(now, over=first, same=_flows_as_before(now, earlier))
+    for graph, data in ((earlier, first), (now, delta)):
+        some = set(list(graph.jobs)[::4])
+        loaded = unpack(data)
+        assert loaded.field_flow_count() == len(graph.field_flows)
+        assert loaded.counts() == graph.counts()
+        assert loaded.field_flows_of(lambda job: False) == []
+        assert loaded._unread_field_flows is not None  # nothing built yet
+        assert set(loaded.field_flows_of(some.__contains__)) == {
+            f for f in graph.field_flows if f.job in some
+        }
+        assert loaded.field_flows == graph.field_flows
+        assert loaded._unread_field_flows is None
+        assert set(loaded.field_flows_of(some.__contains__)) == {
+            f for f in graph.field_flows if f.job in some
+        }
+        assert loaded.field_flow_count() == len(graph.field_flows)
+        # a graph whose flows were never read compares, copies and packs as its flows
+        fresh = unpack(data)
+        assert dataclasses.replace(fresh, jobs=fresh.jobs) == graph
+        assert unpack(pack(unpack(data))) == graph
+        replaced = unpack(data)
+        replaced.field_flows = set()
+        assert replaced.field_flow_count() == 0 and replaced.field_flows_of(bool) == []
 
 
 def test_a_large_graph_is_packed_in_many_lines_and_loads_back_equal() -> None:

@@ -26,6 +26,8 @@ import pytest
 import yaml
 from sqlalchemy import inspect, select, text
 
+from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.lineage.unread_flows import UnreadFlows
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import SnapshotMode
 from ol_dagster.store import BatchStatus, EventStore, NewEvent
@@ -147,6 +149,62 @@ def test_the_graph_page_says_how_many_jobs_a_repeated_snapshot_reused(make_env):
     assert line["status"] == "synced"
     assert _metadata(env.instance, "lineage_graph")["normalize"] == {"normalized": 0, "reused": 5}
     assert len(env.jobs()) == 5
+
+
+def test_a_repeated_snapshot_is_synced_without_building_its_field_flows(
+    make_env, monkeypatch: pytest.MonkeyPatch
+):
+    """A night that repeats the last snapshot reuses its graph whole: the upload only stamps its
+    unchanged jobs' field flows, and the change record finds no job to compare, so no field
+    flow of the reused graph is built (150,000 objects at 10,000 jobs). Every flow is still in
+    the catalog, with the new upload's time."""
+    built: list[int] = []
+    real_read = UnreadFlows.read
+
+    def read(self: Any, of: Any = None) -> Iterator[Any]:
+        for flow in real_read(self, of):
+            built.append(1)
+            yield flow
+
+    monkeypatch.setattr(UnreadFlows, "read", read)
+    env: Env = make_env()
+
+    def snapshot() -> list[dict[str, Any]]:
+        columns = {
+            "id": [(WH, "shop.public.in_0", "id")],
+            "total": [(WH, "shop.public.in_0", "amount")],
+        }
+        return [
+            job(
+                NS,
+                f"etl.model_{i}",
+                [pg("in_0", ["id", "amount"])],
+                [pg(f"out_{i}", ["id", "total"], lineage=columns)],
+            )
+            for i in range(4)
+        ]
+
+    env.post({"events": snapshot()})
+    env.sync()
+    first = _field_flow_times(env)
+    assert len(first) == 8 and len(set(first.values())) == 1
+    env.post({"events": snapshot()})
+
+    (line,) = env.sync()
+
+    assert line["status"] == "synced"
+    assert _metadata(env.instance, "lineage_graph")["normalize"] == {"normalized": 0, "reused": 4}
+    assert built == []
+    second = _field_flow_times(env)
+    assert second.keys() == first.keys()
+    assert len(set(second.values())) == 1 and set(second.values()) != set(first.values())
+
+
+def _field_flow_times(env: Env) -> dict[tuple[str, int, int], Any]:
+    with env.catalog().engine.connect() as conn:
+        ff = t.field_flows.c
+        rows = conn.execute(select(ff.scope, ff.from_field, ff.to_field, ff.last_update))
+        return {(scope, a, b): at for scope, a, b, at in rows}
 
 
 def test_the_graph_page_shows_the_graph_uploaded_for_a_run_split_over_batches(

@@ -50,8 +50,9 @@ def memo_key(graph: LineageGraph, job_systems: dict[NodeKey, str]) -> str | None
         return None
     h = hashlib.sha256(b"contents %d\0" % changes.VERSION)
     h.update(graph.lineage_digest)
-    sizes = (graph.jobs, graph.datasets, graph.data_flows, graph.field_flows, graph.routines)
-    h.update(orjson.dumps([*map(len, sizes), len(graph.orchestration_flows)]))
+    sizes = [len(graph.jobs), len(graph.datasets), len(graph.data_flows)]
+    sizes += [graph.field_flow_count(), len(graph.routines), len(graph.orchestration_flows)]
+    h.update(orjson.dumps(sizes))
     h.update(
         orjson.dumps([(k, d.system, d.schema, d.object_name) for k, d in graph.datasets.items()])
     )

@@ -1,0 +1,88 @@
+"""The field flows of a packed graph, held as their rows until something reads them.
+
+An unchanged night reuses the last graph whole (``lineage.reuse.build_whole``): its upload only
+stamps the field flows of unchanged jobs, and its change record compares none. Building one
+object per flow to count them was a tenth of that sync (150,000 flows at 10,000 jobs), so
+``lineage.packed.unpack`` leaves them here (``LineageGraph.read_later``) and they are built when
+``LineageGraph.field_flows`` is first read, or only those of some jobs
+(``LineageGraph.field_flows_of``).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterator
+
+from ol_dagster.lineage.graph import FieldFlow, FieldKey, NodeKey
+
+
+class UnreadFlows:
+    """The field flows of a packed graph as their rows were read (``UnreadFieldFlows``): each
+    line's indexes into the node, field and label tables of its reader, and the node indexes of
+    the jobs a base line keeps (None: all). Built in the order reading them at once adds them,
+    so the set is the same one. The rows are checked as they are added, so a damaged graph
+    still fails ``unpack`` (where the sync normalizes again), not its first reader."""
+
+    def __init__(self) -> None:
+        self.chunks: list[
+            tuple[array[int], list[FieldKey], list[NodeKey], list[str | None], set[int] | None]
+        ] = []
+        self.count = 0
+
+    def add(
+        self,
+        rows: list[int],
+        tables: tuple[list[FieldKey], list[NodeKey], list[str | None]],
+        kept: set[int] | None = None,
+    ) -> None:
+        """A line's rows, with its reader's tables (fields, nodes, labels) and the jobs it keeps."""
+        ends, nodes, labels = tables
+        if len(rows) % 5:
+            raise ValueError("field flow rows cut short")
+        if rows:
+            if set(map(type, rows)) != {int}:
+                raise ValueError("field flow rows that are not indexes")
+            # the writer's indexes: from 0, and -1 for no label (the last entry of ``labels``,
+            # before which later lines insert theirs)
+            named = len(labels) - 1
+            for start, low, high in ((0, 0, len(ends)), (1, 0, len(ends)), (2, 0, len(nodes))):
+                column = rows[start::5]
+                if min(column) < low or max(column) >= high:
+                    raise ValueError("a field flow naming what the graph does not hold")
+            for start in (3, 4):
+                column = rows[start::5]
+                if min(column) < -1 or max(column) >= named:
+                    raise ValueError("a field flow naming a label the graph does not hold")
+        # the tables only grow as later lines come: these indexes keep their meaning. Held as
+        # machine integers: a list's int objects would take more memory than the flows
+        self.chunks.append((array("q", rows), ends, nodes, labels, kept))
+        self.count += len(rows) // 5 if kept is None else sum(j in kept for j in rows[2::5])
+
+    def __len__(self) -> int:
+        return self.count
+
+    def read(self, of: Callable[[NodeKey], bool] | None = None) -> Iterator[FieldFlow]:
+        for rows, ends, nodes, labels, kept in self.chunks:
+            if of is None and kept is None:
+                yield from map(
+                    FieldFlow,
+                    map(ends.__getitem__, rows[::5]),
+                    map(ends.__getitem__, rows[1::5]),
+                    map(nodes.__getitem__, rows[2::5]),
+                    map(labels.__getitem__, rows[3::5]),
+                    map(labels.__getitem__, rows[4::5]),
+                )
+                continue
+            # each job judged once, by its index
+            wanted = {
+                j
+                for j in set(rows[2::5])
+                if (kept is None or j in kept) and (of is None or of(nodes[j]))
+            }
+            if not wanted:
+                continue
+            for a, b, j, t, u in zip(
+                rows[::5], rows[1::5], rows[2::5], rows[3::5], rows[4::5], strict=True
+            ):
+                if j in wanted:
+                    yield FieldFlow(ends[a], ends[b], nodes[j], labels[t], labels[u])
