@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
+from ol_dagster.gcpause import gc_paused
+
 NodeKey = tuple[str, str]  # (namespace, name)
 FieldKey = tuple[str, str, str]  # (namespace, name, field path)
 
@@ -278,6 +280,10 @@ class UnreadFieldFlows(Protocol):
         """Each flow (of the jobs ``of`` admits), built now."""
         ...
 
+    def all(self) -> set[FieldFlow]:
+        """Every flow, built now."""
+        ...
+
 
 class _FieldFlows:
     """``LineageGraph.field_flows``: a set, which a graph read back from storage may hold unread
@@ -291,7 +297,7 @@ class _FieldFlows:
         unread = graph._unread_field_flows
         if unread is not None:
             graph._unread_field_flows = None
-            graph._field_flows = set(unread.read())
+            graph._field_flows = unread.all()
         return graph._field_flows
 
     def __set__(self, graph: LineageGraph, flows: set[FieldFlow] | None) -> None:
@@ -352,7 +358,8 @@ class LineageGraph:
         built."""
         unread = self._unread_field_flows
         if unread is not None:
-            return list(unread.read(jobs))
+            with gc_paused():  # new objects without cycles, as ``all`` builds them
+                return list(unread.read(jobs))
         return [f for f in self._field_flows if jobs(f.job)]
 
     @property

@@ -381,12 +381,14 @@ def _field_flows(field_flows: Iterable[FieldFlow], w: _Writer) -> None:
 # -- loading ----------------------------------------------------------------------------------
 
 
-def unpack(data: bytes) -> LineageGraph:
+def unpack(data: bytes, *, field_flows_later: bool = False) -> LineageGraph:
+    """The graph ``data`` holds. ``field_flows_later``: its field flows are built when first
+    read (``LineageGraph.read_later``): for a caller likely to need few or none of them."""
     lineage, run_facts = _parts(data)
     with gc_paused():
         graph = LineageGraph()
         strings: dict[str, str] = {}
-        unread = UnreadFlows()
+        unread = UnreadFlows() if field_flows_later else None
         reader = _Reader(graph, strings, unread)
         first, base = _read(lineage, ("format", "delta"), reader)
         if (first == "delta") != (reader.keep is not None):
@@ -398,7 +400,7 @@ def unpack(data: bytes) -> LineageGraph:
         if base:
             raise PackedGraphError("bytes after the lineage of a packed graph")
         _read(run_facts, ("runFacts",), _Reader(graph, strings))
-        if unread.chunks:
+        if unread is not None and unread.chunks:
             graph.read_later(unread)
         return graph
 

@@ -196,6 +196,22 @@ def reusable(
     return Reuse(reuse, whole)
 
 
+def may_be_whole(contents: JobContents, earlier_parts: bytes) -> bool:
+    """Whether ``reusable`` may find the batch a whole reuse, told from the kept parts alone
+    (before the earlier graph is read): every job's fingerprint and the runs' order as kept."""
+    try:
+        kept = orjson.loads(earlier_parts)
+        before = {(ns, name): fp for ns, name, fp in kept.get("jobs", [])}
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+        return False
+    return (
+        kept.get("order") == contents.order.hex()
+        and not contents.dataset_events
+        and len(before) == len(contents.fingerprints)
+        and all(before.get(job) == fp.hex() for job, fp in contents.fingerprints.items())
+    )
+
+
 def _aliased(graph: LineageGraph) -> bool:
     # every alias normalizing learns lands on a dataset named under it (``_Builder.dataset``)
     return any(d.aliases for d in graph.datasets.values())

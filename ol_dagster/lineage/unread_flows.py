@@ -13,6 +13,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterator
 
+from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage.graph import FieldFlow, FieldKey, NodeKey
 
 
@@ -39,23 +40,25 @@ class UnreadFlows:
         ends, nodes, labels = tables
         if len(rows) % 5:
             raise ValueError("field flow rows cut short")
-        if rows:
-            if set(map(type, rows)) != {int}:
-                raise ValueError("field flow rows that are not indexes")
+        try:
+            # machine integers: a list's int objects would take more memory than the flows
+            held = array("q", rows)
+        except (TypeError, OverflowError):
+            raise ValueError("field flow rows that are not indexes") from None
+        if held:
             # the writer's indexes: from 0, and -1 for no label (the last entry of ``labels``,
             # before which later lines insert theirs)
             named = len(labels) - 1
             for start, low, high in ((0, 0, len(ends)), (1, 0, len(ends)), (2, 0, len(nodes))):
-                column = rows[start::5]
+                column = held[start::5]
                 if min(column) < low or max(column) >= high:
                     raise ValueError("a field flow naming what the graph does not hold")
             for start in (3, 4):
-                column = rows[start::5]
+                column = held[start::5]
                 if min(column) < -1 or max(column) >= named:
                     raise ValueError("a field flow naming a label the graph does not hold")
-        # the tables only grow as later lines come: these indexes keep their meaning. Held as
-        # machine integers: a list's int objects would take more memory than the flows
-        self.chunks.append((array("q", rows), ends, nodes, labels, kept))
+        # the tables only grow as later lines come: these indexes keep their meaning
+        self.chunks.append((held, ends, nodes, labels, kept))
         self.count += len(rows) // 5 if kept is None else sum(j in kept for j in rows[2::5])
 
     def __len__(self) -> int:
@@ -64,14 +67,7 @@ class UnreadFlows:
     def read(self, of: Callable[[NodeKey], bool] | None = None) -> Iterator[FieldFlow]:
         for rows, ends, nodes, labels, kept in self.chunks:
             if of is None and kept is None:
-                yield from map(
-                    FieldFlow,
-                    map(ends.__getitem__, rows[::5]),
-                    map(ends.__getitem__, rows[1::5]),
-                    map(nodes.__getitem__, rows[2::5]),
-                    map(labels.__getitem__, rows[3::5]),
-                    map(labels.__getitem__, rows[4::5]),
-                )
+                yield from self._built(rows, ends, nodes, labels)
                 continue
             # each job judged once, by its index
             wanted = {
@@ -86,3 +82,35 @@ class UnreadFlows:
             ):
                 if j in wanted:
                     yield FieldFlow(ends[a], ends[b], nodes[j], labels[t], labels[u])
+
+    @gc_paused()  # as reading them at once was (``unpack``): objects without cycles
+    def all(self) -> set[FieldFlow]:
+        """Every flow, built now: the set reading them at once gives, in its order."""
+        out: set[FieldFlow] = set()
+        for rows, ends, nodes, labels, kept in self.chunks:
+            if kept is None:
+                out.update(self._built(rows, ends, nodes, labels))
+            else:
+                out.update(
+                    FieldFlow(ends[a], ends[b], nodes[j], labels[t], labels[u])
+                    for a, b, j, t, u in zip(
+                        rows[::5], rows[1::5], rows[2::5], rows[3::5], rows[4::5], strict=True
+                    )
+                    if j in kept
+                )
+        return out
+
+    @staticmethod
+    def _built(
+        rows: array[int], ends: list[FieldKey], nodes: list[NodeKey], labels: list[str | None]
+    ) -> Iterator[FieldFlow]:
+        # in C but for the flows themselves: the columns as lists, then looked up by ``map``
+        column = [rows[i::5].tolist() for i in range(5)]
+        return map(
+            FieldFlow,
+            map(ends.__getitem__, column[0]),
+            map(ends.__getitem__, column[1]),
+            map(nodes.__getitem__, column[2]),
+            map(labels.__getitem__, column[3]),
+            map(labels.__getitem__, column[4]),
+        )

@@ -44,6 +44,7 @@ from ol_dagster.lineage.reuse import (
     build_whole,
     counts_of,
     job_contents,
+    may_be_whole,
     parts_of,
     reusable,
     unchanged_jobs,
@@ -293,7 +294,8 @@ def _reusable(
     if earlier is None:
         return None
     try:
-        graph = unpack(earlier.graph)
+        # a graph reused whole has its field flows stamped, not read one by one
+        graph = unpack(earlier.graph, field_flows_later=may_be_whole(contents, earlier.parts))
     except PackedGraphError:
         return None
     plan = reusable(contents, earlier.parts, graph, rules)

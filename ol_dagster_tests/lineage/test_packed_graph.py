@@ -99,7 +99,7 @@ def test_a_loaded_graph_is_freed_as_soon_as_nothing_holds_it() -> None:
         assert loaded.field_flows
         del loaded
         assert gc.collect() == 0  # nothing of it left for the collector: no reference cycle
-        loaded = unpack(data)  # its field flows never read
+        loaded = unpack(data, field_flows_later=True)  # its field flows never read
         assert loaded.field_flow_count()
         del loaded
         assert gc.collect() == 0
@@ -348,9 +348,10 @@ def test_field_flows_that_name_what_the_graph_does_not_hold_are_refused_when_loa
     flow row must still be refused by ``unpack``, where the sync normalizes again, not fail
     whichever step reads the flows first."""
     order, job = (PG, "shop.orders"), ("dbt", "orders")
-    assert unpack(_flows([0, 1, 1, 0, -1])).field_flows == {
-        g.FieldFlow((*order, "id"), (*order, "total"), job, "DIRECT")
-    }
+    for later in (False, True):
+        assert unpack(_flows([0, 1, 1, 0, -1]), field_flows_later=later).field_flows == {
+            g.FieldFlow((*order, "id"), (*order, "total"), job, "DIRECT")
+        }
     for rows in (
         [0, 1, 1, 0],  # a row cut short
         [0, 2, 1, 0, -1],  # no field 2
@@ -360,9 +361,10 @@ def test_field_flows_that_name_what_the_graph_does_not_hold_are_refused_when_loa
         [0, 1, 1, 0, -2],
         [0, 1, 1, "0", -1],
         [0, 1, 1, 0.0, -1],
+        [0, 1, 1, 0, 2**63],  # beyond a machine integer
     ):
         with pytest.raises(PackedGraphError):
-            unpack(_flows(rows))
+            unpack(_flows(rows), field_flows_later=True)
 
 
 def test_field_flows_are_built_only_when_read_and_as_they_would_be_at_once() -> None:
@@ -376,7 +378,8 @@ def test_field_flows_are_built_only_when_read_and_as_they_would_be_at_once() -> 
     delta = pack(now, over=first, same=_flows_as_before(now, earlier))
     for graph, data in ((earlier, first), (now, delta)):
         some = set(list(graph.jobs)[::4])
-        loaded = unpack(data)
+        assert unpack(data)._unread_field_flows is None  # read at once unless asked
+        loaded = unpack(data, field_flows_later=True)
         assert loaded.field_flow_count() == len(graph.field_flows)
         assert loaded.counts() == graph.counts()
         assert loaded.field_flows_of(lambda job: False) == []
@@ -391,10 +394,10 @@ def test_field_flows_are_built_only_when_read_and_as_they_would_be_at_once() -> 
         }
         assert loaded.field_flow_count() == len(graph.field_flows)
         # a graph whose flows were never read compares, copies and packs as its flows
-        fresh = unpack(data)
+        fresh = unpack(data, field_flows_later=True)
         assert dataclasses.replace(fresh, jobs=fresh.jobs) == graph
-        assert unpack(pack(unpack(data))) == graph
-        replaced = unpack(data)
+        assert unpack(pack(unpack(data, field_flows_later=True))) == graph
+        replaced = unpack(data, field_flows_later=True)
         replaced.field_flows = set()
         assert replaced.field_flow_count() == 0 and replaced.field_flows_of(bool) == []
 
