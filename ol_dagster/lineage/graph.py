@@ -296,8 +296,10 @@ class _FieldFlows:
             return None  # type: ignore[return-value]
         unread = graph._unread_field_flows
         if unread is not None:
-            graph._unread_field_flows = None
+            # built before the flows are marked read: another thread reading them meanwhile
+            # builds them too, never takes the empty set that stands for them until then
             graph._field_flows = unread.all()
+            graph._unread_field_flows = None
         return graph._field_flows
 
     def __set__(self, graph: LineageGraph, flows: set[FieldFlow] | None) -> None:

@@ -13,6 +13,7 @@ import gc
 import json
 import struct
 import sys
+import threading
 import uuid
 import zlib
 from datetime import UTC, datetime
@@ -400,6 +401,37 @@ def test_field_flows_are_built_only_when_read_and_as_they_would_be_at_once() -> 
         replaced = unpack(data, field_flows_later=True)
         replaced.field_flows = set()
         assert replaced.field_flow_count() == 0 and replaced.field_flows_of(bool) == []
+
+
+def test_field_flows_read_by_several_threads_at_once_are_all_there_for_each() -> None:
+    """The first read builds the flows; a thread reading them meanwhile (a catalog client's
+    workers) must get them all too, never the empty set held until they are built."""
+    graph = _models(60)
+    data = pack(graph)
+    was = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns often, as a loaded machine may make them
+    try:
+        for _ in range(20):
+            loaded = unpack(data, field_flows_later=True)
+            start = threading.Barrier(4)
+            seen: list[int] = []
+
+            def read(
+                held: LineageGraph = loaded,
+                start: threading.Barrier = start,
+                seen: list[int] = seen,
+            ) -> None:
+                start.wait()
+                seen.append(len(held.field_flows))
+
+            threads = [threading.Thread(target=read) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert seen == [len(graph.field_flows)] * 4
+    finally:
+        sys.setswitchinterval(was)
 
 
 def test_a_large_graph_is_packed_in_many_lines_and_loads_back_equal() -> None:
