@@ -53,7 +53,7 @@ def job_parts(
     elif jobs:  # a few jobs: the flows of the others are only looked at (or not built), by job
         for job, source, target in map(_flow, [f for f in graph.data_flows if f.job in jobs]):
             flows[job].add((source, target))
-        for job, source, target in map(_flow, graph.field_flows_of(jobs.__contains__)):
+        for job, source, target in map(_flow, graph.field_flows_of(jobs)):
             columns[job].add((source, target))
     out: dict[NodeKey, JobPart] = {}
     empty: set[Any] = set()

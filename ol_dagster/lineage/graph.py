@@ -11,7 +11,7 @@ separators inside names encoded, for Blindata and for display.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
@@ -276,8 +276,8 @@ class UnreadFieldFlows(Protocol):
     """Field flows kept as they were stored until something reads them (``lineage.packed``)."""
 
     def __len__(self) -> int: ...
-    def read(self, of: Callable[[NodeKey], bool]) -> Iterator[FieldFlow]:
-        """The flows of the jobs ``of`` admits, built now."""
+    def read(self, jobs: Container[NodeKey], *, but: bool = False) -> Iterator[FieldFlow]:
+        """The flows of ``jobs`` (of every job but those, with ``but``), built now."""
         ...
 
     def all(self) -> set[FieldFlow]:
@@ -355,14 +355,16 @@ class LineageGraph:
         unread = self._unread_field_flows
         return len(unread) if unread is not None else len(self._field_flows)
 
-    def field_flows_of(self, jobs: Callable[[NodeKey], bool]) -> list[FieldFlow]:
-        """The field flows of the jobs ``jobs`` admits; of flows held unread, only those are
-        built."""
+    def field_flows_of(self, jobs: Container[NodeKey], *, but: bool = False) -> list[FieldFlow]:
+        """The field flows of ``jobs`` (of every job but those, with ``but``); of flows held
+        unread, only those are built."""
         unread = self._unread_field_flows
         if unread is not None:
             with gc_paused():  # new objects without cycles, as ``all`` builds them
-                return list(unread.read(jobs))
-        return [f for f in self._field_flows if jobs(f.job)]
+                return list(unread.read(jobs, but=but))
+        if but:
+            return [f for f in self._field_flows if f.job not in jobs]
+        return [f for f in self._field_flows if f.job in jobs]
 
     @property
     def job_namespaces(self) -> list[str]:

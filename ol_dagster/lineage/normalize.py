@@ -346,10 +346,11 @@ class _Builder:
 
 def resolve_field_flows(graph: LineageGraph, flows: Iterable[FieldFlow]) -> None:
     """Each field flow into the graph, or into its dangling flows when an end is not in it."""
+    add = graph.field_flows.add
     for flow in flows:
         reason = _missing_end(graph, flow.source) or _missing_end(graph, flow.target)
         if reason is None:
-            graph.field_flows.add(flow)
+            add(flow)
         else:
             graph.dangling.append(
                 DanglingFlow(reason, flow.job, ":".join(flow.source), ":".join(flow.target))

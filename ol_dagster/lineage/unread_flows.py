@@ -11,7 +11,7 @@ object per flow to count them was a twentieth of that sync (150,000 flows at 10,
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Container, Iterator
 
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage.graph import FieldFlow, FieldKey, NodeKey
@@ -64,10 +64,15 @@ class UnreadFlows:
     def __len__(self) -> int:
         return self.count
 
-    def read(self, of: Callable[[NodeKey], bool]) -> Iterator[FieldFlow]:
-        """The flows of the jobs ``of`` admits (each job judged once, by its index), built now."""
+    def read(self, jobs: Container[NodeKey], *, but: bool = False) -> Iterator[FieldFlow]:
+        """The flows of ``jobs`` (of every job but those, with ``but``), each job judged once,
+        by its index, built now."""
         for rows, ends, nodes, labels, kept in self.chunks:
-            wanted = {j for j in set(rows[2::5]) if (kept is None or j in kept) and of(nodes[j])}
+            wanted = {
+                j
+                for j in set(rows[2::5])
+                if (kept is None or j in kept) and ((nodes[j] in jobs) is not but)
+            }
             if not wanted:
                 continue
             for a, b, j, t, u in zip(

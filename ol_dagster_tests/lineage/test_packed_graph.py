@@ -383,15 +383,18 @@ def test_field_flows_are_built_only_when_read_and_as_they_would_be_at_once() -> 
         loaded = unpack(data, field_flows_later=True)
         assert loaded.field_flow_count() == len(graph.field_flows)
         assert loaded.counts() == graph.counts()
-        assert loaded.field_flows_of(lambda job: False) == []
+        assert loaded.field_flows_of(()) == []
         assert loaded._unread_field_flows is not None  # nothing built yet
-        assert set(loaded.field_flows_of(some.__contains__)) == {
-            f for f in graph.field_flows if f.job in some
+        assert set(loaded.field_flows_of(some)) == {f for f in graph.field_flows if f.job in some}
+        assert set(loaded.field_flows_of(some, but=True)) == {
+            f for f in graph.field_flows if f.job not in some
         }
+        assert loaded._unread_field_flows is not None
         assert loaded.field_flows == graph.field_flows
         assert loaded._unread_field_flows is None
-        assert set(loaded.field_flows_of(some.__contains__)) == {
-            f for f in graph.field_flows if f.job in some
+        assert set(loaded.field_flows_of(some)) == {f for f in graph.field_flows if f.job in some}
+        assert set(loaded.field_flows_of(some, but=True)) == {
+            f for f in graph.field_flows if f.job not in some
         }
         assert loaded.field_flow_count() == len(graph.field_flows)
         # a graph whose flows were never read compares, copies and packs as its flows
@@ -400,7 +403,7 @@ def test_field_flows_are_built_only_when_read_and_as_they_would_be_at_once() -> 
         assert unpack(pack(unpack(data, field_flows_later=True))) == graph
         replaced = unpack(data, field_flows_later=True)
         replaced.field_flows = set()
-        assert replaced.field_flow_count() == 0 and replaced.field_flows_of(bool) == []
+        assert replaced.field_flow_count() == 0 and replaced.field_flows_of((), but=True) == []
 
 
 def test_field_flows_read_by_several_threads_at_once_are_all_there_for_each() -> None:

@@ -162,8 +162,8 @@ def test_a_repeated_snapshot_is_synced_without_building_its_field_flows(
     held: list[int] = []  # field flow rows held unread
     real_read, real_all, real_add = UnreadFlows.read, UnreadFlows.all, UnreadFlows.add
 
-    def read(self: Any, of: Any) -> Iterator[Any]:
-        for flow in real_read(self, of):
+    def read(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        for flow in real_read(self, *args, **kwargs):
             built.append(1)
             yield flow
 

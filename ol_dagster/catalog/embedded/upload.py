@@ -552,7 +552,7 @@ class Upload:
         if contents is None:
             resent = list(graph.field_flows)
         else:
-            resent = graph.field_flows_of(lambda job: job not in clean_jobs)
+            resent = graph.field_flows_of(clean_jobs, but=True)
         # a field flow whose end was refused (its field or entity) is not written
         resent = [ff for ff in resent if ff.source[:2] in ds and ff.target[:2] in ds]
         fids = self._field_ids(conn, resent)
