@@ -54,7 +54,7 @@ from ol_dagster.lineage.graph import (
     Routine,
     RunMetrics,
 )
-from ol_dagster.lineage.unread_flows import UnreadFlows
+from ol_dagster.lineage.unread_flows import UnreadFlows, flows_of
 
 FORMAT = 4
 _HEAD = struct.Struct(">Q")  # the length of the lineage part
@@ -571,16 +571,11 @@ class _Reader:
         )
 
     def field_flows(self, rows: list[int]) -> None:
+        tables = (self.fields, self.nodes, self.labels)
         if self.unread is not None:
-            self.unread.add(rows, (self.fields, self.nodes, self.labels))
-            return
-        ends, nodes, labels = self.fields, self.nodes, self.labels
-        self.graph.field_flows.update(
-            FieldFlow(ends[a], ends[b], nodes[j], labels[t], labels[u])
-            for a, b, j, t, u in zip(
-                rows[::5], rows[1::5], rows[2::5], rows[3::5], rows[4::5], strict=True
-            )
-        )
+            self.unread.add(rows, tables)
+        else:
+            self.graph.field_flows.update(flows_of(rows, *tables))
 
     def orchestration_flows(self, rows: list[Any]) -> None:
         nodes = self.nodes
@@ -655,17 +650,11 @@ class _BaseReader(_Reader):
             raise PackedGraphError(f"an unknown section {section!r} in a base lineage")
 
     def kept_flows(self, rows: list[int]) -> None:
+        tables = (self.fields, self.nodes, self.labels)
         if self.unread is not None:
-            self.unread.add(rows, (self.fields, self.nodes, self.labels), self.kept)
-            return
-        ends, nodes, labels, kept = self.fields, self.nodes, self.labels, self.kept
-        self.graph.field_flows.update(
-            FieldFlow(ends[a], ends[b], nodes[j], labels[t], labels[u])
-            for a, b, j, t, u in zip(
-                rows[::5], rows[1::5], rows[2::5], rows[3::5], rows[4::5], strict=True
-            )
-            if j in kept
-        )
+            self.unread.add(rows, tables, self.kept)
+        else:
+            self.graph.field_flows.update(flows_of(rows, *tables, self.kept))
 
 
 # by the class, not bound to a reader: a reader holding its own bound methods would be a

@@ -25,7 +25,7 @@ import hashlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 
@@ -160,20 +160,27 @@ class Reuse:
     whole: bool
 
 
-def reusable(
-    contents: JobContents, earlier_parts: bytes, earlier: LineageGraph, rules: bytes
-) -> Reuse:
-    """The jobs whose part of the earlier graph this batch may take as it is."""
-    nothing = Reuse(set(), whole=False)
+def kept_parts(parts: bytes) -> dict[str, Any] | None:
+    """The parts an earlier graph was kept with (``parts_of``), read once for ``may_be_whole``
+    and ``reusable``; None when they are not of this format."""
     try:
-        kept = orjson.loads(earlier_parts)
+        kept = orjson.loads(parts)
     except orjson.JSONDecodeError:
-        return nothing
-    if type(kept) is not dict or kept.get("format") != PARTS_FORMAT:
+        return None
+    return kept if type(kept) is dict and kept.get("format") == PARTS_FORMAT else None
+
+
+def reusable(
+    contents: JobContents, kept: dict[str, Any] | None, earlier: LineageGraph, rules: bytes
+) -> Reuse:
+    """The jobs whose part of the earlier graph (kept with ``kept``) this batch may take as it
+    is."""
+    nothing = Reuse(set(), whole=False)
+    if kept is None:
         return nothing
     if kept.get("rules") != rules.hex() or earlier.skipped_events or _aliased(earlier):
         return nothing
-    before = {(ns, name): fp for ns, name, fp in kept.get("jobs", [])}
+    before = _fingerprints(kept)
     dangling = {d.job for d in earlier.dangling}
     reuse: set[NodeKey] = set()
     for job, fp in contents.fingerprints.items():
@@ -186,29 +193,35 @@ def reusable(
         ):
             reuse.add(job)
     described = {k for k, j in earlier.jobs.items() if not j.referenced_only}
-    whole = (
-        reuse == described
-        and len(reuse) == contents.count
-        and not contents.dataset_events
-        and kept.get("datasetEvents") is False
-        and kept.get("order") == contents.order.hex()
-    )
+    whole = reuse == described and len(reuse) == contents.count and _same_runs(contents, kept)
     return Reuse(reuse, whole)
 
 
-def may_be_whole(contents: JobContents, earlier_parts: bytes) -> bool:
+def may_be_whole(contents: JobContents, kept: dict[str, Any] | None) -> bool:
     """Whether ``reusable`` may find the batch a whole reuse, told from the kept parts alone
-    (before the earlier graph is read): every job's fingerprint and the runs' order as kept."""
-    try:
-        kept = orjson.loads(earlier_parts)
-        before = {(ns, name): fp for ns, name, fp in kept.get("jobs", [])}
-    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+    (before the earlier graph is read): its runs as kept, and every job's fingerprint."""
+    if kept is None or not _same_runs(contents, kept):
         return False
+    try:
+        before = _fingerprints(kept)
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return len(before) == len(contents.fingerprints) and all(
+        before.get(job) == fp.hex() for job, fp in contents.fingerprints.items()
+    )
+
+
+def _fingerprints(kept: dict[str, Any]) -> dict[NodeKey, str]:
+    return {(ns, name): fp for ns, name, fp in kept.get("jobs", [])}
+
+
+def _same_runs(contents: JobContents, kept: dict[str, Any]) -> bool:
+    """What a whole reuse needs besides the same jobs: no DatasetEvent on either side, and the
+    jobs' runs in the same order (so each dataset is described last by the same job)."""
     return (
-        kept.get("order") == contents.order.hex()
-        and not contents.dataset_events
-        and len(before) == len(contents.fingerprints)
-        and all(before.get(job) == fp.hex() for job, fp in contents.fingerprints.items())
+        not contents.dataset_events
+        and kept.get("datasetEvents") is False
+        and kept.get("order") == contents.order.hex()
     )
 
 

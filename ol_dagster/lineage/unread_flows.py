@@ -11,7 +11,7 @@ object per flow to count them was a twentieth of that sync (150,000 flows at 10,
 from __future__ import annotations
 
 from array import array
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterator, Sequence
 
 from ol_dagster.gcpause import gc_paused
 from ol_dagster.lineage.graph import FieldFlow, FieldKey, NodeKey
@@ -73,42 +73,43 @@ class UnreadFlows:
                 for j in set(rows[2::5])
                 if (kept is None or j in kept) and ((nodes[j] in jobs) is not but)
             }
-            if not wanted:
-                continue
-            for a, b, j, t, u in zip(
-                rows[::5], rows[1::5], rows[2::5], rows[3::5], rows[4::5], strict=True
-            ):
-                if j in wanted:
-                    yield FieldFlow(ends[a], ends[b], nodes[j], labels[t], labels[u])
+            if wanted:
+                yield from flows_of(rows, ends, nodes, labels, wanted)
 
     @gc_paused()  # as reading them at once was (``unpack``): objects without cycles
     def all(self) -> set[FieldFlow]:
         """Every flow, built now: the set reading them at once gives, in its order."""
         out: set[FieldFlow] = set()
         for rows, ends, nodes, labels, kept in self.chunks:
-            if kept is None:
-                out.update(self._built(rows, ends, nodes, labels))
-            else:
-                out.update(
-                    FieldFlow(ends[a], ends[b], nodes[j], labels[t], labels[u])
-                    for a, b, j, t, u in zip(
-                        rows[::5], rows[1::5], rows[2::5], rows[3::5], rows[4::5], strict=True
-                    )
-                    if j in kept
-                )
+            out.update(flows_of(rows, ends, nodes, labels, kept))
         return out
 
-    @staticmethod
-    def _built(
-        rows: array[int], ends: list[FieldKey], nodes: list[NodeKey], labels: list[str | None]
-    ) -> Iterator[FieldFlow]:
-        # in C but for the flows themselves: the columns as lists, then looked up by ``map``
-        column = [rows[i::5].tolist() for i in range(5)]
+
+def flows_of(
+    rows: Sequence[int],
+    ends: list[FieldKey],
+    nodes: list[NodeKey],
+    labels: list[str | None],
+    jobs: Container[int] | None = None,
+) -> Iterator[FieldFlow]:
+    """The field flows of a packed line's ``rows`` (source, target, job, transformation and
+    subtype: indexes into its reader's tables), or of those whose job index is in ``jobs``: the
+    one place they are built, read at once or held (``UnreadFlows``)."""
+    if len(rows) % 5:
+        raise ValueError("field flow rows cut short")
+    if jobs is None:  # in C but for the flows themselves
         return map(
             FieldFlow,
-            map(ends.__getitem__, column[0]),
-            map(ends.__getitem__, column[1]),
-            map(nodes.__getitem__, column[2]),
-            map(labels.__getitem__, column[3]),
-            map(labels.__getitem__, column[4]),
+            map(ends.__getitem__, rows[::5]),
+            map(ends.__getitem__, rows[1::5]),
+            map(nodes.__getitem__, rows[2::5]),
+            map(labels.__getitem__, rows[3::5]),
+            map(labels.__getitem__, rows[4::5]),
         )
+    return (
+        FieldFlow(ends[a], ends[b], nodes[j], labels[t], labels[u])
+        for a, b, j, t, u in zip(
+            rows[::5], rows[1::5], rows[2::5], rows[3::5], rows[4::5], strict=True
+        )
+        if j in jobs
+    )

@@ -44,6 +44,7 @@ from ol_dagster.lineage.reuse import (
     build_whole,
     counts_of,
     job_contents,
+    kept_parts,
     may_be_whole,
     parts_of,
     reusable,
@@ -293,12 +294,13 @@ def _reusable(
     earlier = store.earlier_graph(definition.name, batch.id)
     if earlier is None:
         return None
+    kept = kept_parts(earlier.parts)
     try:
         # a graph reused whole has its field flows stamped, not read one by one
-        graph = unpack(earlier.graph, field_flows_later=may_be_whole(contents, earlier.parts))
+        graph = unpack(earlier.graph, field_flows_later=may_be_whole(contents, kept))
     except PackedGraphError:
         return None
-    plan = reusable(contents, earlier.parts, graph, rules)
+    plan = reusable(contents, kept, graph, rules)
     return (graph, plan, earlier.graph, earlier.parts) if plan.jobs else None
 
 

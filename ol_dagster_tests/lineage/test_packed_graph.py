@@ -366,6 +366,16 @@ def test_field_flows_that_name_what_the_graph_does_not_hold_are_refused_when_loa
     ):
         with pytest.raises(PackedGraphError):
             unpack(_flows(rows), field_flows_later=True)
+    # read at once, the same rows but those whose negative indexes Python's lists take
+    for rows in (
+        [0, 1, 1, 0],
+        [0, 2, 1, 0, -1],
+        [0, 1, 2, 0, -1],
+        [0, 1, 1, 2, 0],  # no label 2
+        [0, 1, 1, "0", -1],
+    ):
+        with pytest.raises(PackedGraphError):
+            unpack(_flows(rows))
 
 
 def test_field_flows_are_built_only_when_read_and_as_they_would_be_at_once() -> None:
