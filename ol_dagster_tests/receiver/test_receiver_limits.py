@@ -13,6 +13,8 @@ from __future__ import annotations
 import gc
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -25,7 +27,6 @@ import httpx
 import pytest
 from sqlalchemy import event as sa_event
 
-from ol_dagster import gcpause
 from ol_dagster.receiver.app import create_app
 from ol_dagster.receiver.server import Background, serve_guarded_in_background
 from ol_dagster.settings import parse_settings
@@ -475,24 +476,46 @@ def test_healthz_is_503_while_the_store_refuses_writes_and_200_after(tmp_path, s
 # -- memory ----------------------------------------------------------------------------------------
 
 
-def test_pauses_never_starve_full_collections(monkeypatch):
+def test_pauses_never_starve_full_collections():
     """In a long-lived process (``ol-dagster serve`` says it is one), every pause ages what it
     allocated, and cycles left behind by many small pauses (a request's task, exception,
-    response) are collected: the tracked objects plateau."""
-    monkeypatch.setattr(gcpause, "_collecting", False)
-    gcpause.collect_aged_objects()
-    gc.collect()
+    response) are collected: the tracked objects plateau.
 
-    def requests(n: int) -> None:
-        for _ in range(n):
-            with gcpause.gc_paused():
-                a: dict[str, Any] = {}
-                b = {"a": a, "pad": [[] for _ in range(5)]}
-                a["b"] = b  # a cycle: only a collection frees it
+    In a process of its own, as a receiver is: a full collection waits for a quarter of what
+    survived the last one, so in a test process holding millions of objects from other tests
+    the same pauses would rightly not collect yet."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PAUSES],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
 
-    requests(50_000)
-    first = len(gc.get_objects())
-    before = gcpause.full_collections
-    requests(150_000)  # three times as many cycles left behind (over a million objects)
-    assert gcpause.full_collections > before
-    assert len(gc.get_objects()) < first + 250_000, "the heap grows with the number of pauses"
+
+_PAUSES = """
+import gc
+from typing import Any
+
+from ol_dagster import gcpause
+
+gcpause.collect_aged_objects()
+gc.collect()
+
+
+def requests(n: int) -> None:
+    for _ in range(n):
+        with gcpause.gc_paused():
+            a: dict[str, Any] = {}
+            b = {"a": a, "pad": [[] for _ in range(5)]}
+            a["b"] = b  # a cycle: only a collection frees it
+
+
+requests(50_000)
+first = len(gc.get_objects())
+before = gcpause.full_collections
+requests(150_000)  # three times as many cycles left behind (over a million objects)
+assert gcpause.full_collections > before
+assert len(gc.get_objects()) < first + 250_000, "the heap grows with the number of pauses"
+"""
