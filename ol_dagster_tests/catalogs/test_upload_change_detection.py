@@ -34,11 +34,16 @@ from sqlalchemy import LargeBinary, delete, select
 
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
+from ol_dagster.catalog.embedded.confirm import seen
 from ol_dagster.catalog.embedded.schema import CHANGED_TABLES, PG_FILLFACTOR, STAMPED_TABLES
+from ol_dagster.catalog.embedded.tables import ORCHESTRATION
+from ol_dagster.catalog.name_keys import keys_of
 from ol_dagster.catalog.protocol import ObjectType, UploadResult
 from ol_dagster.lineage import LineageGraph
-from ol_dagster.lineage.graph import flow_scope
+from ol_dagster.lineage.graph import flow_scope, orchestration_scope
+from ol_dagster.lineage.packed import pack
 from ol_dagster.settings import SyncDefinition, parse_settings
+from ol_dagster.sync.graph import lineage_digest
 from ol_dagster.sync.upload import UploadOutcome, build_graph, upload_graph
 from ol_dagster_tests.catalogs.test_embedded_catalog import (
     LAKE,
@@ -108,7 +113,15 @@ def dump(
     with catalog.engine.connect() as conn:
 
         def read(table: Any) -> list[dict[str, Any]]:
-            return [dict(r._mapping) for r in conn.execute(select(table))]
+            """The rows, each time as every reader of the catalog takes it: its own, or the
+            upload's that confirmed it (``confirm.seen``)."""
+            times = [c for c in ("last_update", "fields_update") if c in table.c]
+            query = select(table, *(seen(table.c[c]).label(f"seen_{c}") for c in times))
+            rows = [dict(r._mapping) for r in conn.execute(query)]
+            for r in rows:
+                for c in times:
+                    r[c] = r.pop(f"seen_{c}")
+            return rows
 
         system = {r["id"]: r["name"] for r in read(t.systems)}
         ent = {r["id"]: (system[r["system_id"]], r["schema"], r["name"]) for r in read(t.entities)}
@@ -297,6 +310,51 @@ def test_an_unchanged_snapshot_sends_no_row_and_stamps_every_row(new_url: URL, t
         full.close()
 
 
+@pytest.mark.parametrize("extra", [None, "entities", "dataFlows", "fieldFlows"])
+def test_an_unchanged_snapshot_is_confirmed_whole_unless_a_row_of_its_time_is_not_its_own(
+    new_url: URL, tmp_path: Path, extra: str | None
+) -> None:
+    """The same lineage again: the rows of the last upload are confirmed at the new upload's
+    time, none written, and read as a re-send leaves them. A row of that time the upload does
+    not describe keeps every row from being confirmed, stays as old as it was and goes at the
+    cleanup, as after a re-send."""
+    d = definition(tmp_path)
+    fast, full = Tracked(new_url()), Tracked(new_url(), detect_changes=False)
+    both = [fast, full]
+
+    def stored_times() -> list[list[Any]]:
+        with fast.catalog.engine.connect() as conn:
+            return [
+                sorted(map(str, conn.execute(select(x.c.last_update)).scalars())) for x in CONTENT
+            ]
+
+    try:
+        for c in both:
+            c.upload(as_synced(graph_of(shop(hour=2), d)), d)
+        if extra is not None:
+            key = sorted(fast.dump()[extra], key=repr)[0]
+            assert gain(both, extra, key)
+        before = stored_times()
+
+        for c in both:
+            c.upload(as_synced(graph_of(shop(hour=3), d)), d)
+
+        assert confirmed_at_last(fast) is (extra is None)
+        if extra is None:
+            assert stored_times() == before  # no row written
+        assert fast.dump() == full.dump()
+        for c in both:
+            cleanup(c, d)
+        rows = fast.dump()
+        assert rows == full.dump()
+        if extra is not None:
+            assert len(rows[extra]) == len(before[CONTENT_NAMES.index(extra)]) - 1  # it went
+        assert all(when == 1 for table in CONTENT_NAMES for *_, when in rows[table].values())
+    finally:
+        fast.close()
+        full.close()
+
+
 def test_a_changed_job_alone_is_sent_again(new_url: URL, tmp_path) -> None:
     d = definition(tmp_path)
     fast, full = Tracked(new_url()), Tracked(new_url(), detect_changes=False)
@@ -466,7 +524,7 @@ def job_event(namespace: str, name: str, spec: dict[str, Any], hour: int) -> dic
     return event
 
 
-STEPS = ["again", "again", "again", "change", "lose", "cleanup", "fault"]
+STEPS = ["again", "again", "again", "change", "lose", "gain", "cleanup", "fault"]
 FAULT_SQLITE = (
     "CREATE TRIGGER {name} BEFORE {op} ON {table} BEGIN SELECT RAISE(ABORT, 'refused'); END"
 )
@@ -479,8 +537,10 @@ FAULT_PG = [
 
 
 def set_fault(catalog: EmbeddedCatalog, table: str | None) -> None:
-    """The database refuses every write to ``table`` (None: lift every fault)."""
+    """The database refuses every write to ``table`` (None: lift every fault), and so every
+    confirmation of its rows: taking them as written again is a write of their times."""
     sqlite = catalog.engine.dialect.name == "sqlite"
+    confirmations = t.confirmations.name
     with catalog.engine.begin() as conn:
         for name in CONTENT:
             for op in ("insert", "update"):
@@ -489,8 +549,23 @@ def set_fault(catalog: EmbeddedCatalog, table: str | None) -> None:
                     conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {trigger}")
                 else:
                     conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {trigger} ON {name.name}")
+        if sqlite:
+            conn.exec_driver_sql("DROP TRIGGER IF EXISTS test_fault_confirm")
+        else:
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS test_fault_confirm ON {confirmations}")
         if table is None:
             return
+        if sqlite:
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER test_fault_confirm BEFORE INSERT ON {confirmations} "
+                f"WHEN NEW.of_table = '{table}' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+        else:
+            conn.exec_driver_sql(FAULT_PG[0])
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER test_fault_confirm BEFORE INSERT ON {confirmations} "
+                f"FOR EACH ROW WHEN (NEW.of_table = '{table}') EXECUTE FUNCTION test_refuse()"
+            )
         if sqlite:
             for op in ("insert", "update"):
                 conn.exec_driver_sql(
@@ -509,6 +584,50 @@ def lose(catalogs: list[Tracked], table: str, key: Any) -> None:
         column = target.c.id
         with c.catalog.engine.begin() as conn:
             conn.execute(delete(target).where(column == row_id))
+
+
+def gain(catalogs: list[Tracked], table: str, key: Any) -> bool:
+    """Both catalogs gain a row no upload of theirs described, with the time the row of ``key``
+    carries (in each catalog, its own): an entity beside it, or a flow like it in the scope of
+    a job no snapshot has. Such a row must stay as old as that time, whether the next upload
+    confirms the rows of that time or stamps them, and go at the next cleanup. False for the
+    other tables."""
+    target = dict(zip(CONTENT_NAMES, CONTENT, strict=True)).get(table)
+    if table not in ("entities", "dataFlows", "fieldFlows") or target is None:
+        return False
+    for c in catalogs:
+        row_id = dump(c.catalog, c.stamps)[1][table][key]
+        with c.catalog.engine.begin() as conn:
+            row = dict(conn.execute(select(target).where(target.c.id == row_id)).one()._mapping)
+            for column in ["id", *keys_of(target)]:  # the keys: made again from the new names
+                del row[column]
+            if table == "entities":
+                row.update(name=row["name"] + "~", ol_name=row["ol_name"] + "~")
+                row.update(content_hash=None, fields_update=None)
+            else:
+                gone = ("etl", "gone")
+                orchestration = row.get("kind") == ORCHESTRATION
+                row["scope"] = (orchestration_scope if orchestration else flow_scope)(*gone)
+                row.update(scope_namespace=gone[0], scope_job=gone[1])
+            conn.execute(target.insert().values(**row))
+    return True
+
+
+def confirmed_at_last(c: Tracked) -> bool:
+    """Whether the catalog's last upload confirmed an earlier one's rows whole."""
+    with c.catalog.engine.connect() as conn:
+        return bool(
+            conn.execute(
+                select(t.confirmations.c.stamp).where(t.confirmations.c.confirmed == c.stamps[-1])
+            ).first()
+        )
+
+
+def as_synced(graph: LineageGraph) -> LineageGraph:
+    """The graph with the name of its lineage the sync gives it, so an upload of the same
+    lineage as the last one takes its kept digests and may confirm it whole."""
+    graph.lineage_digest = lineage_digest(pack(graph))
+    return graph
 
 
 def cleanup(c: Tracked, d: SyncDefinition) -> None:
@@ -580,6 +699,14 @@ def test_random_sequences_end_as_a_full_resend_leaves_them(
                         note(f"both catalogs lose {table} {key}")
                         lose(both, table, key)
                     continue
+                if step == "gain":
+                    rows = fast.dump()
+                    table = data.draw(st.sampled_from(CONTENT_NAMES), label="table")
+                    if rows[table]:
+                        key = data.draw(st.sampled_from(sorted(rows[table], key=repr)), label="row")
+                        if gain(both, table, key):
+                            note(f"both catalogs gain a row beside {table} {key}")
+                    continue
                 if step == "cleanup":
                     if last_ok:
                         note("cleanup")
@@ -593,7 +720,7 @@ def test_random_sequences_end_as_a_full_resend_leaves_them(
                         set_fault(c.catalog, fault)
                 hour += 1
                 events = [job_event(ns, name, spec, hour) for (ns, name), spec in world.items()]
-                graph = build_graph([json.dumps(e).encode() for e in events], d)
+                graph = as_synced(build_graph([json.dumps(e).encode() for e in events], d))
                 note(f"upload {len(fast.stamps)}: {sorted(world)}")
                 outcomes = [c.upload(graph, d) for c in both]
                 if fault is not None:
@@ -603,6 +730,7 @@ def test_random_sequences_end_as_a_full_resend_leaves_them(
                 assert counts(outcomes[0].result) == counts(outcomes[1].result)
                 sent = [len(take_sent(c.catalog)) for c in both]
                 event("rows re-sent: " + ("fewer" if sent[0] < sent[1] else "all"))
+                event("confirmed whole" if confirmed_at_last(fast) else "not confirmed")
                 last_ok = outcomes[0].result.succeeded
                 assert fast.dump() == full.dump()
             assert fast.dump() == full.dump()

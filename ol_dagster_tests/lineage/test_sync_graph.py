@@ -27,6 +27,7 @@ import yaml
 from sqlalchemy import inspect, select, text
 
 from ol_dagster.catalog.embedded import tables as t
+from ol_dagster.catalog.embedded.confirm import seen
 from ol_dagster.lineage.unread_flows import UnreadFlows
 from ol_dagster.receiver.intake import sort_events
 from ol_dagster.settings import SnapshotMode
@@ -210,12 +211,17 @@ def test_a_repeated_snapshot_is_synced_without_building_its_field_flows(
     second = _field_flow_times(env)
     assert second.keys() == first.keys()
     assert len(set(second.values())) == 1 and set(second.values()) != set(first.values())
+    # confirmed whole, not written: each row keeps the first upload's time in the table
+    assert _field_flow_times(env, as_read=False) == first
 
 
-def _field_flow_times(env: Env) -> dict[tuple[str, int, int], Any]:
+def _field_flow_times(env: Env, *, as_read: bool = True) -> dict[tuple[str, int, int], Any]:
+    """Each field flow's last update, as every reader of the catalog takes it (``as_read``), or
+    as its row holds it."""
     with env.catalog().engine.connect() as conn:
         ff = t.field_flows.c
-        rows = conn.execute(select(ff.scope, ff.from_field, ff.to_field, ff.last_update))
+        at = seen(ff.last_update) if as_read else ff.last_update
+        rows = conn.execute(select(ff.scope, ff.from_field, ff.to_field, at))
         return {(scope, a, b): at for scope, a, b, at in rows}
 
 

@@ -115,6 +115,7 @@ _FAULT_SQLITE = [
             ("cat_systems", "INSERT"),
             ("cat_physical_entities", "INSERT"),
             ("cat_physical_entities", "UPDATE"),
+            ("cat_confirmations", "INSERT"),  # an entity's last update, confirmed
         )
     ),
 ]
@@ -129,12 +130,16 @@ _FAULT_PG = [
     "DROP TRIGGER IF EXISTS test_fault_entities ON cat_physical_entities",
     "CREATE TRIGGER test_fault_entities BEFORE INSERT OR UPDATE ON cat_physical_entities "
     "FOR EACH ROW EXECUTE FUNCTION test_fault()",
+    "DROP TRIGGER IF EXISTS test_fault_confirmations ON cat_confirmations",
+    "CREATE TRIGGER test_fault_confirmations BEFORE INSERT ON cat_confirmations "
+    "FOR EACH ROW EXECUTE FUNCTION test_fault()",
 ]
 
 
 class Env:
     """A store and a catalog, emptied before each sequence. A failed upload is a real one: while
-    the fault is on, database triggers refuse every new System and every entity write."""
+    the fault is on, database triggers refuse every new System and every entity write (and the
+    confirmation of entities an unchanged upload would write instead)."""
 
     def __init__(self, store_url: str, catalog_url: str) -> None:
         self.store_url, self.catalog_url = store_url, catalog_url

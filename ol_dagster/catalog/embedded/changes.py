@@ -77,6 +77,8 @@ class JobContent:
 class Contents:
     jobs: dict[NodeKey, JobContent]  # owned jobs that can be hashed
     datasets: dict[NodeKey, str]  # datasets that can be hashed, by digest
+    # the last upload's, kept for the same lineage (``memo``): the graph is the one it uploaded
+    same_as_last: bool = False
 
     def digests(self) -> dict[str, dict[NodeKey, str]]:
         """The digests by kind, as ``UploadResult.content_digests`` gives them."""

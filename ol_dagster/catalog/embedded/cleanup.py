@@ -29,6 +29,7 @@ from sqlalchemy import (
     update,
 )
 
+from ol_dagster.catalog.embedded.confirm import fresh, stale
 from ol_dagster.catalog.embedded.tables import (
     JOB,
     data_flows,
@@ -113,7 +114,7 @@ def flows(
         owned = _owned_by(table, namespaces, jobs)
         if not owned:
             continue
-        condition = and_(or_(*owned), table.c.last_update < before)
+        condition = and_(or_(*owned), stale(table.c.last_update, before))
         n = _count(conn, table, condition)
         if n and not dry_run:
             conn.execute(delete(table).where(condition))
@@ -220,10 +221,10 @@ def job_system(
             entities.c.system_id == sid,
             entities.c.type == JOB,
             in_schemas(entities.c.schema),
-            entities.c.last_update < before,
+            stale(entities.c.last_update, before),
         )
     ).all()
-    stale_routine = routines.c.last_update < before
+    stale_routine = stale(routines.c.last_update, before)
     if routines_before is not None:
         job = entities.alias()
         job_alive = (
@@ -234,12 +235,12 @@ def job_system(
                 job.c.schema == routines.c.schema,
                 job.c.name == routines.c.name,
                 job.c.type == JOB,
-                job.c.last_update >= before,
+                fresh(job.c.last_update, before),
             )
             .exists()
         )
         stale_routine = and_(
-            stale_routine, or_(~job_alive, routines.c.last_update < routines_before)
+            stale_routine, or_(~job_alive, stale(routines.c.last_update, routines_before))
         )
     routine_ids = _ids(
         conn,
@@ -273,13 +274,19 @@ def dataset_system(conn: Connection, system: str, before: datetime, dry_run: boo
     entity_ids = _ids(
         conn,
         entities.c.id,
-        and_(entities.c.system_id == sid, entities.c.type != JOB, entities.c.last_update < before),
+        and_(
+            entities.c.system_id == sid,
+            entities.c.type != JOB,
+            stale(entities.c.last_update, before),
+        ),
     )
     carried = select(entities.c.id).where(
-        entities.c.system_id == sid, entities.c.fields_update >= before
+        entities.c.system_id == sid, fresh(entities.c.fields_update, before)
     )
     field_ids = _ids(
-        conn, fields.c.id, and_(fields.c.entity_id.in_(carried), fields.c.last_update < before)
+        conn,
+        fields.c.id,
+        and_(fields.c.entity_id.in_(carried), stale(fields.c.last_update, before)),
     )
     cascaded_fields = 0
     for i in range(0, len(entity_ids), _CHUNK):

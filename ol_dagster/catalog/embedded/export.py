@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Row, Select, Table, func, or_, select
 
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.changes import digest
+from ol_dagster.catalog.embedded.confirm import seen
 from ol_dagster.catalog.name_keys import among, name_key
 from ol_dagster.lineage.graph import flow_scope, orchestration_scope
 from ol_dagster.lineage_state import (
@@ -86,7 +87,7 @@ def _jobs(
             e.ol_name,
             e.description,
             e.properties,
-            e.last_update,
+            seen(e.last_update),
             t.run_metrics.c.last_run,
         )
         .outerjoin(t.run_metrics, t.run_metrics.c.entity_id == e.id)
@@ -284,7 +285,7 @@ def sources(
     newest: dict[JobKey, tuple[bool, Any, Any]] = {}
     jobs = select(e.ol_namespace, e.ol_name, e.content_hash)
     if capped:
-        jobs = jobs.add_columns(e.last_update, m.last_run).outerjoin(
+        jobs = jobs.add_columns(seen(e.last_update), m.last_run).outerjoin(
             t.run_metrics, m.entity_id == e.id
         )
     for ns, name, content, *runs in _rows(
@@ -353,7 +354,7 @@ def kept_jobs(
         (ns, name): (last_run is not None, last_run or last_update, last_update)
         for ns, name, last_update, last_run in _rows(
             conn,
-            select(e.ol_namespace, e.ol_name, e.last_update, m.last_run)
+            select(e.ol_namespace, e.ol_name, seen(e.last_update), m.last_run)
             .outerjoin(t.run_metrics, m.entity_id == e.id)
             .where(e.type == t.JOB, e.system_id.in_(_job_systems(conn, uuid))),
         )

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 from sqlalchemy import Engine, delete, insert, select
@@ -80,7 +80,7 @@ def contents(
                 )
             ).first()
         if row is not None and row.memo_key == key:
-            return _decoded(row.contents).contents
+            return replace(_decoded(row.contents).contents, same_as_last=True)
         if row is not None and graph.unchanged_since is not None:
             kept = _kept_for(graph, _decoded(row.contents))
     except (SQLAlchemyError, zlib.error, KeyError, TypeError, ValueError) as exc:

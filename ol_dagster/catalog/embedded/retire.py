@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlalchemy import Connection, and_, or_, select, tuple_
 
 from ol_dagster.catalog.embedded.cleanup import _chunked, _delete_ids, _ids, _owned_by, _system_id
+from ol_dagster.catalog.embedded.confirm import stale
 from ol_dagster.catalog.embedded.tables import (
     JOB,
     ORCHESTRATION,
@@ -68,7 +69,7 @@ def retire_jobs(
                     entities.c.system_id == sid,
                     entities.c.type == JOB,
                     tuple_(entities.c.schema, entities.c.name).in_(chunk),
-                    entities.c.last_update < before,
+                    stale(entities.c.last_update, before),
                 )
             )
         ]
@@ -78,7 +79,7 @@ def retire_jobs(
             and_(
                 routines.c.system_id == sid,
                 tuple_(routines.c.schema, routines.c.name).in_(chunk),
-                routines.c.last_update < before,
+                stale(routines.c.last_update, before),
             ),
         )
     job_ids = [r[0] for r in found]
@@ -87,14 +88,16 @@ def retire_jobs(
         _ids(
             conn,
             data_flows.c.id,
-            and_(or_(*_owned_by(data_flows, [], wanted)), data_flows.c.last_update < before),
+            and_(or_(*_owned_by(data_flows, [], wanted)), stale(data_flows.c.last_update, before)),
         )
     )
     field = set(
         _ids(
             conn,
             field_flows.c.id,
-            and_(or_(*_owned_by(field_flows, [], wanted)), field_flows.c.last_update < before),
+            and_(
+                or_(*_owned_by(field_flows, [], wanted)), stale(field_flows.c.last_update, before)
+            ),
         )
     )
     for ids in _chunked(job_ids):

@@ -9,7 +9,8 @@ Each unique key over names is over a digest of them (``catalog.name_keys``): Pos
 refuses an entry over ~2,704 bytes, and a name may be 2,048 characters of up to four bytes.
 
 Every object carries ``last_update``, written from the database server's clock at each upload that
-sends it, changed or not: that is what the cutoff cleanup compares with.
+sends it, changed or not, or the time of an earlier upload that a later one confirmed whole
+(``confirm``, ``cat_confirmations``): that is what the cutoff cleanup compares with.
 
 Deleting an entity removes its fields and every flow that touches it; deleting a routine removes its
 statements and the flows they carry (seed: "a routine is deleted together with its statements and
@@ -244,6 +245,17 @@ run_metrics = Table(
     Column("rows_written", BigInteger, nullable=False, default=0),
     Column("bytes_read", BigInteger, nullable=False, default=0),
     Column("bytes_written", BigInteger, nullable=False, default=0),
+)
+
+# an earlier upload's time, per table, and the latest upload that found that table's rows of that
+# time to be exactly what it describes and wrote none of them (``confirm``): those rows' last
+# update is that upload's time, for every reader that compares it
+confirmations = Table(
+    "cat_confirmations",
+    metadata,
+    Column("stamp", DateTime, primary_key=True),
+    Column("of_table", String(64), primary_key=True),
+    Column("confirmed", DateTime, nullable=False),
 )
 
 # per definition, the digests its last upload computed (``changes.Contents``) and what names

@@ -10,7 +10,9 @@ but touches everything. The upload deletes nothing: a DROP is the cleanup's ``dr
 Unchanged objects are not sent again (``changes``): a job or dataset whose digest is the one the
 catalog stored has its rows stamped with the upload's time (``stamps``), so every object the
 graph describes gets the new last-update exactly as a re-send gives it. Each upload takes a time
-no earlier upload had (``clock.claim``), so the rows of one time are those one upload sent.
+no earlier upload had (``clock.claim``), so the rows of one time are those one upload sent. When
+the rows of one earlier time are exactly the graph's (an unchanged snapshot), none is stamped: the
+upload confirms that time at its own (``confirm``).
 
 ``Upload`` holds what the steps hand each other (the Systems' ids, the entities', the fields',
 the statements', the clean objects); its methods are the steps, called in order by ``run``.
@@ -20,21 +22,29 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, Table, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from ol_dagster.catalog.embedded import changes, clock, memo, placement, stamps
+from ol_dagster.catalog.embedded import (
+    changes,
+    clock,
+    confirm,
+    memo,
+    placement,
+    run_results,
+    stamps,
+)
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.bulk import STAMP_CHUNK, Bulk, Stamp, Upserted, batched, naive
-from ol_dagster.catalog.embedded.refusals import Refused, failed_rows, isolated
+from ol_dagster.catalog.embedded.refusals import Refused, failed_rows
 from ol_dagster.catalog.embedded.tables import DATA, JOB, ORCHESTRATION
-from ol_dagster.catalog.name_keys import among, name_key
+from ol_dagster.catalog.name_keys import name_key
 from ol_dagster.catalog.protocol import FailedRow, ObjectType, UploadResult
 from ol_dagster.catalog.systems import owned_jobs, wanted_systems
 from ol_dagster.lineage import LineageGraph
@@ -127,6 +137,9 @@ class Upload:
         # stamped them last; a job leaves ``clean_jobs`` as soon as one of its rows is missing
         self.clean_jobs: dict[NodeKey, Stamp] = {}
         self.clean_ds: dict[NodeKey, Stamp] = {}
+        # the time of the rows the upload confirmed whole instead of stamping them (``confirm``)
+        self.confirmed: Stamp | None = None
+        self.confirmed_flows: list[Table] = []  # the flow tables holding rows of that time
         # what each step leaves for the next ones
         self.sys_ids: dict[str, int] = {}
         self.renamed: list[str] = []
@@ -210,7 +223,13 @@ class Upload:
         stamped = 0
         if contents is not None and not self.renamed:
             # a rename moved an entity under the digests' feet: this upload re-sends all
-            stamped = self._stamp_entities(conn, job_digest, ds_digest)
+            confirmed = (
+                self._confirm(conn, job_digest, ds_digest) if contents.same_as_last else None
+            )
+            if confirmed is not None:
+                stamped = confirmed
+            else:
+                stamped = self._stamp_entities(conn, job_digest, ds_digest)
         job_keys, ds_keys, rows = self._entity_rows(job_digest, ds_digest)
         ids, (written, updated) = self.bulk.upsert(
             conn,
@@ -241,6 +260,30 @@ class Upload:
         )
         self.job_ids.update(foreign_ids)
         return written + stubs, updated, touched
+
+    def _confirm(
+        self, conn: Connection, job_digest: dict[NodeKey, str], ds_digest: dict[NodeKey, str]
+    ) -> int | None:
+        """Confirm every row of an unchanged graph at this upload's time, none written
+        (``confirm.of_graph``): every object becomes clean, with the time its rows carry.
+        Returns how many entities that is; None when the catalog does not hold exactly those
+        rows of one time (nothing done: they are stamped)."""
+        assert self.contents is not None
+        found = confirm.of_graph(
+            self.bulk, conn, self.graph, self.contents, self.job_sys, self.sys_ids, ds_digest
+        )
+        if found is None:
+            return None
+        self.confirmed, ids, job_ident, ds_ident, self.confirmed_flows = found
+        confirm.record(self.bulk, conn, self.confirmed, self.now, t.entities)
+        for idents, held, clean in (
+            (job_ident, self.job_ids, self.clean_jobs),
+            (ds_ident, self.ds_ids, self.clean_ds),
+        ):
+            for key, ident in idents.items():
+                held[key] = ids[ident]
+                clean[key] = self.confirmed
+        return len(ids)
 
     def _stamp_entities(
         self, conn: Connection, job_digest: dict[NodeKey, str], ds_digest: dict[NodeKey, str]
@@ -356,6 +399,9 @@ class Upload:
                 of_entity[ds_ids[key]] = key
                 stamped += n
         for prev, expected in by_prev.items():
+            if prev == self.confirmed:
+                confirm.record(self.bulk, conn, prev, now, t.fields)
+                continue
             for eid in stamps.stamp(self.bulk, conn, t.fields, now, prev, "entity_id", expected):
                 resend.add(of_entity[eid])
                 stamped -= expected[eid]
@@ -405,6 +451,9 @@ class Upload:
             if key in clean_jobs:
                 groups[(clean_jobs[key], sys_ids[job_sys[key]], key[0])].append(key[1])
         for (prev, sid, schema), names in groups.items():
+            if prev == self.confirmed:
+                stamped += len(names)
+                continue  # recorded once, below
             lost = stamps.stamp(
                 self.bulk,
                 conn,
@@ -421,6 +470,8 @@ class Upload:
             stamped += len(names) - len(lost)
             for name in lost:  # removed since: the job's rows are all sent again
                 del clean_jobs[(schema, name)]
+        if self.confirmed is not None and groups:
+            confirm.record(self.bulk, conn, self.confirmed, now, t.routines, t.statements)
         items = [(key, r) for key, r in items if key not in clean_jobs]
         rows = [
             {
@@ -473,12 +524,17 @@ class Upload:
 
         stamped = 0
         if contents is not None and clean_jobs:
-            short = stamps.stamp_flows(
-                self.bulk, conn, self.now, contents.jobs, clean_jobs, scope, o_scope, self.scope_key
-            )
-            # their routines were only stamped: their flows need the statements' ids
-            with_sql = [k for k in short if k in self.graph.routines]
-            stm = {**stm, **stamps.statement_ids(conn, self.sys_ids, self.job_sys, with_sql)}
+            if self.confirmed is not None:  # nothing to stamp, nothing lost
+                flows = self.confirmed_flows
+                confirm.record(self.bulk, conn, self.confirmed, self.now, *flows)
+            else:
+                jobs, now = contents.jobs, self.now
+                short = stamps.stamp_flows(
+                    self.bulk, conn, now, jobs, clean_jobs, scope, o_scope, self.scope_key
+                )
+                # their routines were only stamped: their flows need the statements' ids
+                with_sql = [k for k in short if k in self.graph.routines]
+                stm = {**stm, **stamps.statement_ids(conn, self.sys_ids, self.job_sys, with_sql)}
             stamped = sum(contents.jobs[key].flow_objects for key in clean_jobs)
         (written, updated), count = self._data_flows(conn, stm, scope, o_scope)
         (f_written, f_updated), f_count = self._field_flows(conn, stm, scope)
@@ -615,79 +671,10 @@ class Upload:
         return ids
 
     def quality(self, conn: Connection) -> Counted:
-        """Every quality check of the graph, in its job's suite (run results: always written)."""
-        checks = self.graph.quality_checks.values()
-        suites = sorted({f"{q.job[0]}.{q.job[1]}" for q in checks})
-        suite_ids: dict[str, int] = {}
-        stmt = self.bulk.insert(t.quality_suites).on_conflict_do_nothing(
-            index_elements=["code_key"]
+        return run_results.quality(
+            self.bulk, conn, self.graph, self.now, self.upload_id, self.refused
         )
-
-        def add_suites(codes: Sequence[str]) -> list[None]:
-            conn.execute(stmt, [{"code": c, "code_key": name_key(c)} for c in codes])
-            return []
-
-        def refuse_suite(code: str, reason: str) -> None:
-            self.refused.append(Refused(t.quality_suites.name, code, {"code": code}, reason))
-
-        for chunk in batched(suites):
-            isolated(conn, chunk, add_suites, refuse_suite)
-            for sid, code in conn.execute(
-                select(t.quality_suites.c.id, t.quality_suites.c.code).where(
-                    among(t.quality_suites, "code_key", chunk)
-                )
-            ):
-                suite_ids[code] = sid
-        now = self.now
-        rows = [
-            {
-                "suite_id": suite_ids[suite],
-                "code": f"{q.dataset[0]}:{q.dataset[1]}|{q.name}|{q.column or ''}",
-                "dataset": f"{q.dataset[0]}:{q.dataset[1]}",
-                "assertion": q.name,
-                "column_name": q.column,
-                "enabled": True,
-                "last_success": q.success,
-                "last_checked": naive(q.checked_at) if q.checked_at else None,
-                "last_update": now,
-            }
-            for q in checks
-            if (suite := f"{q.job[0]}.{q.job[1]}") in suite_ids
-        ]
-        _, (written, updated) = self.bulk.upsert(
-            conn,
-            t.quality_checks,
-            rows,
-            ["suite_id", "code"],
-            ["enabled", "last_success", "last_checked", "last_update"],
-            self.upload_id,
-            refused=self.refused,
-        )
-        return written, updated, len(rows) - written
 
     def metrics(self, conn: Connection) -> Counted:
-        """The run metrics of this definition's jobs that ran (run results: always written, not
-        counted: their rows carry no upload's id)."""
-        job_sys, job_ids = self.job_sys, self.job_ids
-        rows = []
-        for key, j in self.graph.jobs.items():
-            m = j.metrics
-            if not m.runs or key not in job_sys or key not in job_ids:
-                continue  # another definition's job (not touched), or its entity was refused
-            rows.append(
-                {
-                    "entity_id": job_ids[key],
-                    "runs": m.runs,
-                    "failures": m.failures,
-                    "first_run": naive(m.first_run) if m.first_run else None,
-                    "last_run": naive(m.last_run) if m.last_run else None,
-                    "last_duration_seconds": m.last_duration_seconds,
-                    "last_status": m.last_status,
-                    "rows_read": m.rows_read,
-                    "rows_written": m.rows_written,
-                    "bytes_read": m.bytes_read,
-                    "bytes_written": m.bytes_written,
-                }
-            )
-        self.bulk.upsert_plain(conn, t.run_metrics, rows, ["entity_id"], self.refused)
+        run_results.metrics(self.bulk, conn, self.graph, self.job_sys, self.job_ids, self.refused)
         return 0, None, 0
