@@ -505,13 +505,15 @@ class Driver:
 
     def cleanup(
         self, name: str, batch_id: int, run_id: str, overrides: Overrides, *, rerun: bool = False
-    ) -> None:
-        """``cleanup_batch`` (by the run that uploaded, or a person re-running it)."""
+    ) -> bool:
+        """``cleanup_batch`` (by the run that uploaded, or a person re-running it); False when
+        it found the catalog busy (a live run holds its lock) and cleaned nothing."""
         before = self.env.catalog.counts()
         done = self._cleanup_as_the_model(name, batch_id, run_id, overrides, rerun=rerun)
         self.marks.append((self.model.syncs, datetime.now(UTC)))
         if done is not None:
             check_report(*done, before, self.env.catalog.counts())
+        return done is not None
 
     def _cleanup_as_the_model(
         self, name: str, batch_id: int, run_id: str, overrides: Overrides, *, rerun: bool
@@ -585,10 +587,11 @@ class Driver:
             if b.status == "done" and b.upload is not None and b.upload.outcome == "uploaded"
         )
 
-    def rerun(self, name: str, batch_id: int, overrides: Overrides = None) -> None:
-        """A person re-materializes the cleanup of a synced batch (raised limits, maybe)."""
+    def rerun(self, name: str, batch_id: int, overrides: Overrides = None) -> bool:
+        """A person re-materializes the cleanup of a synced batch (raised limits, maybe); False
+        when the catalog was busy."""
         _note(f"  cleanup of batch {batch_id} run again, overrides {overrides}")
-        self.cleanup(name, batch_id, self._run_id(), overrides, rerun=True)
+        return self.cleanup(name, batch_id, self._run_id(), overrides, rerun=True)
 
     def purge(self, name: str, mark: int | None) -> None:
         """``retention.keepDays`` passed for the batches synced up to a mark (None: all): the

@@ -170,8 +170,7 @@ class FanoutDriver:
                 run.busy.add(key)
                 run.steps[key] = []
                 _event("an upload step finds the catalog's lock held")
-        else:
-            d.cleanup(run.name, run.batch_id, run_id, overrides)
+        elif d.cleanup(run.name, run.batch_id, run_id, overrides):
             self._cleaned(d, run.batch_id)
         if not run.left():
             self._end(run_id)
@@ -211,8 +210,8 @@ class FanoutDriver:
                     self.step(run_id, key, overrides)
 
     def rerun(self, d: CatalogDriver, name: str, batch_id: int, overrides: Overrides) -> None:
-        d.rerun(name, batch_id, overrides)
-        self._cleaned(d, batch_id)
+        if d.rerun(name, batch_id, overrides):  # busy (a run in flight holds the lock): no cleanup
+            self._cleaned(d, batch_id)
 
     def _left_alone(self, d: CatalogDriver, name: str, batch_id: int, run_id: str) -> None:
         before = d.env.catalog.counts()
