@@ -29,7 +29,7 @@ model's plain ``Event`` values first, then rendered to JSON by ``to_json``.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -438,6 +438,19 @@ class EventFactory:
         self.partners = []
         out = [self.event(data, spec) for _ in range(n)]
         return [*out, *self.partners]  # a look-alike owner's event in the same post
+
+    def again(self, events: list[Event]) -> list[Event]:
+        """The same events sent again by a producer whose jobs changed nothing (tonight's
+        snapshot): each run with a new run id, every event later than any before, in order."""
+        self.post += 1
+        ids: dict[str, str] = {}
+        out = []
+        for e in events:
+            run_id = e.run_id
+            if run_id is not None:
+                run_id = ids.setdefault(run_id, self._run_id())
+            out.append(replace(e, run_id=run_id, time=self._tick()))
+        return out
 
     def _continuable(self, spec: DefinitionSpec, run: OpenRun) -> bool:
         """Whether ``run`` may go on now, the shapes left out considered."""

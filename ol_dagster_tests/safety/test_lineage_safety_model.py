@@ -730,6 +730,7 @@ class CoreMachine(RuleBasedStateMachine):
         self.env.reset()
         self.driver: Driver | None = None
         self.factory = EventFactory(avoid=self.avoid)
+        self.last_posts: dict[str, list[Event]] = {}  # each definition's last post's events
 
     def make_driver(self, universe: tuple[DefinitionSpec, ...]) -> Driver:
         return Driver(self.env, universe)
@@ -759,7 +760,42 @@ class CoreMachine(RuleBasedStateMachine):
         spec = self.d.specs[name]
         events = self.factory.events(data, spec)
         self.d.post(name, events, self.factory.sequence(data, spec))
+        self.last_posts[name] = events
         return name
+
+    @precondition(lambda self: bool(self.last_posts))
+    @rule(data=st.data(), overrides=_OVERRIDES)
+    def post_again_and_sync(self, data: st.DataObject, overrides: Overrides) -> None:
+        """The producer's last post sent again with new runs (a night on which nothing
+        changed), then the sensor's runs."""
+        self._post_again(data, self._name(data, sorted(self.last_posts)), overrides)
+
+    def _post_again(self, data: st.DataObject, name: str, overrides: Overrides) -> None:
+        events = self.factory.again(self.last_posts[name])
+        self.d.post(name, events, self.factory.sequence(data, self.d.specs[name]))
+        self.last_posts[name] = events
+        self.d.sync(name, overrides=overrides)
+
+    @rule(data=st.data(), overrides=_OVERRIDES)
+    def refused_then_sent_again(self, data: st.DataObject, overrides: Overrides) -> None:
+        """A snapshot whose upload the catalog refuses (it stays pending), then, the catalog
+        writing again, the same snapshot with new runs: the catalog holds the last upload that
+        went through, not the one its sync last attempted."""
+        self.d.refuse_writes(True)
+        try:
+            last = self.last_posts.get(name := self._name(data))
+            if last and data.draw(st.booleans(), label="the last post, its last event left out"):
+                # what the catalog holds then describes more than the snapshot sent again
+                self.last_posts[name] = last[:-1]
+                self._post_again(data, name, overrides)
+            else:
+                events = self.factory.events(data, self.d.specs[name])
+                self.d.post(name, events, self.factory.sequence(data, self.d.specs[name]))
+                self.last_posts[name] = events
+                self.d.sync(name, overrides=overrides)
+        finally:
+            self.d.refuse_writes(False)
+        self._post_again(data, name, overrides)
 
     @rule(data=st.data())
     def post(self, data: st.DataObject) -> None:
@@ -878,6 +914,7 @@ class DagsterMachine(CoreMachine):
                 trouble_on(False)
 
     catalog_mood = None  # type: ignore[assignment]
+    refused_then_sent_again = None  # type: ignore[assignment]  # two syncs: sync_in_trouble does
     begin_sync = None  # type: ignore[assignment]
     finish_sync = None  # type: ignore[assignment]
     sync_dies = None  # type: ignore[assignment]
