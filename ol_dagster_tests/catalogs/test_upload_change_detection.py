@@ -355,6 +355,45 @@ def test_an_unchanged_snapshot_is_confirmed_whole_unless_a_row_of_its_time_is_no
         full.close()
 
 
+def test_a_snapshot_whose_upload_failed_is_not_confirmed_over_the_last_one_that_went_through(
+    new_url: URL, tmp_path: Path
+) -> None:
+    """The shop's three jobs are uploaded; a snapshot without export_anomalies then fails to
+    upload (the catalog refuses entity writes) after its digests were kept; sent again, its
+    lineage is the kept one, but the rows of the last upload's time still describe the job it
+    dropped: nothing is confirmed, and the cleanup removes that job's flows, as after a
+    re-send."""
+    d = definition(tmp_path)
+    fast, full = Tracked(new_url()), Tracked(new_url(), detect_changes=False)
+    both = [fast, full]
+
+    def fewer(hour: int) -> LineageGraph:
+        return as_synced(graph_of(shop(hour)[:2], d))
+
+    try:
+        for c in both:
+            c.upload(as_synced(graph_of(shop(hour=2), d)), d)
+        for c in both:
+            set_fault(c.catalog, t.entities.name)
+            assert not c.upload(fewer(3), d).result.succeeded
+            set_fault(c.catalog, None)
+
+        for c in both:
+            assert c.upload(fewer(4), d).result.succeeded
+
+        assert not confirmed_at_last(fast)
+        assert fast.dump() == full.dump()
+        assert [k for k in fast.dump()["dataFlows"] if "export_anomalies" in k[0]]
+        for c in both:
+            cleanup(c, d)
+        rows = fast.dump()
+        assert rows == full.dump()
+        assert not [k for k in rows["dataFlows"] if "export_anomalies" in k[0]]
+    finally:
+        fast.close()
+        full.close()
+
+
 def test_a_changed_job_alone_is_sent_again(new_url: URL, tmp_path) -> None:
     d = definition(tmp_path)
     fast, full = Tracked(new_url()), Tracked(new_url(), detect_changes=False)
