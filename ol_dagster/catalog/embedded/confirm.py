@@ -2,9 +2,10 @@
 
 An unchanged snapshot describes exactly what the last upload wrote. Stamping each of its rows with
 the new time (``stamps``) writes every row again: about 317,000 at 10,000 jobs, half a second of
-CPU, an eighth of the sync. So, when every row of one earlier upload's time is, table by table, one this upload
-describes, as it describes it, and every row it describes is there with that time, the upload
-records that time as confirmed at its own (``cat_confirmations``) and writes none of them.
+CPU, an eighth of the sync. So, when every row of one earlier upload's time is, table by table,
+one this upload describes, as it describes it, and every row it describes is there with that
+time, the upload records that time as confirmed at its own (``cat_confirmations``) and writes
+none of them.
 
 A row's last update, for every reader that compares it (the cleanup, the retiring of jobs, the
 newest jobs of a capped asset graph), is then its own time or the latest time that confirmed it
@@ -80,10 +81,16 @@ class Described:
     field_flows: Mapping[str, int]
 
 
-# the time, the entities' ids, each job's and dataset's entity, the flow tables with rows of it
-_OfGraph = tuple[
-    Stamp, dict[EntityKey, int], dict[NodeKey, EntityKey], dict[NodeKey, EntityKey], list[Table]
-]
+@dataclass(frozen=True, slots=True)
+class Confirmed:
+    """An upload's rows found whole: their time, each job's and dataset's entity id, and the
+    flow tables holding rows of that time (a table with none is not written to, as no stamp
+    would have been)."""
+
+    time: Stamp
+    job_ids: dict[NodeKey, int]
+    ds_ids: dict[NodeKey, int]
+    flow_tables: list[Table]
 
 
 def of_graph(
@@ -94,10 +101,8 @@ def of_graph(
     job_sys: Mapping[NodeKey, str],
     sys_ids: Mapping[str, int],
     ds_digest: Mapping[NodeKey, str],
-) -> _OfGraph | None:
-    """``whole`` for what an upload of ``graph`` writes, every object with its digest: the time,
-    the entities' ids, each job's and dataset's entity, and the flow tables holding rows of
-    that time (a table with none is not written to, as no stamp would have been). None when
+) -> Confirmed | None:
+    """``whole`` for what an upload of ``graph`` writes, every object with its digest. None when
     an object has no digest (it is always sent again), two share an entity, or ``whole`` says
     so."""
     jobs = contents.jobs
@@ -134,8 +139,13 @@ def of_graph(
     )
     if found is None:
         return None
-    flows = [table for table, scopes in ((data_flows, data), (field_flows, field)) if scopes]
-    return found[0], found[1], job_ident, ds_ident, flows
+    prev, ids = found
+    return Confirmed(
+        prev,
+        {k: ids[ident] for k, ident in job_ident.items()},
+        {k: ids[ident] for k, ident in ds_ident.items()},
+        [table for table, scopes in ((data_flows, data), (field_flows, field)) if scopes],
+    )
 
 
 def whole(

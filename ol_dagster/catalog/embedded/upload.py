@@ -274,16 +274,15 @@ class Upload:
         )
         if found is None:
             return None
-        self.confirmed, ids, job_ident, ds_ident, self.confirmed_flows = found
-        confirm.record(self.bulk, conn, self.confirmed, self.now, t.entities)
-        for idents, held, clean in (
-            (job_ident, self.job_ids, self.clean_jobs),
-            (ds_ident, self.ds_ids, self.clean_ds),
+        self.confirmed, self.confirmed_flows = found.time, found.flow_tables
+        confirm.record(self.bulk, conn, found.time, self.now, t.entities)
+        for ids, held, clean in (
+            (found.job_ids, self.job_ids, self.clean_jobs),
+            (found.ds_ids, self.ds_ids, self.clean_ds),
         ):
-            for key, ident in idents.items():
-                held[key] = ids[ident]
-                clean[key] = self.confirmed
-        return len(ids)
+            held.update(ids)
+            clean.update(dict.fromkeys(ids, found.time))
+        return len(found.job_ids) + len(found.ds_ids)
 
     def _stamp_entities(
         self, conn: Connection, job_digest: dict[NodeKey, str], ds_digest: dict[NodeKey, str]
