@@ -132,8 +132,9 @@ def _add_datasets(
             merge_facets(view.io_facets, io)
 
 
-def _apply(view: RunView, event: RunEvent | JobEvent) -> None:
-    merge_facets(view.job_facets, event.job.facets)
+def _apply(view: RunView, event: RunEvent | JobEvent, job_facets: bool = True) -> None:
+    if job_facets:
+        merge_facets(view.job_facets, event.job.facets)
     if isinstance(event, RunEvent):
         merge_facets(view.run_facets, event.run.facets)
     _add_datasets(view.inputs, event.inputs, "inputFacets")
@@ -169,7 +170,9 @@ def combine_runs(events: list[RunEvent | JobEvent]) -> list[RunView]:
         if content == "COMPLETE_SNAPSHOT":
             view.window_flows = set()
         for event in run_events:
-            _apply(view, event)
+            # the job's facets are merged already (above): merging the same events again in
+            # the same order ends with the same map, and nothing in between reads it
+            _apply(view, event, job_facets=False)
             if view.window_flows is not None:
                 view.window_flows.update(
                     ((i.namespace, i.name), (o.namespace, o.name))

@@ -252,9 +252,13 @@ class _FacetMap(Struct, frozen=True, kw_only=True, dict=True):
         """(facet name, facet) of every facet this map gives: typed ones and custom ones, not
         the deletion markers. (Normalization asks every map of every event: one C call reads
         the typed facets.)"""
-        names, values = _READERS[type(self)]
-        out = [pair for pair in zip(names, values(self), strict=True) if pair[1] is not None]
-        for key, value in self.custom.items():
+        names, values, none = _READERS[type(self)]
+        typed = values(self)
+        custom = self.custom
+        if typed == none and not custom:  # most maps of a run's facts: nothing given
+            return []
+        out = [pair for pair in zip(names, typed, strict=True) if pair[1] is not None]
+        for key, value in custom.items():
             if not (type(value) is dict and value.get("_deleted") is True):
                 out.append((key, value))
         return out
@@ -262,7 +266,10 @@ class _FacetMap(Struct, frozen=True, kw_only=True, dict=True):
 
 _FACET_KEYS: dict[type, tuple[tuple[str, str], ...]] = {}
 # facet map class -> (its facet names, a getter of its typed facets in that order)
-_READERS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+# (and the tuple it gives for a map without any)
+_READERS: dict[
+    type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]], tuple[None, ...]]
+] = {}
 
 
 def facet_keys(cls: type) -> tuple[tuple[str, str], ...]:
@@ -332,6 +339,7 @@ def register_facet_map(cls: type[_FacetMap]) -> None:
     _READERS[cls] = (
         tuple(key for _, key in facet_keys(cls)),
         getter if len(attrs) > 1 else (lambda m, g=getter: (g(m),)),
+        (None,) * len(attrs),
     )
 
 
