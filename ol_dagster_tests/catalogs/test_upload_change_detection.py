@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, note
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from sqlalchemy import LargeBinary, delete, select
+from sqlalchemy import LargeBinary, delete, func, select
 
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
@@ -442,6 +442,81 @@ def test_a_changed_job_alone_is_sent_again(new_url: URL, tmp_path) -> None:
             if value[-1] != 1
         ]
         assert stamped_by_second == []
+    finally:
+        fast.close()
+        full.close()
+
+
+def raw_times(c: Tracked) -> list[list[str]]:
+    """Every content row's own last update, as stored (not as read), per table."""
+    with c.catalog.engine.connect() as conn:
+        return [sorted(map(str, conn.execute(select(x.c.last_update)).scalars())) for x in CONTENT]
+
+
+def carrying(c: Tracked, stamp: datetime) -> int:
+    """How many content rows carry ``stamp`` as their own last update."""
+    with c.catalog.engine.connect() as conn:
+        return sum(
+            conn.execute(select(func.count()).where(x.c.last_update == stamp)).scalar_one()
+            for x in CONTENT
+        )
+
+
+@pytest.mark.parametrize("case", ["drop", "drop with a schema", "lost flow", "lost field"])
+def test_an_edited_snapshot_confirms_the_rows_it_did_not_change(
+    new_url: URL, tmp_path: Path, case: str
+) -> None:
+    """A snapshot that changes build_kpi's SQL and drops export_anomalies (or drops both and
+    changes load_orders' SQL): the rows the unchanged objects hold are confirmed, not written
+    again; the changed job's are written; the dropped ones read as old as they were and go at
+    the cleanup, as after a re-send. A row an unchanged object lost since is written again. The
+    same snapshot once more is then unchanged, and confirmed whole."""
+    d = definition(tmp_path)
+    fast, full = Tracked(new_url()), Tracked(new_url(), detect_changes=False)
+    both = [fast, full]
+
+    def edited(hour: int) -> LineageGraph:
+        if case == "drop with a schema":
+            events = shop(hour)[:1]
+            sql = "insert into shop.public.orders select * from shop.public.orders_raw"
+            events[0]["job"]["facets"]["sql"]["query"] = sql
+        else:
+            events = shop(hour, kpi_sql="select sum(amount) as total from orders")[:2]
+        return as_synced(graph_of(events, d))
+
+    try:
+        for c in both:
+            c.upload(as_synced(graph_of(shop(hour=2), d)), d)
+        rows = fast.dump()
+        if case == "lost flow":
+            scope = flow_scope("etl", "load_orders")
+            lose(both, "dataFlows", next(k for k in sorted(rows["dataFlows"]) if k[0] == scope))
+        if case == "lost field":
+            lose(both, "fields", next(k for k in sorted(rows["fields"]) if "orders_raw" in str(k)))
+        install_sent_log(fast.catalog)
+
+        for c in both:
+            assert c.upload(edited(3), d).result.succeeded
+
+        assert confirmed_at_last(fast)
+        assert carrying(fast, fast.stamps[-1]) == 0  # nothing stamped with the upload's time
+        sent = take_sent(fast.catalog)
+        unchanged = flow_scope("etl", "load_orders")
+        resent = [row for _, row in sent if row.get("scope") == unchanged]
+        assert bool(resent) is (case != "drop")  # load_orders is changed or lost a row
+        assert fast.dump() == full.dump()
+        for c in both:
+            cleanup(c, d)
+        rows = fast.dump()
+        assert rows == full.dump()
+        assert not [k for k in rows["dataFlows"] if "export_anomalies" in k[0]]
+        assert all(when == 1 for table in CONTENT_NAMES for *_, when in rows[table].values())
+
+        before = raw_times(fast)
+        for c in both:
+            c.upload(edited(4), d)
+        assert confirmed_at_last(fast) and raw_times(fast) == before
+        assert fast.dump() == full.dump()
     finally:
         fast.close()
         full.close()

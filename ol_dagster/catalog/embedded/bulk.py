@@ -378,3 +378,10 @@ class Bulk:
         """A time as the driver is given it (SQLite: text), so it compares with a ``Stamp``."""
         process = DateTime()._cached_bind_processor(self.dialect)  # noqa: SLF001
         return process(value) if process else value
+
+    def from_db_time(self, value: Stamp) -> datetime:
+        """A ``Stamp`` as the time that is written as it (``db_time``'s inverse)."""
+        process = DateTime()._cached_result_processor(self.dialect, None)  # noqa: SLF001
+        out = process(value) if process else value
+        assert isinstance(out, datetime)
+        return out

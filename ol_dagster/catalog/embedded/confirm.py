@@ -13,10 +13,12 @@ newest jobs of a capped asset graph), is then its own time or the latest time th
 
 Why a confirmation never keeps a row the upload does not describe:
 
-- the rows of one time are those one upload sent (``clock.claim``), and no later write gives a row
-  an earlier upload's time: after that upload, the rows of its time can only become fewer (a later
-  upload rewrites or stamps them, a cleanup deletes them), so what the check found is all a
-  confirmation can ever cover;
+- the rows of one time are those one upload described: the one that claimed it (``clock.claim``),
+  or the last edited upload that confirmed it, which sets every other row of it aside and writes
+  its changed objects with it (``partial``). No other write gives a row an earlier upload's time:
+  after that upload, the rows of that time can only become fewer (a later upload rewrites, stamps
+  or sets them aside, a cleanup deletes them), so what the check found is all a confirmation can
+  ever cover;
 - the check is exact: the entities of that time are the upload's own, each with the digest it has
   now; each dataset's fields, each scope's flows, are as many as it holds (rows of a clean
   object's time are a part of its content: it has not changed since it wrote or stamped them, so
@@ -34,7 +36,7 @@ Why a confirmation never keeps a row the upload does not describe:
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -108,16 +110,12 @@ def of_graph(
     jobs = contents.jobs
     if jobs.keys() != job_sys.keys() or ds_digest.keys() != graph.datasets.keys():
         return None
-    job_ident = {k: (sys_ids[s], k[0], k[1]) for k, s in job_sys.items()}
-    ds_ident = {k: (sys_ids[d.system], d.schema, d.object_name) for k, d in graph.datasets.items()}
-    described = {ident: (jobs[k].digest, False) for k, ident in job_ident.items()}
-    described.update(
-        (ident, (ds_digest[k], graph.datasets[k].has_schema)) for k, ident in ds_ident.items()
-    )
-    if len(described) != len(job_ident) + len(ds_ident):
+    idents = identities(graph, contents, job_sys, sys_ids, ds_digest)
+    if idents is None:
         return None
+    job_ident, ds_ident, described = idents
     data: dict[str, int] = {}
-    field: dict[str, int] = {}
+    columns: dict[str, int] = {}
     for key, c in jobs.items():
         scope = flow_scope(*key)
         if c.data_flows:
@@ -125,7 +123,7 @@ def of_graph(
         if c.orchestration_flows:
             data[orchestration_scope(*key)] = c.orchestration_flows
         if c.field_flows:
-            field[scope] = c.field_flows
+            columns[scope] = c.field_flows
     found = whole(
         bulk,
         conn,
@@ -134,7 +132,7 @@ def of_graph(
             {ds_ident[k]: len(d.fields) for k, d in graph.datasets.items() if d.fields},
             [job_ident[k] for k in graph.routines if k in job_sys],
             data,
-            field,
+            columns,
         ),
     )
     if found is None:
@@ -144,8 +142,37 @@ def of_graph(
         prev,
         {k: ids[ident] for k, ident in job_ident.items()},
         {k: ids[ident] for k, ident in ds_ident.items()},
-        [table for table, scopes in ((data_flows, data), (field_flows, field)) if scopes],
+        [table for table, scopes in ((data_flows, data), (field_flows, columns)) if scopes],
     )
+
+
+def identities(
+    graph: LineageGraph,
+    contents: Contents,
+    job_sys: Mapping[NodeKey, str],
+    sys_ids: Mapping[str, int],
+    ds_digest: Mapping[NodeKey, str],
+) -> (
+    tuple[dict[NodeKey, EntityKey], dict[NodeKey, EntityKey], dict[EntityKey, tuple[str, bool]]]
+    | None
+):
+    """The catalog identity of each job and dataset of ``graph`` with a digest, and each one's
+    digest and whether its fields' time is the upload's (a dataset with a schema), by identity;
+    None when two share an entity."""
+    jobs = contents.jobs
+    job_ident = {k: (sys_ids[s], k[0], k[1]) for k, s in job_sys.items() if k in jobs}
+    ds_ident = {
+        k: (sys_ids[d.system], d.schema, d.object_name)
+        for k, d in graph.datasets.items()
+        if k in ds_digest
+    }
+    described = {ident: (jobs[k].digest, False) for k, ident in job_ident.items()}
+    described.update(
+        (ident, (ds_digest[k], graph.datasets[k].has_schema)) for k, ident in ds_ident.items()
+    )
+    if len(described) != len(job_ident) + len(ds_ident):
+        return None
+    return job_ident, ds_ident, described
 
 
 def whole(
@@ -157,33 +184,27 @@ def whole(
     confirmed, as its rows would not have been stamped."""
     if not described.entities:
         return None
-    prev = _time_of(bulk, conn, next(iter(described.entities)))
+    prev = time_of(bulk, conn, next(iter(described.entities)))
     if prev is None:
         return None
-    ids = _entities(bulk, conn, prev, described.entities)
-    if ids is None:
+    held = read(bulk, conn, prev, described.entities)
+    if held.other or len(held.entities) != len(described.entities):
         return None
-    by_id = {eid: key for key, eid in ids.items()}
-    q, ph = bulk.quote, bulk.ph
-    held_fields = {
-        by_id.get(eid): n
-        for eid, n in conn.exec_driver_sql(
-            f"SELECT entity_id, count(*) FROM {q(fields.name)} WHERE last_update = {ph} "
-            "GROUP BY entity_id",
-            (prev,),
-        )
-    }
-    if held_fields != described.fields:
+    by_id = {eid: key for key, eid in held.entities.items()}
+    if {by_id.get(eid): n for eid, n in held.fields.items()} != described.fields:
         return None
-    if not _routines(bulk, conn, prev, described.routines):
+    if held.routines.keys() != set(described.routines) or held.statements != dict.fromkeys(
+        held.routines.values(), 1
+    ):
         return None
     for table, scopes in ((data_flows, described.data_flows), (field_flows, described.field_flows)):
-        if _scopes(bulk, conn, table.name, prev) != scopes:
+        if held.scopes[table.name] != scopes:
             return None
-    return prev, ids
+    return prev, held.entities
 
 
-def _time_of(bulk: Bulk, conn: Connection, key: EntityKey) -> Stamp | None:
+def time_of(bulk: Bulk, conn: Connection, key: EntityKey) -> Stamp | None:
+    """The last update the entity of ``key`` carries, if the catalog holds it."""
     q, ph = bulk.quote, bulk.ph
     sid, schema, name = key
     return conn.exec_driver_sql(
@@ -193,30 +214,43 @@ def _time_of(bulk: Bulk, conn: Connection, key: EntityKey) -> Stamp | None:
     ).scalar()
 
 
-def _entities(
+@dataclass(slots=True)
+class Held:
+    """What the catalog holds of one time: its entities as described (each one's digest, and
+    its fields' time: that time for a dataset with a schema, else none) and the ids of the
+    others; the entities whose fields' time it is too; and the rows of the other tables,
+    counted by what finds them (routines by identity, one each)."""
+
+    entities: dict[EntityKey, int] = field(default_factory=dict)
+    other: list[int] = field(default_factory=list)
+    with_fields: set[int] = field(default_factory=set)
+    fields: dict[int, int] = field(default_factory=dict)  # by entity id
+    routines: dict[EntityKey, int] = field(default_factory=dict)
+    statements: dict[int, int] = field(default_factory=dict)  # by routine id
+    scopes: dict[str, dict[str, int]] = field(default_factory=dict)  # by flow table, then scope
+
+
+def read(
     bulk: Bulk, conn: Connection, prev: Stamp, described: Mapping[EntityKey, tuple[str, bool]]
-) -> dict[EntityKey, int] | None:
-    """The ids of the entities of time ``prev``, when they are exactly ``described``: the same
-    identities, digests, and fields' time (``prev`` for a dataset with a schema, else none)."""
+) -> Held:
+    """The rows of time ``prev`` (``Held``), the entities compared with ``described``."""
     q, ph = bulk.quote, bulk.ph
-    ids: dict[EntityKey, int] = {}
+    held = Held()
     for eid, sid, schema, name, digest, fields_update in conn.exec_driver_sql(
         f"SELECT id, system_id, {q('schema')}, name, content_hash, fields_update "
         f"FROM {q(entities.name)} WHERE last_update = {ph}",
         (prev,),
     ):
         key = (sid, schema, name)
+        if fields_update == prev:
+            held.with_fields.add(eid)
         want = described.get(key)
-        if want is None or want[0] != digest or fields_update != (prev if want[1] else None):
-            return None
-        ids[key] = eid
-    return ids if len(ids) == len(described) else None
-
-
-def _routines(bulk: Bulk, conn: Connection, prev: Stamp, described: Collection[EntityKey]) -> bool:
-    """The routines of time ``prev`` are ``described``, and so are their statements (one each)."""
-    q, ph = bulk.quote, bulk.ph
-    held = {
+        if want is not None and want[0] == digest and fields_update == (prev if want[1] else None):
+            held.entities[key] = eid
+        else:
+            held.other.append(eid)
+    held.fields = _grouped(bulk, conn, fields.name, "entity_id", prev)
+    held.routines = {
         (sid, schema, name): rid
         for rid, sid, schema, name in conn.exec_driver_sql(
             f"SELECT id, system_id, {q('schema')}, name FROM {q(routines.name)} "
@@ -224,24 +258,22 @@ def _routines(bulk: Bulk, conn: Connection, prev: Stamp, described: Collection[E
             (prev,),
         )
     }
-    if len(held) != len(described) or held.keys() != set(described):
-        return False
-    stated = [
-        rid
-        for (rid,) in conn.exec_driver_sql(
-            f"SELECT routine_id FROM {q(statements.name)} WHERE last_update = {ph}", (prev,)
-        )
-    ]
-    return len(stated) == len(held) and set(stated) == set(held.values())
+    held.statements = _grouped(bulk, conn, statements.name, "routine_id", prev)
+    for table in (data_flows, field_flows):
+        held.scopes[table.name] = _grouped(bulk, conn, table.name, "scope", prev)
+    return held
 
 
-def _scopes(bulk: Bulk, conn: Connection, table: str, prev: Stamp) -> dict[str, int]:
-    """The rows of each scope of time ``prev``, by the scope string itself."""
+def _grouped(bulk: Bulk, conn: Connection, table: str, column: str, prev: Stamp) -> dict[Any, int]:
+    """The rows of ``table`` of time ``prev``, counted by ``column`` (flows: by the scope string
+    itself, not its digest)."""
     q, ph = bulk.quote, bulk.ph
     rows = conn.exec_driver_sql(
-        f"SELECT scope, count(*) FROM {q(table)} WHERE last_update = {ph} GROUP BY scope", (prev,)
+        f"SELECT {q(column)}, count(*) FROM {q(table)} WHERE last_update = {ph} "
+        f"GROUP BY {q(column)}",
+        (prev,),
     )
-    return {scope: n for scope, n in rows}
+    return {value: n for value, n in rows}
 
 
 def record(bulk: Bulk, conn: Connection, prev: Stamp, now: datetime, *tables: Table) -> None:

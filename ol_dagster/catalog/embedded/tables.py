@@ -9,8 +9,10 @@ Each unique key over names is over a digest of them (``catalog.name_keys``): Pos
 refuses an entry over ~2,704 bytes, and a name may be 2,048 characters of up to four bytes.
 
 Every object carries ``last_update``, written from the database server's clock at each upload that
-sends it, changed or not, or the time of an earlier upload that a later one confirmed whole
-(``confirm``, ``cat_confirmations``): that is what the cutoff cleanup compares with.
+sends it, changed or not, or the time of an earlier upload that a later one confirmed
+(``confirm``, ``partial``, ``cat_confirmations``), or a time set aside that reads as the one the
+row had: what a row's last update is for every reader (the cutoff cleanup above all) is its
+confirmed time, else its own.
 
 Deleting an entity removes its fields and every flow that touches it; deleting a routine removes its
 statements and the flows they carry (seed: "a routine is deleted together with its statements and
@@ -249,7 +251,8 @@ run_metrics = Table(
 
 # an earlier upload's time, per table, and the latest upload that found that table's rows of that
 # time to be exactly what it describes and wrote none of them (``confirm``): those rows' last
-# update is that upload's time, for every reader that compares it
+# update is that upload's time, for every reader that compares it. Also a time an edited upload set
+# rows aside with, and the time they read as (``partial``)
 confirmations = Table(
     "cat_confirmations",
     metadata,

@@ -12,7 +12,9 @@ catalog stored has its rows stamped with the upload's time (``stamps``), so ever
 graph describes gets the new last-update exactly as a re-send gives it. Each upload takes a time
 no earlier upload had (``clock.claim``), so the rows of one time are those one upload sent. When
 the rows of one earlier time are exactly the graph's (an unchanged snapshot), none is stamped: the
-upload confirms that time at its own (``confirm``).
+upload confirms that time at its own (``confirm``). An edited graph confirms its clean objects'
+rows the same way, after setting aside the other rows of that time, and writes its changed objects
+with that time (``partial``).
 
 ``Upload`` holds what the steps hand each other (the Systems' ids, the entities', the fields',
 the statements', the clean objects); its methods are the steps, called in order by ``run``.
@@ -26,7 +28,6 @@ from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 from operator import itemgetter
-from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -36,14 +37,16 @@ from ol_dagster.catalog.embedded import (
     clock,
     confirm,
     memo,
+    partial,
     placement,
     run_results,
     stamps,
 )
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.bulk import STAMP_CHUNK, Bulk, Stamp, Upserted, batched, naive
+from ol_dagster.catalog.embedded.entity_rows import entity_rows
 from ol_dagster.catalog.embedded.refusals import Refused, failed_rows
-from ol_dagster.catalog.embedded.tables import DATA, JOB, ORCHESTRATION
+from ol_dagster.catalog.embedded.tables import DATA, ORCHESTRATION
 from ol_dagster.catalog.name_keys import name_key
 from ol_dagster.catalog.protocol import FailedRow, ObjectType, UploadResult
 from ol_dagster.catalog.systems import owned_jobs, wanted_systems
@@ -140,6 +143,9 @@ class Upload:
         # the time of the rows the upload confirmed whole instead of stamping them (``confirm``)
         self.confirmed: Stamp | None = None
         self.confirmed_flows: list[Table] = []  # the flow tables holding rows of that time
+        # an edited upload's confirmation (``partial``), and the tables it confirms so far
+        self.part: partial.Partial | None = None
+        self.part_tables: set[str] = set()
         # what each step leaves for the next ones
         self.sys_ids: dict[str, int] = {}
         self.renamed: list[str] = []
@@ -224,13 +230,24 @@ class Upload:
         if contents is not None and not self.renamed:
             # a rename moved an entity under the digests' feet: this upload re-sends all
             confirmed = (
-                self._confirm(conn, job_digest, ds_digest) if contents.same_as_last else None
+                self._confirm(conn, job_digest, ds_digest)
+                if contents.same_as_last
+                else self._confirm_part(conn, ds_digest)
             )
             if confirmed is not None:
                 stamped = confirmed
             else:
                 stamped = self._stamp_entities(conn, job_digest, ds_digest)
-        job_keys, ds_keys, rows = self._entity_rows(job_digest, ds_digest)
+        job_keys, ds_keys, rows = entity_rows(
+            self.graph,
+            self.sys_ids,
+            self.job_sys,
+            self.foreign | self.clean_jobs.keys(),
+            self.clean_ds,
+            self._at(t.entities),
+            job_digest,
+            ds_digest,
+        )
         ids, (written, updated) = self.bulk.upsert(
             conn,
             t.entities,
@@ -249,6 +266,8 @@ class Upload:
             self.upload_id,
             refused=self.refused,
         )
+        if self.part is not None and (stamped or rows):
+            confirm.record(self.bulk, conn, self.part.time, self.now, t.entities)
         for keys, part, held in (
             (job_keys, ids[: len(job_keys)], self.job_ids),
             (ds_keys, ids[len(job_keys) :], self.ds_ids),
@@ -283,6 +302,40 @@ class Upload:
             held.update(ids)
             clean.update(dict.fromkeys(ids, found.time))
         return len(found.job_ids) + len(found.ds_ids)
+
+    def _confirm_part(self, conn: Connection, ds_digest: dict[NodeKey, str]) -> int | None:
+        """Confirm the clean objects of an edited graph, their rows of the last upload's time
+        not written; the changed ones are then written with that time (``partial``). Returns
+        how many entities are clean; None when nothing can be confirmed (all are stamped)."""
+        assert self.contents is not None
+        part = partial.of_graph(
+            self.bulk, conn, self.graph, self.contents, self.job_sys, self.sys_ids, ds_digest
+        )
+        if part is None or not partial.demote(self.bulk, conn, part, self.now, t.entities):
+            return None
+        self.part, self.confirmed, self.confirmed_flows = part, part.time, part.clean_flow_tables
+        self.part_tables.add(t.entities.name)
+        for ids, held, clean in (
+            (part.job_ids, self.job_ids, self.clean_jobs),
+            (part.ds_ids, self.ds_ids, self.clean_ds),
+        ):
+            held.update(ids)
+            clean.update(dict.fromkeys(ids, part.time))
+        return len(part.job_ids) + len(part.ds_ids)
+
+    def _part_of(self, conn: Connection, *tables: Table) -> bool:
+        """Whether ``tables`` take part in an edited upload's confirmation: their rows the
+        upload does not describe demoted (a refusal leaves them to stamping)."""
+        if self.part is None or not partial.demote(self.bulk, conn, self.part, self.now, *tables):
+            return False
+        self.part_tables.update(table.name for table in tables)
+        return True
+
+    def _at(self, table: Table) -> datetime:
+        """The time the upload writes the rows of ``table`` with: its own, or in an edited
+        upload's confirmation the confirmed one."""
+        part = self.part
+        return part.at if part is not None and table.name in self.part_tables else self.now
 
     def _stamp_entities(
         self, conn: Connection, job_digest: dict[NodeKey, str], ds_digest: dict[NodeKey, str]
@@ -328,65 +381,10 @@ class Upload:
                     stamped += 1
         return stamped
 
-    def _entity_rows(
-        self, job_digest: dict[NodeKey, str], ds_digest: dict[NodeKey, str]
-    ) -> tuple[list[NodeKey], list[NodeKey], list[dict[str, Any]]]:
-        """The rows of the entities to upsert (all but the clean ones and other owners' jobs):
-        the jobs' keys, the datasets' keys, and the rows, jobs first."""
-        sys_ids, job_sys, now = self.sys_ids, self.job_sys, self.now
-        foreign, clean_jobs, clean_ds = self.foreign, self.clean_jobs, self.clean_ds
-        rows: list[dict[str, Any]] = []
-        job_keys: list[NodeKey] = []
-        for key, j in self.graph.jobs.items():
-            if key in foreign or key in clean_jobs:
-                continue
-            job_keys.append(key)
-            rows.append(
-                {
-                    "system_id": sys_ids[job_sys[key]],
-                    "schema": j.namespace,
-                    "name": j.name,
-                    "type": JOB,
-                    "ol_namespace": j.namespace,
-                    "ol_name": j.name,
-                    "description": j.description,
-                    "properties": {
-                        "integration": j.integration,
-                        "jobType": j.job_type,
-                        "processingType": j.processing_type,
-                        "owners": j.owners,
-                        "sourceCodeLocation": j.source_code_location,
-                    },
-                    "last_update": now,
-                    "fields_update": None,
-                    "content_hash": job_digest.get(key),
-                }
-            )
-        ds_keys: list[NodeKey] = []
-        for key, d in self.graph.datasets.items():
-            if key in clean_ds:
-                continue
-            ds_keys.append(key)
-            rows.append(
-                {
-                    "system_id": sys_ids[d.system],
-                    "schema": d.schema,
-                    "name": d.object_name,
-                    "type": d.type,
-                    "ol_namespace": d.namespace,
-                    "ol_name": d.name,
-                    "description": d.description,
-                    "properties": {"owners": d.owners},
-                    "last_update": now,
-                    "fields_update": now if d.has_schema else None,
-                    "content_hash": ds_digest.get(key),
-                }
-            )
-        return job_keys, ds_keys, rows
-
     def fields(self, conn: Connection) -> Counted:
         """The fields of changed datasets, and of clean ones whose field list is not whole."""
         graph, ds_ids, clean_ds, now = self.graph, self.ds_ids, self.clean_ds, self.now
+        confirming = self.part is None or self._part_of(conn, t.fields)
         stamped = 0
         resend: set[NodeKey] = set()  # clean datasets whose field list is not whole
         by_prev: defaultdict[Stamp, dict[int, int]] = defaultdict(dict)
@@ -398,7 +396,7 @@ class Upload:
                 of_entity[ds_ids[key]] = key
                 stamped += n
         for prev, expected in by_prev.items():
-            if prev == self.confirmed:
+            if prev == self.confirmed and confirming:
                 confirm.record(self.bulk, conn, prev, now, t.fields)
                 continue
             for eid in stamps.stamp(self.bulk, conn, t.fields, now, prev, "entity_id", expected):
@@ -423,7 +421,7 @@ class Upload:
                     "type": f.type,
                     "description": f.description,
                     "ordinal_position": f.ordinal,
-                    "last_update": now,
+                    "last_update": self._at(t.fields),
                 },
             )
             for k, f in unique.items()
@@ -438,11 +436,14 @@ class Upload:
             keyed=True,
             refused=self.refused,
         )
+        if t.fields.name in self.part_tables and count:
+            confirm.record(self.bulk, conn, self.confirmed, now, t.fields)
         return written, updated, stamped + count - written
 
     def routines(self, conn: Connection) -> Counted:
         """The routines of this definition's jobs, each with its statement (counted apart)."""
         sys_ids, job_sys, clean_jobs, now = self.sys_ids, self.job_sys, self.clean_jobs, self.now
+        confirming = self.part is None or self._part_of(conn, t.routines, t.statements)
         items = [(key, r) for key, r in self.graph.routines.items() if key in job_sys]
         stamped = 0
         groups: defaultdict[tuple[Stamp, int, str], list[str]] = defaultdict(list)
@@ -450,7 +451,7 @@ class Upload:
             if key in clean_jobs:
                 groups[(clean_jobs[key], sys_ids[job_sys[key]], key[0])].append(key[1])
         for (prev, sid, schema), names in groups.items():
-            if prev == self.confirmed:
+            if prev == self.confirmed and confirming:
                 stamped += len(names)
                 continue  # recorded once, below
             lost = stamps.stamp(
@@ -469,7 +470,7 @@ class Upload:
             stamped += len(names) - len(lost)
             for name in lost:  # removed since: the job's rows are all sent again
                 del clean_jobs[(schema, name)]
-        if self.confirmed is not None and groups:
+        if self.confirmed is not None and confirming and groups:
             confirm.record(self.bulk, conn, self.confirmed, now, t.routines, t.statements)
         items = [(key, r) for key, r in items if key not in clean_jobs]
         rows = [
@@ -477,7 +478,7 @@ class Upload:
                 "system_id": sys_ids[job_sys[key]],
                 "schema": key[0],
                 "name": key[1],
-                "last_update": now,
+                "last_update": self._at(t.routines),
             }
             for key, _ in items
         ]
@@ -491,8 +492,11 @@ class Upload:
             refused=self.refused,
         )
         items = [(item, rid) for item, rid in zip(items, ids, strict=True) if rid is not None]
+        at = self._at(t.statements)
+        if t.routines.name in self.part_tables and rows:
+            confirm.record(self.bulk, conn, self.confirmed, now, t.routines, t.statements)
         stmt_rows = [
-            {"routine_id": rid, "text": r.statement, "dialect": r.dialect, "last_update": now}
+            {"routine_id": rid, "text": r.statement, "dialect": r.dialect, "last_update": at}
             for (_, r), rid in items
         ]
         sids, (s_written, s_updated) = self.bulk.upsert(
@@ -522,8 +526,9 @@ class Upload:
         o_scope = cache(lambda job: orchestration_scope(*job))
 
         stamped = 0
+        confirming = self.part is None or self._part_of(conn, t.data_flows, t.field_flows)
         if contents is not None and clean_jobs:
-            if self.confirmed is not None:  # nothing to stamp, nothing lost
+            if self.confirmed is not None and confirming:  # nothing to stamp, nothing lost
                 flows = self.confirmed_flows
                 confirm.record(self.bulk, conn, self.confirmed, self.now, *flows)
             else:
@@ -537,6 +542,9 @@ class Upload:
             stamped = sum(contents.jobs[key].flow_objects for key in clean_jobs)
         (written, updated), count = self._data_flows(conn, stm, scope, o_scope)
         (f_written, f_updated), f_count = self._field_flows(conn, stm, scope)
+        if t.data_flows.name in self.part_tables:
+            sent = [table for table, n in ((t.data_flows, count), (t.field_flows, f_count)) if n]
+            confirm.record(self.bulk, conn, self.confirmed, self.now, *sent)
         touched = stamped + count + f_count - written - f_written
         return written + f_written, updated + f_updated, touched
 
@@ -549,7 +557,7 @@ class Upload:
     ) -> tuple[Upserted, int]:
         """Upsert the data and orchestration flows of the jobs that are not clean; returns what
         this upload wrote and changed of them, and how many it sent."""
-        graph, clean_jobs, now = self.graph, self.clean_jobs, self.now
+        graph, clean_jobs, now = self.graph, self.clean_jobs, self._at(t.data_flows)
         ds, jobs = self.ds_ids, self.job_ids
         # rows are built a chunk at a time: keys first (the last flow of a key), then the rows
         # in key order, so the flow indexes grow at their end instead of at random places
@@ -603,7 +611,7 @@ class Upload:
         """Upsert the field flows of the jobs that are not clean (all of them without change
         detection); returns what this upload wrote and changed of them, and how many it sent."""
         graph, contents, clean_jobs = self.graph, self.contents, self.clean_jobs
-        now, ds = self.now, self.ds_ids
+        now, ds = self._at(t.field_flows), self.ds_ids
         if contents is None:
             resent = list(graph.field_flows)
         else:
