@@ -638,7 +638,15 @@ def job_event(namespace: str, name: str, spec: dict[str, Any], hour: int) -> dic
     return event
 
 
-STEPS = ["again", "again", "again", "change", "lose", "gain", "cleanup", "fault"]
+# edits and cleanups twice as often as the other steps: an edited upload sets rows aside, and
+# only a cleanup after it shows whether they read as old as they were
+STEPS = [
+    *["again", "again", "again"],
+    *["change", "change"],
+    *["lose", "gain"],
+    *["cleanup", "cleanup"],
+    "fault",
+]
 FAULT_SQLITE = (
     "CREATE TRIGGER {name} BEFORE {op} ON {table} BEGIN SELECT RAISE(ABORT, 'refused'); END"
 )
@@ -700,6 +708,10 @@ def lose(catalogs: list[Tracked], table: str, key: Any) -> None:
             conn.execute(delete(target).where(column == row_id))
 
 
+GONE = ("etl", "gone")  # a job no snapshot has: the scope of the flows a catalog gains
+GONE_SCOPES = {flow_scope(*GONE), orchestration_scope(*GONE)}
+
+
 def gain(catalogs: list[Tracked], table: str, key: Any) -> bool:
     """Both catalogs gain a row no upload of theirs described, with the time the row of ``key``
     carries (in each catalog, its own): an entity beside it, or a flow like it in the scope of
@@ -708,6 +720,11 @@ def gain(catalogs: list[Tracked], table: str, key: Any) -> bool:
     other tables."""
     target = dict(zip(CONTENT_NAMES, CONTENT, strict=True)).get(table)
     if table not in ("entities", "dataFlows", "fieldFlows") or target is None:
+        return False
+    gained = {"entities": lambda k: (k[0], k[1], k[2] + "~")}.get(table)
+    if gained is not None and gained(key) in catalogs[0].dump()[table]:
+        return False  # gained beside it already (the catalogs hold the same rows)
+    if gained is None and any(k[0] in GONE_SCOPES for k in catalogs[0].dump()[table]):
         return False
     for c in catalogs:
         row_id = dump(c.catalog, c.stamps)[1][table][key]
@@ -719,7 +736,7 @@ def gain(catalogs: list[Tracked], table: str, key: Any) -> bool:
                 row.update(name=row["name"] + "~", ol_name=row["ol_name"] + "~")
                 row.update(content_hash=None, fields_update=None)
             else:
-                gone = ("etl", "gone")
+                gone = GONE
                 orchestration = row.get("kind") == ORCHESTRATION
                 row["scope"] = (orchestration_scope if orchestration else flow_scope)(*gone)
                 row.update(scope_namespace=gone[0], scope_job=gone[1])
