@@ -278,18 +278,37 @@ def _grouped(bulk: Bulk, conn: Connection, table: str, column: str, prev: Stamp)
 
 def record(bulk: Bulk, conn: Connection, prev: Stamp, now: datetime, *tables: Table) -> None:
     """The rows of ``tables`` of time ``prev`` are confirmed at ``now``."""
-    q, ph = bulk.quote, bulk.ph
     db_now = bulk.db_time(now)
     for table in tables:
-        conn.exec_driver_sql(
-            f"DELETE FROM {q(confirmations.name)} WHERE stamp = {ph} AND of_table = {ph}",
-            (prev, table.name),
-        )
-        conn.exec_driver_sql(
-            f"INSERT INTO {q(confirmations.name)} (stamp, of_table, confirmed) "
-            f"VALUES ({ph}, {ph}, {ph})",
-            (prev, table.name, db_now),
-        )
+        _confirm_at(bulk, conn, prev, table, db_now)
+
+
+def read_as_before(
+    bulk: Bulk, conn: Connection, aside: datetime, prev: Stamp, table: Table
+) -> None:
+    """The rows of ``table`` of time ``aside`` read as those of time ``prev`` read now: as the
+    latest time that confirmed ``prev``, else as ``prev`` (``seen``). ``partial`` sets rows
+    aside with it."""
+    q, ph = bulk.quote, bulk.ph
+    latest = conn.exec_driver_sql(
+        f"SELECT max(confirmed) FROM {q(confirmations.name)} WHERE stamp = {ph} "
+        f"AND of_table = {ph}",
+        (prev, table.name),
+    ).scalar()
+    _confirm_at(bulk, conn, bulk.db_time(aside), table, prev if latest is None else latest)
+
+
+def _confirm_at(bulk: Bulk, conn: Connection, stamp: Stamp, table: Table, at: Stamp) -> None:
+    q, ph = bulk.quote, bulk.ph
+    conn.exec_driver_sql(
+        f"DELETE FROM {q(confirmations.name)} WHERE stamp = {ph} AND of_table = {ph}",
+        (stamp, table.name),
+    )
+    conn.exec_driver_sql(
+        f"INSERT INTO {q(confirmations.name)} (stamp, of_table, confirmed) "
+        f"VALUES ({ph}, {ph}, {ph})",
+        (stamp, table.name, at),
+    )
 
 
 # -- a row's last update, confirmed or not ---------------------------------------------------------

@@ -42,7 +42,6 @@ from ol_dagster.catalog.embedded.bulk import Bulk, Stamp
 from ol_dagster.catalog.embedded.changes import Contents
 from ol_dagster.catalog.embedded.stamps import EntityKey
 from ol_dagster.catalog.embedded.tables import (
-    confirmations,
     data_flows,
     entities,
     field_flows,
@@ -193,12 +192,6 @@ def demote(bulk: Bulk, conn: Connection, part: Partial, now: datetime, *tables: 
 def _demote(
     bulk: Bulk, conn: Connection, part: Partial, table: Table, rows: dict, aside: datetime
 ) -> None:
-    q, ph = bulk.quote, bulk.ph
-    read_as = conn.exec_driver_sql(
-        f"SELECT max(confirmed) FROM {q(confirmations.name)} WHERE stamp = {ph} "
-        f"AND of_table = {ph}",
-        (part.time, table.name),
-    ).scalar()
     prev = part.time
     if table is entities:
         both = {eid: 1 for eid in rows if eid in part.with_fields}
@@ -206,19 +199,11 @@ def _demote(
         rest = {eid: 1 for eid in rows if eid not in both}
         stamps.stamp(bulk, conn, table, aside, prev, "id", rest)
     elif table is data_flows or table is field_flows:
-        stamps.stamp(bulk, conn, table, aside, prev, "scope", rows, keyed=("scope_key", _scope_key))
+        stamps.stamp(bulk, conn, table, aside, prev, "scope", rows, keyed=("scope_key", name_key))
     else:
         column = {fields.name: "entity_id", statements.name: "routine_id"}.get(table.name, "id")
         stamps.stamp(bulk, conn, table, aside, prev, column, rows)
-    conn.exec_driver_sql(
-        f"INSERT INTO {q(confirmations.name)} (stamp, of_table, confirmed) "
-        f"VALUES ({ph}, {ph}, {ph})",
-        (bulk.db_time(aside), table.name, prev if read_as is None else read_as),
-    )
-
-
-def _scope_key(scope: str) -> bytes:
-    return name_key(scope)
+    confirm.read_as_before(bulk, conn, aside, prev, table)
 
 
 def _last_time(bulk: Bulk, conn: Connection, probes: list[EntityKey]) -> Stamp | None:

@@ -266,8 +266,7 @@ class Upload:
             self.upload_id,
             refused=self.refused,
         )
-        if self.part is not None and (stamped or rows):
-            confirm.record(self.bulk, conn, self.part.time, self.now, t.entities)
+        self._confirm_written(conn, bool(stamped or rows), t.entities)
         for keys, part, held in (
             (job_keys, ids[: len(job_keys)], self.job_ids),
             (ds_keys, ids[len(job_keys) :], self.ds_ids),
@@ -293,15 +292,8 @@ class Upload:
         )
         if found is None:
             return None
-        self.confirmed, self.confirmed_flows = found.time, found.flow_tables
         confirm.record(self.bulk, conn, found.time, self.now, t.entities)
-        for ids, held, clean in (
-            (found.job_ids, self.job_ids, self.clean_jobs),
-            (found.ds_ids, self.ds_ids, self.clean_ds),
-        ):
-            held.update(ids)
-            clean.update(dict.fromkeys(ids, found.time))
-        return len(found.job_ids) + len(found.ds_ids)
+        return self._take(found.time, found.job_ids, found.ds_ids, found.flow_tables)
 
     def _confirm_part(self, conn: Connection, ds_digest: dict[NodeKey, str]) -> int | None:
         """Confirm the clean objects of an edited graph, their rows of the last upload's time
@@ -313,15 +305,33 @@ class Upload:
         )
         if part is None or not partial.demote(self.bulk, conn, part, self.now, t.entities):
             return None
-        self.part, self.confirmed, self.confirmed_flows = part, part.time, part.clean_flow_tables
+        self.part = part
         self.part_tables.add(t.entities.name)
+        return self._take(part.time, part.job_ids, part.ds_ids, part.clean_flow_tables)
+
+    def _take(
+        self,
+        time: Stamp,
+        job_ids: dict[NodeKey, int],
+        ds_ids: dict[NodeKey, int],
+        flow_tables: list[Table],
+    ) -> int:
+        """Take the confirmed objects as clean, with the time their rows carry; returns how
+        many entities that is."""
+        self.confirmed, self.confirmed_flows = time, flow_tables
         for ids, held, clean in (
-            (part.job_ids, self.job_ids, self.clean_jobs),
-            (part.ds_ids, self.ds_ids, self.clean_ds),
+            (job_ids, self.job_ids, self.clean_jobs),
+            (ds_ids, self.ds_ids, self.clean_ds),
         ):
             held.update(ids)
-            clean.update(dict.fromkeys(ids, part.time))
-        return len(part.job_ids) + len(part.ds_ids)
+            clean.update(dict.fromkeys(ids, time))
+        return len(job_ids) + len(ds_ids)
+
+    def _confirm_written(self, conn: Connection, holds_rows: bool, *tables: Table) -> None:
+        """In an edited upload's confirmation, confirm the confirmed time of ``tables`` at the
+        upload's once they hold rows of it (clean ones, or ones just written with it)."""
+        if holds_rows and tables[0].name in self.part_tables:
+            confirm.record(self.bulk, conn, self.confirmed, self.now, *tables)
 
     def _part_of(self, conn: Connection, *tables: Table) -> bool:
         """Whether ``tables`` take part in an edited upload's confirmation: their rows the
@@ -436,8 +446,7 @@ class Upload:
             keyed=True,
             refused=self.refused,
         )
-        if t.fields.name in self.part_tables and count:
-            confirm.record(self.bulk, conn, self.confirmed, now, t.fields)
+        self._confirm_written(conn, bool(count), t.fields)
         return written, updated, stamped + count - written
 
     def routines(self, conn: Connection) -> Counted:
@@ -493,8 +502,7 @@ class Upload:
         )
         items = [(item, rid) for item, rid in zip(items, ids, strict=True) if rid is not None]
         at = self._at(t.statements)
-        if t.routines.name in self.part_tables and rows:
-            confirm.record(self.bulk, conn, self.confirmed, now, t.routines, t.statements)
+        self._confirm_written(conn, bool(rows), t.routines, t.statements)
         stmt_rows = [
             {"routine_id": rid, "text": r.statement, "dialect": r.dialect, "last_update": at}
             for (_, r), rid in items
@@ -542,9 +550,8 @@ class Upload:
             stamped = sum(contents.jobs[key].flow_objects for key in clean_jobs)
         (written, updated), count = self._data_flows(conn, stm, scope, o_scope)
         (f_written, f_updated), f_count = self._field_flows(conn, stm, scope)
-        if t.data_flows.name in self.part_tables:
-            sent = [table for table, n in ((t.data_flows, count), (t.field_flows, f_count)) if n]
-            confirm.record(self.bulk, conn, self.confirmed, self.now, *sent)
+        self._confirm_written(conn, bool(count), t.data_flows)
+        self._confirm_written(conn, bool(f_count), t.field_flows)
         touched = stamped + count + f_count - written - f_written
         return written + f_written, updated + f_updated, touched
 
