@@ -28,7 +28,8 @@ definition holds, the catalog refuses the cleanup user or answers a cleanup call
 does not confirm what was asked (``CLEANUP_NOT_CONFIRMED``), or the definition is a dry run. Every
 call is rehearsed first (a catalog that can roll back runs the whole plan for real and rolls it
 back, so each call's planned count is exactly what its real call removes; others count in a dry
-run), and no real call is made before the whole plan passed the guards.
+run), and no real call is made before the whole plan passed the guards. A rehearsal in which no
+call removed or met anything is the cleanup: nothing is called again.
 """
 
 from __future__ import annotations
@@ -535,8 +536,14 @@ def execute(
         elif definition.outputOptions.dryRun:
             report["skippedReason"] = DRY_RUN
         else:
+            # a rehearsal made every call for real: when none changed or met anything, each
+            # made again on the catalog it rolled back to finds the same nothing
+            settled = isinstance(catalog, Rehearsing) and not any(map(_did_anything, calls))
             for position, call in enumerate(calls):
                 assert call.dry is not None
+                if settled:
+                    call.real = call.dry
+                    continue
                 intent: JournalCounts = {
                     "counts": dict(call.dry.counts),
                     "jobs": list(call.dry.removed_jobs),
@@ -584,6 +591,12 @@ def execute(
             report["warnings"].append({"code": exc.code, "message": str(exc)})
     report["calls"] = [c.as_dict() for c in calls]
     return report
+
+
+def _did_anything(call: _Call) -> bool:
+    """Whether a rehearsed call removed, kept, left or met anything (``CleanupCounts``)."""
+    d = call.dry
+    return d is None or any((d.total, d.removed_jobs, d.outcomes, d.kept_by, d.left, d.kept))
 
 
 def _journal_removed(counts: CleanupCounts) -> JournalCounts:

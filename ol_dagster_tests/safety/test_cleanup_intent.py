@@ -233,3 +233,47 @@ def test_a_cleanup_killed_before_its_real_call_reports_nothing_removed(setup) ->
     # this run's own cleanup removed it, and says so
     assert report["removedJobs"] == ["etl.retired"]
     assert sorted(catalog.job_names()) == ["etl.kpi", "etl.other"]
+
+
+class Unrehearsed(Watched):
+    """The same catalog seen as one that cannot roll back: each call is counted in a dry run,
+    then made for real."""
+
+    rehearsal = None  # type: ignore[assignment]  (how a protocol's method is blocked)
+
+
+def test_a_rehearsal_that_found_nothing_is_the_cleanup(setup) -> None:
+    """The same snapshot again leaves nothing to remove: the rehearsal made every call for real
+    and found nothing, so no call is made again and nothing is journaled, and the report says
+    what making each call again says (checked on the same catalog seen as one that cannot
+    rehearse, whose calls are all made)."""
+    store, d = setup["store"], setup["d"]
+    made: list[str] = []
+    catalog = Watched(setup["catalog"], lambda method, when: made.append(method))
+    journal = store.journal(d.name)
+    _, report = sync_batch(
+        store,
+        catalog,  # type: ignore[arg-type]
+        d,
+        post(store, d, snapshot("kpi", "retired", "other")),
+        run_id="r2",
+    )
+    assert report["skippedReason"] is None and report["calls"]
+    assert made == [] and store.journal(d.name) == journal
+
+    made_plain: list[str] = []
+    plain = Unrehearsed(setup["catalog"], lambda method, when: made_plain.append(method))
+    _, again = sync_batch(
+        store,
+        plain,  # type: ignore[arg-type]
+        d,
+        post(store, d, snapshot("kpi", "retired", "other")),
+        run_id="r3",
+    )
+    assert len(made_plain) == 2 * len(again["calls"])  # before and after each real call
+    assert [c["real"] for c in report["calls"]] == [c["real"] for c in again["calls"]]
+    assert [c["dryRun"] for c in report["calls"]] == [c["real"] for c in report["calls"]]
+    for key in ("removed", "removedJobs", "movedJobs", "notFound", "kept", "keptBy", "left"):
+        assert report[key] == again[key], key
+    assert report["refused"] == again["refused"] == {}
+    assert sorted(setup["catalog"].job_names()) == ["etl.kpi", "etl.other", "etl.retired"]
