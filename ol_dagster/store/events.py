@@ -151,18 +151,36 @@ class EventReads(StoreBase):
             rows = conn.execute(query.distinct()).all()
         return {(r[0], r[1], r[2]) for r in rows if r[1] is not None and r[2] is not None}
 
+    def raw_events_at(self, batch_id: int, positions: Sequence[int]) -> Iterator[bytes]:
+        """The batch's raw events at these positions, in the order given: a few events of a
+        large batch without reading the others. ``ValueError`` when one is gone."""
+        for position, raw in self._raw_by(
+            events.c.position, positions, events.c.batch_id == batch_id
+        ):
+            if raw is None:
+                raise ValueError(f"event {position} of batch {batch_id} is no longer stored")
+            yield raw
+
     def events_by_id(self, ids: Sequence[int]) -> Iterator[bytes]:
-        """The raw events with these ids, in the order given, read in chunks."""
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        """The raw events with these ids, in the order given."""
+        for i, raw in self._raw_by(events.c.id, ids):
+            if raw is None:
+                raise KeyError(f"event {i} is no longer in the event store")
+            yield raw
+
+    def _raw_by(
+        self, key: Any, values: Sequence[int], *where: Any
+    ) -> Iterator[tuple[int, bytes | None]]:
+        """Each of ``values`` of the column ``key`` with its raw event (None: none), in the order
+        given, read 500 at a time."""
+        for start in range(0, len(values), 500):
+            chunk = values[start : start + 500]
             with self.engine.connect() as conn:
                 rows = dict(
-                    conn.execute(select(events.c.id, events.c.raw).where(events.c.id.in_(chunk)))
+                    conn.execute(select(key, events.c.raw).where(key.in_(chunk), *where))
                     .tuples()
                     .all()
                 )
-            for i in chunk:
-                raw = rows.get(i)
-                if raw is None:
-                    raise KeyError(f"event {i} is no longer in the event store")
-                yield bytes(raw)
+            for value in chunk:
+                raw = rows.get(value)
+                yield value, None if raw is None else bytes(raw)

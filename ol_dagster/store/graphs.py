@@ -29,6 +29,7 @@ class EventContent:
     job_name: str | None
     event_time: datetime
     content: bytes | None
+    position: int  # in its batch: what ``raw_events_at`` reads it back by
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +145,8 @@ class PackedGraphs(StoreBase):
                     .limit(READ_CHUNK * 10)
                 ).all()
             out.extend(
-                EventContent(kind, run, ns, name, t, None if content is None else bytes(content))
-                for _, kind, run, ns, name, t, content in rows
+                EventContent(kind, run, ns, name, t, None if content is None else bytes(content), p)
+                for p, kind, run, ns, name, t, content in rows
             )
             if len(rows) < READ_CHUNK * 10:
                 return out

@@ -240,6 +240,12 @@ def _build(
     def source() -> Iterable[bytes]:
         return events if events is not None else inputs.events()
 
+    def source_at(indexes: list[int]) -> Iterable[bytes]:
+        """The events at these indexes of ``source()``: no earlier events come first here."""
+        if events is not None:
+            return [events[i] for i in indexes]
+        return store.raw_events_at(batch.id, [contents.positions[i] for i in indexes])
+
     if inputs.earlier:
         graph = build_graph(source(), definition)
         return _Built(graph, None, (_described(graph), 0))
@@ -255,7 +261,9 @@ def _build(
                 whole = build_whole(source(), earlier)
                 built = None if whole is None else (*whole, plan.jobs)
             else:
-                built = build_reusing(source, contents, plan.jobs, earlier, earlier_parts, systems)
+                built = build_reusing(
+                    source, contents, plan.jobs, earlier, earlier_parts, systems, source_at
+                )
         except ValueError as exc:  # the events changed under the listing
             log.warning("batch %s: nothing reused (%s): normalizing every job", batch.id, exc)
         if built is not None:

@@ -606,3 +606,30 @@ def test_an_edited_night_takes_the_kept_digests_of_the_jobs_it_took_unchanged(
     assert len(said) == 1 and said[0].startswith(
         f"{d.name}: {len(unchanged)} job digest(s) taken as kept, "
     ), said
+
+
+def test_an_edited_night_reads_again_only_the_events_it_normalizes(
+    sides: tuple[Side, Side], monkeypatch: pytest.MonkeyPatch
+):
+    """Every event is read once for its run facts; then only the events of the changed job and
+    of the jobs naming a dataset it describes are read again, by their place in the batch, and
+    normalized: not the whole batch a second time. The catalog is the one normalizing every
+    event gives (``night``)."""
+    models = project(40)
+    night(sides, snapshot(models, 0))
+    store = sides[0].store
+    read_again: list[str] = []
+    at = store.raw_events_at
+
+    def spied(batch_id: int, positions):
+        for raw in at(batch_id, positions):
+            read_again.append(orjson.loads(raw)["job"]["name"])
+            yield raw
+
+    monkeypatch.setattr(store, "raw_events_at", spied)
+    models[20].sql += " -- edited"
+    counts = night(sides, snapshot(models, 1))
+    assert counts == (1, 39)
+    # m20 reads m19's table and m21 reads m20's: their descriptions of those are read again
+    assert "m20" in read_again and set(read_again) <= {"m19", "m20", "m21"}
+    assert len(read_again) <= 6  # of 80 events
