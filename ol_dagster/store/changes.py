@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from ol_dagster.store import schema
 from ol_dagster.store.base import StoreBase, naive, utcnow
@@ -22,6 +22,9 @@ from ol_dagster.store.part_refs import insert_refs, ref_rows
 
 _CHUNK = 500  # keys per IN list
 JOB = "job"  # the kind of part whose datasets the store indexes (``part_refs``)
+# the one row of this kind per definition and catalog names what the parts were last recorded
+# from (``recorded_from``); any other write of the parts takes it away
+RECORDED = "recorded"
 
 
 def part_key(namespace: str, name: str) -> str:
@@ -113,6 +116,37 @@ class LineageChanges(StoreBase):
                     found.setdefault(d, set()).add(key)
         return [p for d, keys in found.items() for p in self.parts(d, catalog, JOB, keys).values()]
 
+    def recorded_from(self, definition: str, catalog: str) -> str | None:
+        """What the parts were last recorded from (``record_parts_from``), if nothing wrote
+        them since."""
+        t = schema.lineage_parts
+        with self.engine.connect() as conn:
+            return conn.execute(
+                select(t.c.digest).where(
+                    t.c.definition == definition, t.c.catalog == catalog, t.c.kind == RECORDED
+                )
+            ).scalar()
+
+    def record_parts_from(self, definition: str, catalog: str, source: str) -> None:
+        """The parts are now those recorded from ``source`` (a digest of what they were made
+        of): kept until any write of the parts (``replace_parts``)."""
+        t = schema.lineage_parts
+        with self.engine.begin() as conn:
+            _forget_recorded(conn, definition, catalog)
+            conn.execute(
+                t.insert().values(
+                    definition=definition,
+                    catalog=catalog,
+                    kind=RECORDED,
+                    key="",
+                    namespace="",
+                    name="",
+                    digest=source,
+                    part={},
+                )
+            )
+        self._written()
+
     def replace_parts(
         self,
         definition: str,
@@ -131,6 +165,7 @@ class LineageChanges(StoreBase):
         where = (t.c.definition == definition, t.c.catalog == catalog, t.c.kind == kind)
         r = schema.part_refs
         with self.engine.begin() as conn:
+            _forget_recorded(conn, definition, catalog)
             for i in range(0, len(keys), _CHUNK):
                 chunk = keys[i : i + _CHUNK]
                 conn.execute(t.delete().where(*where, t.c.key.in_(chunk)))
@@ -195,3 +230,10 @@ class LineageChanges(StoreBase):
                 .order_by(t.c.batch_id.desc())
                 .limit(1)
             ).scalar()
+
+
+def _forget_recorded(conn: Connection, definition: str, catalog: str) -> None:
+    t = schema.lineage_parts
+    conn.execute(
+        t.delete().where(t.c.definition == definition, t.c.catalog == catalog, t.c.kind == RECORDED)
+    )

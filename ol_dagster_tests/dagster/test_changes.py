@@ -388,3 +388,53 @@ def test_a_snapshot_lists_the_column_flows_of_the_one_job_it_changed(h: Harness)
     assert added["source"]["field"] == "id"
     h.sync(d, [model("id"), other])
     assert change_set()["items"] == []
+
+
+def test_a_night_of_the_same_content_records_no_change_and_a_part_written_since_is_seen(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot whose every job and dataset has the content whose parts were recorded last
+    night, with nothing written to the parts since, records an empty change set without reading
+    every part. Any write of the parts between (here: the day-based cleanup forgetting
+    ``etl.a``'s part, as it does for a job it removed) is seen: the next night compares again,
+    and ``etl.a`` is added back. An edited night is compared whole, and its content is the one
+    the next night's is told by."""
+    from ol_dagster.sync import changes
+
+    d = definition()
+    read_whole: list[str] = []
+    every = h.store.all_part_digests
+
+    def spied(definition: str, catalog: str) -> dict[str, dict[str, str]]:
+        read_whole.append(definition)
+        return every(definition, catalog)
+
+    monkeypatch.setattr(h.store, "all_part_digests", spied)
+    night = [simple("a"), simple("b")]
+    h.sync(d, night)
+    assert _names(_items(_latest_change_set(h), "job", "added")) == {"etl.a", "etl.b"}
+    assert len(read_whole) == 1
+
+    h.sync(d, night)
+    assert _latest_change_set(h)["items"] == [] and len(read_whole) == 1
+
+    assert changes.forget_jobs(h.store, d, "main", ["etl.a"]) == 1
+    h.sync(d, night)
+    assert _names(_items(_latest_change_set(h), "job", "added")) == {"etl.a"}
+    assert len(read_whole) == 2
+
+    edited = [simple("a"), job("etl", "b", [ds(WH, "raw.b"), ds(WH, "raw.c")], [ds(WH, "model.b")])]
+    h.sync(d, edited)
+    (changed,) = _items(_latest_change_set(h), "job", "changed")
+    assert changed["inputsAdded"] == [{"namespace": WH, "name": "raw.c"}]
+    assert len(read_whole) == 3
+    h.sync(d, edited)
+    assert _latest_change_set(h)["items"] == [] and len(read_whole) == 3
+
+    def with_columns(*columns: str) -> list[dict[str, Any]]:
+        return [job("etl", "a", [ds(WH, "raw.a")], [ds(WH, "model.a", list(columns))]), edited[1]]
+
+    h.sync(d, with_columns("id"))
+    h.sync(d, with_columns("id", "v"))  # the jobs' content as it was: a dataset's is not
+    (changed,) = _items(_latest_change_set(h), "dataset", "changed")
+    assert changed["name"] == "model.a" and changed["fieldsAdded"] == ["v"]
