@@ -95,13 +95,14 @@ def record_upload(
     admitted = cache(lambda ns: admits(definition, ns))
     described = described_jobs(graph, admitted)
     drops = dropped_datasets(graph)
+    earlier = store.change_set(batch, catalog)
+    # a retried batch keeps what its first run changed, one item per object: all held then
+    found = Collected(whole=earlier is not None)
+    found.add((earlier or {}).get("items") or [])
     source = None if drops else _source(graph, described, content, snapshot)
     if source is not None and store.recorded_from(name, catalog) == source:
         # the parts are those this content gave last time and nothing wrote them since: no
         # job or dataset changed, none ends (most nights)
-        earlier = store.change_set(batch, catalog)
-        found = Collected(whole=earlier is not None)
-        found.add((earlier or {}).get("items") or [])
         return _save(store, definition, catalog, batch, found, earlier=earlier)
     every = store.all_part_digests(name, catalog)
     digests = every.get(JOB, {})
@@ -113,10 +114,6 @@ def record_upload(
     changed = {k: p for k, p in new_jobs.items() if digests.get(jobs[k]) != new_digest[k]}
     old = store.parts(name, catalog, JOB, (jobs[k] for k in changed))
     replaced = replaced_jobs(definition, graph, snapshot)
-    earlier = store.change_set(batch, catalog)
-    # a retried batch keeps what its first run changed, one item per object: all held then
-    found = Collected(whole=earlier is not None)
-    found.add((earlier or {}).get("items") or [])
     for key, part in list(changed.items()):
         before = old.get(jobs[key])
         if before is not None and not replaced(key):

@@ -214,6 +214,18 @@ def time_of(bulk: Bulk, conn: Connection, key: EntityKey) -> Stamp | None:
     ).scalar()
 
 
+# the column the rows of one time of each table are counted by (``read``), and set aside by
+# (``partial``)
+COUNTED_BY = {
+    entities.name: "id",
+    fields.name: "entity_id",
+    routines.name: "id",
+    statements.name: "routine_id",
+    data_flows.name: "scope",
+    field_flows.name: "scope",
+}
+
+
 @dataclass(slots=True)
 class Held:
     """What the catalog holds of one time: its entities as described (each one's digest, and
@@ -249,7 +261,7 @@ def read(
             held.entities[key] = eid
         else:
             held.other.append(eid)
-    held.fields = _grouped(bulk, conn, fields.name, "entity_id", prev)
+    held.fields = _grouped(bulk, conn, fields, prev)
     held.routines = {
         (sid, schema, name): rid
         for rid, sid, schema, name in conn.exec_driver_sql(
@@ -258,18 +270,19 @@ def read(
             (prev,),
         )
     }
-    held.statements = _grouped(bulk, conn, statements.name, "routine_id", prev)
+    held.statements = _grouped(bulk, conn, statements, prev)
     for table in (data_flows, field_flows):
-        held.scopes[table.name] = _grouped(bulk, conn, table.name, "scope", prev)
+        held.scopes[table.name] = _grouped(bulk, conn, table, prev)
     return held
 
 
-def _grouped(bulk: Bulk, conn: Connection, table: str, column: str, prev: Stamp) -> dict[Any, int]:
-    """The rows of ``table`` of time ``prev``, counted by ``column`` (flows: by the scope string
-    itself, not its digest)."""
+def _grouped(bulk: Bulk, conn: Connection, table: Table, prev: Stamp) -> dict[Any, int]:
+    """The rows of ``table`` of time ``prev``, counted by its ``COUNTED_BY`` column (flows: by
+    the scope string itself, not its digest)."""
     q, ph = bulk.quote, bulk.ph
+    column = COUNTED_BY[table.name]
     rows = conn.exec_driver_sql(
-        f"SELECT {q(column)}, count(*) FROM {q(table)} WHERE last_update = {ph} "
+        f"SELECT {q(column)}, count(*) FROM {q(table.name)} WHERE last_update = {ph} "
         f"GROUP BY {q(column)}",
         (prev,),
     )

@@ -192,17 +192,16 @@ def demote(bulk: Bulk, conn: Connection, part: Partial, now: datetime, *tables: 
 def _demote(
     bulk: Bulk, conn: Connection, part: Partial, table: Table, rows: dict, aside: datetime
 ) -> None:
-    prev = part.time
+    prev, column = part.time, confirm.COUNTED_BY[table.name]
     if table is entities:
         both = {eid: 1 for eid in rows if eid in part.with_fields}
-        stamps.stamp(bulk, conn, table, aside, prev, "id", both, also={"fields_update": aside})
+        stamps.stamp(bulk, conn, table, aside, prev, column, both, also={"fields_update": aside})
         rest = {eid: 1 for eid in rows if eid not in both}
-        stamps.stamp(bulk, conn, table, aside, prev, "id", rest)
-    elif table is data_flows or table is field_flows:
-        stamps.stamp(bulk, conn, table, aside, prev, "scope", rows, keyed=("scope_key", name_key))
+        stamps.stamp(bulk, conn, table, aside, prev, column, rest)
     else:
-        column = {fields.name: "entity_id", statements.name: "routine_id"}.get(table.name, "id")
-        stamps.stamp(bulk, conn, table, aside, prev, column, rows)
+        # a flow's scope is found by its digest's index
+        keyed = ("scope_key", name_key) if table is data_flows or table is field_flows else None
+        stamps.stamp(bulk, conn, table, aside, prev, column, rows, keyed=keyed)
     confirm.read_as_before(bulk, conn, aside, prev, table)
 
 
