@@ -1190,6 +1190,7 @@ def measure(
     """Every real-path row; returns the Markdown section (the rows also as JSON to ``json_out``,
     for comparing runs). The POST → sync rows for each event profile, size and history."""
     os.environ.setdefault(TOKEN_ENV, "bench-" + os.urandom(12).hex())
+    run_all.compile_package()
     data = {(p, n): prepare(n, work, log, p, second) for p in profiles for n in sizes}
     instances: list[Callable[[], Instance]] = [sqlite_instance] if sqlite else []
     skipped = []
