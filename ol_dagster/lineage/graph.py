@@ -350,6 +350,10 @@ class LineageGraph:
         self._field_flows = set()
         self._unread_field_flows = flows
 
+    def held_field_flows(self) -> UnreadFieldFlows | None:
+        """The field flows held unread (``read_later``); None once built, or never held."""
+        return self._unread_field_flows
+
     def field_flow_count(self) -> int:
         """``len(field_flows)``, without building flows held unread."""
         unread = self._unread_field_flows

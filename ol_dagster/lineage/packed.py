@@ -179,8 +179,8 @@ def _delta(graph: LineageGraph, over: bytes, same: Collection[NodeKey]) -> bytes
         return None
     # ``same``'s own keys, which the graph's flows may share (told equal by identity)
     keep = set(same) if kept is None else {k for k in same if k in kept}
-    own = [f for f in graph.field_flows if f.job not in keep]
-    total = len(graph.field_flows)
+    own = graph.field_flows_of(keep, but=True)  # the kept ones stay unread, if they are
+    total = graph.field_flow_count()
     unused = base_flows - (total - len(own))  # the base's flows of jobs not kept
     if base_flows < 0 or (len(own) + unused) > total * _COMPACT:
         return None

@@ -84,6 +84,88 @@ class UnreadFlows:
             out.update(flows_of(rows, ends, nodes, labels, kept))
         return out
 
+    def restricted(self, jobs: Container[NodeKey]) -> UnreadFlows:
+        """These flows, of ``jobs`` only: still unread, their rows shared."""
+        out = UnreadFlows()
+        for rows, ends, nodes, labels, kept in self.chunks:
+            of_jobs = rows[2::5]
+            wanted = {j for j in set(of_jobs) if (kept is None or j in kept) and nodes[j] in jobs}
+            if wanted:
+                out.chunks.append((rows, ends, nodes, labels, wanted))
+                out.count += sum(map(wanted.__contains__, of_jobs))
+        return out
+
+    def jobs_with_end_outside(self, datasets: Container[NodeKey]) -> set[NodeKey]:
+        """The jobs with a flow one of whose ends lies in a dataset not in ``datasets``, told
+        by the rows' indexes: no flow is built."""
+        outside: dict[int, set[int]] = {}  # per field table (the tables only grow): its ends'
+        out: set[NodeKey] = set()
+        for rows, ends, nodes, _, kept in self.chunks:
+            bad = outside.get(id(ends))
+            if bad is None:
+                bad = outside[id(ends)] = {
+                    i for i, end in enumerate(ends) if end[:2] not in datasets
+                }
+            if not bad:
+                continue
+            found = {
+                j
+                for a, b, j in zip(rows[::5], rows[1::5], rows[2::5], strict=True)
+                if a in bad or b in bad
+            }
+            out.update(nodes[j] for j in found if kept is None or j in kept)
+        return out
+
+
+class HeldFlows:
+    """Field flows already built (a graph normalized rather than read back), with the reads of
+    ``UnreadFlows`` that ``lineage.reuse`` takes from an earlier graph's flows."""
+
+    def __init__(self, flows: set[FieldFlow]) -> None:
+        self.flows = flows
+
+    def __len__(self) -> int:
+        return len(self.flows)
+
+    def read(self, jobs: Container[NodeKey], *, but: bool = False) -> Iterator[FieldFlow]:
+        return (f for f in self.flows if (f.job in jobs) is not but)
+
+    def all(self) -> set[FieldFlow]:
+        return set(self.flows)
+
+    def restricted(self, jobs: Container[NodeKey]) -> HeldFlows:
+        return HeldFlows(set(self.read(jobs)))
+
+    def jobs_with_end_outside(self, datasets: Container[NodeKey]) -> set[NodeKey]:
+        return {
+            f.job
+            for f in self.flows
+            if f.source[:2] not in datasets or f.target[:2] not in datasets
+        }
+
+
+class KeptAndBuilt:
+    """A graph's field flows as ``lineage.reuse`` leaves them: those of the jobs it took as
+    they were, still held as the earlier graph had them (``kept``), and those it built (of
+    the other jobs: no job has flows in both). Nothing builds the kept ones unless it reads
+    them, which on an edited night the upload, the change record and packing do not."""
+
+    def __init__(self, kept: UnreadFlows | HeldFlows, built: set[FieldFlow]) -> None:
+        self.kept = kept
+        self.built = built
+
+    def __len__(self) -> int:
+        return len(self.kept) + len(self.built)
+
+    def read(self, jobs: Container[NodeKey], *, but: bool = False) -> Iterator[FieldFlow]:
+        yield from self.kept.read(jobs, but=but)
+        yield from (f for f in self.built if (f.job in jobs) is not but)
+
+    def all(self) -> set[FieldFlow]:
+        out = self.kept.all()
+        out.update(self.built)
+        return out
+
 
 def flows_of(
     rows: Sequence[int],

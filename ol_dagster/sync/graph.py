@@ -45,7 +45,6 @@ from ol_dagster.lineage.reuse import (
     counts_of,
     job_contents,
     kept_parts,
-    may_be_whole,
     parts_of,
     reusable,
     unchanged_jobs,
@@ -304,8 +303,9 @@ def _reusable(
         return None
     kept = kept_parts(earlier.parts)
     try:
-        # a graph reused whole has its field flows stamped, not read one by one
-        graph = unpack(earlier.graph, field_flows_later=may_be_whole(contents, kept))
+        # its field flows are read when used: a graph reused whole has them stamped, one reused
+        # in part keeps most of them as they are (``build_reusing``)
+        graph = unpack(earlier.graph, field_flows_later=True)
     except PackedGraphError:
         return None
     plan = reusable(contents, kept, graph, rules)

@@ -542,6 +542,33 @@ def test_a_kept_field_flow_dangles_when_the_dataset_it_names_is_no_longer_descri
     assert night(sides, nightly(1)) == (0, 2)
 
 
+def test_a_kept_field_flow_dangles_when_a_later_description_of_its_target_drops_the_field(
+    sides: tuple[Side, Side],
+):
+    """m0 says the same both nights; m1, which reads m0's table after it runs, describes that
+    table with both columns on the first night and without ``v`` on the second. The last
+    description wins, so m0's flow into ``m0.v`` (its source as it was) dangles, as normalizing
+    every job gives; m0 is still reused."""
+    models = [
+        Model("m0", "select 1", ["src0"], ["id", "v"]),
+        Model("m1", "select 2", ["m0"], ["id", "v"]),
+    ]
+
+    def nightly(n: int, narrowed: bool) -> list[dict[str, Any]]:
+        events = snapshot(models, n)
+        for e in events:
+            for d in e["inputs"] if narrowed and e["job"]["name"] == "m1" else ():
+                if d["name"] == "shop.public.m0":
+                    d["facets"]["schema"]["fields"] = [{"name": "id", "type": "integer"}]
+        return events
+
+    night(sides, nightly(0, False))
+    into_v = ("ol:etl|m0", "v", "v")
+    assert into_v in {r[:3] for r in sides[0].contents()["fieldFlows"]}
+    assert night(sides, nightly(1, True)) == (1, 1)
+    assert into_v not in {r[:3] for r in sides[0].contents()["fieldFlows"]}
+
+
 def _kept_lineage(side: Side, d: SyncDefinition) -> tuple[list[Any], bytes]:
     """The first line and the bytes of the lineage part of the graph kept for the next night."""
     kept = side.store.earlier_graph(d.name, 1 << 40)

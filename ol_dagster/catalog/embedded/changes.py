@@ -155,9 +155,8 @@ def _contents(graph: LineageGraph, job_systems: dict[NodeKey, str], kept: Kept |
             if k not in taken or k in moved_jobs or not moved_jobs.isdisjoint(parents.get(k, ()))
         }
     )
-    for ff in graph.field_flows:
-        if hashed is None or ff.job in hashed:
-            field[ff.job].append(ff)
+    for ff in graph.field_flows if hashed is None else graph.field_flows_of(hashed):
+        field[ff.job].append(ff)
 
     jobs: dict[NodeKey, JobContent] = {}
     for key, system in job_systems.items():
