@@ -57,6 +57,9 @@ class Model:
     columns: list[str]
     doc: str = ""
     schema: bool = True  # False: its table is known only from column lineage (no schema facet)
+    # the columns it describes each table it reads with (default: id and v); a model that runs
+    # later describes the table last: the dataset then has these columns
+    read_as: dict[str, list[str]] = field(default_factory=dict)
 
 
 def project(n: int = 6) -> list[Model]:
@@ -85,7 +88,7 @@ def events_of(m: Model, night: int, index: int, rng: random.Random, *, fail: boo
     start = datetime(2026, 11, 1, 2, tzinfo=UTC) + timedelta(days=night, seconds=10 * index)
     inputs = []
     for r in m.reads:
-        table = _table(r, ["id", "v"])
+        table = _table(r, m.read_as.get(r, ["id", "v"]))
         table["inputFacets"] = {
             "inputStatistics": {"rowCount": rng.randrange(1000), "size": rng.randrange(10**6)},
             "dataQualityAssertions": {
@@ -354,16 +357,18 @@ def test_a_job_differing_only_in_its_run_facts_is_reused_and_its_run_facts_are_n
     assert second["quality"] != first["quality"]  # the new results (the oracle agrees)
 
 
+@pytest.mark.parametrize("seed", range(12))
 def test_nights_of_changes_give_the_catalog_normalizing_everything_gives(
-    sides: tuple[Side, Side],
+    sides: tuple[Side, Side], seed: int
 ):
     """Random edits night after night (SQL, columns, inputs, documentation, a model dropped, a
-    model added, a run failed, the events in another order): after each, the same catalog as
-    the store that normalizes every job."""
-    rng = random.Random(27)
+    model added, a run failed, the events in another order, a table read described with other
+    columns than its writer gives it, a table losing or getting its schema): after each, the
+    same catalog as the store that normalizes every job."""
+    rng = random.Random(seed)
     models = project(8)
     reused = 0
-    for n in range(6):
+    for n in range(8):
         events = snapshot(models, n, fail={m.name for m in models if rng.random() < 0.1})
         if n % 2:
             rng.shuffle(events)
@@ -371,7 +376,7 @@ def test_nights_of_changes_give_the_catalog_normalizing_everything_gives(
         assert counts is not None
         reused += counts[1]
         m = rng.choice(models)
-        edit = rng.randrange(5)
+        edit = rng.randrange(7)
         if edit == 0:
             m.sql += f" -- {n}"
         elif edit == 1:
@@ -380,8 +385,14 @@ def test_nights_of_changes_give_the_catalog_normalizing_everything_gives(
             m.doc = f"night {n}"
         elif edit == 3 and len(models) > 3:
             models.remove(m)
-        else:
+        elif edit == 4:
             models.append(Model(f"x{n}", f"select {n}", [m.name], ["id", "v"]))
+        elif edit == 5:
+            # the table it reads last, as this model describes it: a narrower or wider schema
+            # than its writer's, which wins when this model runs after the writer
+            m.read_as[m.reads[-1]] = rng.choice([["id"], ["v"], ["id", "v", f"c{n}"], []])
+        else:
+            m.schema = not m.schema
     assert reused > 0
 
 
@@ -510,6 +521,39 @@ def test_a_field_only_another_jobs_column_lineage_named_goes_with_that_lineage(
     assert ("shop.public.src0", "w", True) not in {
         (r[0], r[1], r[5]) for r in sides[0].contents()["fields"]
     }
+
+
+def test_a_field_known_from_column_lineage_is_found_again_when_the_job_naming_it_is_kept(
+    sides: tuple[Side, Side],
+):
+    """``src0`` has no schema: its fields are those column lineage names. m0 reads it and names
+    ``src0.v``; m2, which reads neither ``src0`` nor m0's table, names ``src0.w`` on the first
+    night only. On the second, m0 and m1 are reused with every other dataset as it was, yet
+    ``src0`` must get ``v`` again from m0's kept flow, and lose ``w``."""
+    models = [
+        Model("m0", "select 1", ["src0"], ["v"]),
+        Model("m1", "select 2", ["m0"], ["id", "v"]),
+        Model("m2", "select 3", ["src2"], ["id", "v"]),
+    ]
+
+    def nightly(n: int, names_w: bool) -> list[dict[str, Any]]:
+        events = snapshot(models, n)
+        for e in events:
+            for d in e["inputs"]:
+                if d["name"] == "shop.public.src0":
+                    d["facets"].pop("schema")
+            if names_w and e["job"]["name"] == "m2":
+                for out in e["outputs"]:
+                    inputs = out["facets"]["columnLineage"]["fields"]["v"]["inputFields"]
+                    inputs.append({"namespace": WH, "name": "shop.public.src0", "field": "w"})
+        return events
+
+    night(sides, nightly(0, True))
+    fields = {r[1] for r in sides[0].contents()["fields"] if r[0] == "shop.public.src0"}
+    assert fields == {"v", "w"}
+    # the catalogs agree (``night``): src0 as normalizing every job describes it
+    assert night(sides, nightly(1, False)) == (1, 2)
+    assert ("ol:etl|m0", "v", "v") in {r[:3] for r in sides[0].contents()["fieldFlows"]}
 
 
 def _naming_ext(events: list[dict[str, Any]], job: str) -> list[dict[str, Any]]:
