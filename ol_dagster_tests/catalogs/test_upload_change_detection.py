@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, note
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from sqlalchemy import LargeBinary, delete, func, select
+from sqlalchemy import LargeBinary, delete, func, insert, select
 
 from ol_dagster.catalog.embedded import tables as t
 from ol_dagster.catalog.embedded.catalog import EmbeddedCatalog
@@ -78,11 +78,32 @@ def definition(tmp: Path) -> SyncDefinition:
     ).definition("snap")
 
 
+# Another writer's routine without a statement, there before any upload: the ids of routines
+# and of statements then differ (by one), as in a catalog with a history, so that rows counted
+# by the wrong one of them (``confirm.COUNTED_BY``) are not taken for the right ones. Neither
+# dumped nor touched: its System is no definition's.
+ELSEWHERE = "another writer"
+SEEDED_AT = datetime(2000, 1, 1)
+
+
+def _seed(catalog: EmbeddedCatalog) -> None:
+    with catalog.engine.begin() as conn:
+        system = conn.execute(
+            insert(t.systems).values(name=ELSEWHERE, properties={})
+        ).inserted_primary_key[0]
+        conn.execute(
+            insert(t.routines).values(
+                system_id=system, schema="ops", name="no_statement", last_update=SEEDED_AT
+            )
+        )
+
+
 class Tracked:
     """A catalog and the time of each upload it took (the catalog's own record of it)."""
 
     def __init__(self, url: str, *, detect_changes: bool = True) -> None:
         self.catalog = EmbeddedCatalog(url, detect_changes=detect_changes)
+        _seed(self.catalog)
         self.stamps: list[datetime] = []
         self.cutoff: datetime | None = None
 
@@ -123,10 +144,14 @@ def dump(
                     r[c] = r.pop(f"seen_{c}")
             return rows
 
-        system = {r["id"]: r["name"] for r in read(t.systems)}
+        system = {r["id"]: r["name"] for r in read(t.systems) if r["name"] != ELSEWHERE}
         ent = {r["id"]: (system[r["system_id"]], r["schema"], r["name"]) for r in read(t.entities)}
         fld = {r["id"]: (ent[r["entity_id"]], r["name"]) for r in read(t.fields)}
-        rtn = {r["id"]: (system[r["system_id"]], r["schema"], r["name"]) for r in read(t.routines)}
+        rtn = {
+            r["id"]: (system[r["system_id"]], r["schema"], r["name"])
+            for r in read(t.routines)
+            if r["system_id"] in system
+        }
         stm = {r["id"]: rtn[r["routine_id"]] for r in read(t.statements)}
         suite = {r["id"]: r["code"] for r in read(t.quality_suites)}
         flows = read(t.data_flows)
@@ -154,7 +179,9 @@ def dump(
                 )
                 for r in read(t.fields)
             },
-            "routines": {rtn[r["id"]]: (when(r["last_update"]),) for r in read(t.routines)},
+            "routines": {
+                rtn[r["id"]]: (when(r["last_update"]),) for r in read(t.routines) if r["id"] in rtn
+            },
             "statements": {
                 rtn[r["routine_id"]]: (r["text"], r["dialect"], when(r["last_update"]))
                 for r in read(t.statements)
