@@ -88,9 +88,11 @@ SEEDED_AT = datetime(2000, 1, 1)
 
 def _seed(catalog: EmbeddedCatalog) -> None:
     with catalog.engine.begin() as conn:
-        system = conn.execute(
+        key = conn.execute(
             insert(t.systems).values(name=ELSEWHERE, properties={})
-        ).inserted_primary_key[0]
+        ).inserted_primary_key
+        assert key is not None
+        system = key[0]
         conn.execute(
             insert(t.routines).values(
                 system_id=system, schema="ops", name="no_statement", last_update=SEEDED_AT
