@@ -501,23 +501,11 @@ def test_a_field_only_another_jobs_column_lineage_named_goes_with_that_lineage(
         Model("m1", "select 2", ["m0"], ["id", "v"]),
     ]
 
-    def nightly(n: int, names_w: bool) -> list[dict[str, Any]]:
-        events = snapshot(models, n)
-        for e in events:
-            for d in e["inputs"]:
-                if d["name"] == "shop.public.src0":
-                    d["facets"].pop("schema")
-            if names_w and e["job"]["name"] == "m1":
-                for out in e["outputs"]:
-                    inputs = out["facets"]["columnLineage"]["fields"]["v"]["inputFields"]
-                    inputs.append({"namespace": WH, "name": "shop.public.src0", "field": "w"})
-        return events
-
-    night(sides, nightly(0, True))
+    night(sides, _src0_from_lineage(models, 0, "m1"))
     assert ("shop.public.src0", "w", True) in {
         (r[0], r[1], r[5]) for r in sides[0].contents()["fields"]
     }
-    assert night(sides, nightly(1, False)) == counts
+    assert night(sides, _src0_from_lineage(models, 1, None)) == counts
     assert ("shop.public.src0", "w", True) not in {
         (r[0], r[1], r[5]) for r in sides[0].contents()["fields"]
     }
@@ -536,35 +524,36 @@ def test_a_field_known_from_column_lineage_is_found_again_when_the_job_naming_it
         Model("m2", "select 3", ["src2"], ["id", "v"]),
     ]
 
-    def nightly(n: int, names_w: bool) -> list[dict[str, Any]]:
-        events = snapshot(models, n)
-        for e in events:
-            for d in e["inputs"]:
-                if d["name"] == "shop.public.src0":
-                    d["facets"].pop("schema")
-            if names_w and e["job"]["name"] == "m2":
-                for out in e["outputs"]:
-                    inputs = out["facets"]["columnLineage"]["fields"]["v"]["inputFields"]
-                    inputs.append({"namespace": WH, "name": "shop.public.src0", "field": "w"})
-        return events
-
-    night(sides, nightly(0, True))
+    night(sides, _src0_from_lineage(models, 0, "m2"))
     fields = {r[1] for r in sides[0].contents()["fields"] if r[0] == "shop.public.src0"}
     assert fields == {"v", "w"}
     # the catalogs agree (``night``): src0 as normalizing every job describes it
-    assert night(sides, nightly(1, False)) == (1, 2)
+    assert night(sides, _src0_from_lineage(models, 1, None)) == (1, 2)
     assert ("ol:etl|m0", "v", "v") in {r[:3] for r in sides[0].contents()["fieldFlows"]}
 
 
-def _naming_ext(events: list[dict[str, Any]], job: str) -> list[dict[str, Any]]:
-    """``events`` with ``job``'s column ``v`` also taken from ``ext.id``, a dataset it does not
-    read: its flow dangles once no job of the batch describes ``ext``."""
+def _naming(
+    events: list[dict[str, Any]], job: str, table: str = "ext", column: str = "id"
+) -> list[dict[str, Any]]:
+    """``events`` with ``job``'s column ``v`` also taken from ``table.column``, a table it does
+    not read: its flow dangles once no job of the batch describes ``table``."""
     for e in events:
         if e["job"]["name"] == job:
             for out in e["outputs"]:
                 inputs = out["facets"]["columnLineage"]["fields"]["v"]["inputFields"]
-                inputs.append({"namespace": WH, "name": "shop.public.ext", "field": "id"})
+                inputs.append({"namespace": WH, "name": f"shop.public.{table}", "field": column})
     return events
+
+
+def _src0_from_lineage(models: list[Model], n: int, naming_w: str | None) -> list[dict]:
+    """Night ``n``'s snapshot with ``src0`` read without a schema (its fields are those column
+    lineage names), and ``naming_w``'s column ``v`` also taken from ``src0.w``."""
+    events = snapshot(models, n)
+    for e in events:
+        for d in e["inputs"]:
+            if d["name"] == "shop.public.src0":
+                d["facets"].pop("schema")
+    return _naming(events, naming_w, "src0", "w") if naming_w else events
 
 
 def test_a_kept_field_flow_dangles_when_the_dataset_it_names_is_no_longer_described(
@@ -579,7 +568,7 @@ def test_a_kept_field_flow_dangles_when_the_dataset_it_names_is_no_longer_descri
     ]
 
     def nightly(n: int) -> list[dict[str, Any]]:
-        return _naming_ext(snapshot(models, n), "m1")
+        return _naming(snapshot(models, n), "m1")
 
     night(sides, nightly(0))
     models.pop()
@@ -633,7 +622,7 @@ def test_a_night_with_few_changes_keeps_the_last_lineage_and_packs_only_what_cha
     models = [*project(120), Model("reads_ext", "select 3", ["ext"], ["id"])]
 
     def nightly(n: int) -> list[dict[str, Any]]:
-        return _naming_ext(snapshot(models, n), "m50")
+        return _naming(snapshot(models, n), "m50")
 
     night(sides, nightly(0))
     head, first = _kept_lineage(sides[0], d)
