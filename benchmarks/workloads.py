@@ -16,8 +16,9 @@ Two profiles, each a dbt project of models whose snapshots a producer posts nigh
 
 A snapshot of n events of the ``dbt`` profile holds (n - 2) // 2 models. Variants of a snapshot:
 ``first`` (every model), ``edited`` (a day later with new run ids, 1% of the models dropped and
-1% edited: new SQL and one more input, ``run_all.edit``) and ``unchanged`` (the same models a
-day later, only the run ids and times new).
+1% edited: new SQL and one more input, with its column lineage; ``run_all.edit`` for the
+current profile, ``_dbt_edit`` for the dbt one, each naming only columns the input has) and
+``unchanged`` (the same models a day later, only the run ids and times new).
 """
 
 from __future__ import annotations
@@ -213,6 +214,30 @@ def _model(i: int, parent: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
     return run_facets, job, inputs, [output]
 
 
+def _dbt_edit(event: dict[str, Any], i: int) -> dict[str, Any]:
+    """Model i edited as dbt-ol would send it: its SQL joins one more source table, which is
+    among its inputs as every model describes a source (10 documented columns), and each of
+    its columns also comes from that table's column of the same position, the last one for
+    the columns beyond it (as ``_model`` names an input's columns). ``run_all.edit`` named a
+    column of the same name in a 10-column table for every one of a model's 10 to 30 columns:
+    those flows dangled, and the sync's dangling-flow check failed the edited snapshot."""
+    source = f"raw.src_{(i + 7) % SOURCES:04d}"
+    width = _columns_of(source)
+    event["job"]["facets"]["sql"]["query"] += f"\nunion all select * from {source}"
+    event["inputs"].append(_dataset(source, width, documented=True))
+    for column, lineage in event["outputs"][0]["facets"]["columnLineage"]["fields"].items():
+        position = int(column.rsplit("_", 1)[1])
+        lineage["inputFields"].append(
+            {
+                "namespace": WAREHOUSE,
+                "name": f"wh.{source}",
+                "field": f"col_{min(position, width - 1):02d}",
+                "transformations": [{"type": "DIRECT", "subtype": "TRANSFORMATION"}],
+            }
+        )
+    return event
+
+
 def _event(kind: str, at: datetime, run: dict[str, Any], job: dict, inputs: list, outputs: list):  # noqa: ANN202
     return {
         "eventType": kind,
@@ -248,9 +273,9 @@ def _dbt(m: int, start: datetime, skip: set[int], edited: set[int]) -> Iterator[
         begin = _event("START", at, run, job, inputs, outputs)
         end = _event("COMPLETE", at + timedelta(milliseconds=1), run, job, inputs, outputs)
         if i in edited:
-            # the same edit in both (``edit`` changes the event in place: one copy each)
-            begin = edit(orjson.loads(orjson.dumps(begin)), i)
-            end = edit(orjson.loads(orjson.dumps(end)), i)
+            # the same edit in both (``_dbt_edit`` changes the event in place: one copy each)
+            begin = _dbt_edit(orjson.loads(orjson.dumps(begin)), i)
+            end = _dbt_edit(orjson.loads(orjson.dumps(end)), i)
         yield begin
         yield end
     yield _event("COMPLETE", start + timedelta(milliseconds=2 * m + 1), top_run, top_job, [], [])
