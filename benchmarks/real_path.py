@@ -1180,6 +1180,9 @@ def goals(rows: list[SyncRow]) -> list[str]:
             for r in mine
             if r.snapshot == 2 and r.size >= RATIO_SIZE
         }
+        most = {}  # the most snapshots kept, by size and kind of second snapshot
+        for size, history, kind in second:
+            most[size, kind] = max(history, most.get((size, kind), 0))
         for (size, history, kind), r in second.items():
             same = second.get((size, history, "unchanged"))
             if kind == "edited" and same is not None:
@@ -1190,10 +1193,7 @@ def goals(rows: list[SyncRow]) -> list[str]:
                     f"({r.cpu:.2f} s against {same.cpu:.2f} s)"
                 )
             one = second.get((size, 1, kind))
-            if (
-                one is not None
-                and history == max(h for s, h, k in second if (s, k) == (size, kind)) > 1
-            ):
+            if one is not None and history > 1 and history == most[size, kind]:
                 times = r.cpu / one.cpu
                 out.append(
                     f"- {inst}: {size:,} events, {kind} second snapshot, {history} snapshots "

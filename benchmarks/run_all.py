@@ -110,24 +110,34 @@ def edited_jobs(n: int) -> set[int]:
     return {i for i in range(n) if i % DROP_EVERY == 2 * DROP_EVERY // 3}
 
 
-def edit(event: dict[str, Any], i: int) -> dict[str, Any]:
+def edit(
+    event: dict[str, Any],
+    i: int,
+    described: Callable[[str], dict[str, Any]] | None = None,
+    column_of: Callable[[str, str], str] | None = None,
+) -> dict[str, Any]:
     """Model i edited: a new line in its SQL and one more input (a source table, with its
-    schema and a column-lineage edge from each of its columns), so the catalog gains a data flow
-    and field flows it cannot merely touch."""
+    schema and a column-lineage edge into each of the model's columns), so the catalog gains a
+    data flow and field flows it cannot merely touch. ``described``: the source's dataset as the
+    profile describes one (default: this workload's, ``upload._schema``); ``column_of``: the
+    source's column a model's column comes from (default: the one of the same name), so that
+    every edge names a column the source has."""
     from upload import SOURCES, WAREHOUSE, _schema
 
     source = f"raw.src_{(i + 7) % SOURCES:04d}"
     job = event["job"]["facets"]
     job["sql"]["query"] += f"\nunion all select * from {source}"
     event["inputs"].append(
-        {"namespace": WAREHOUSE, "name": f"wh.{source}", "facets": {"schema": _schema(source)}}
+        described(source)
+        if described is not None
+        else {"namespace": WAREHOUSE, "name": f"wh.{source}", "facets": {"schema": _schema(source)}}
     )
     for column, lineage in event["outputs"][0]["facets"]["columnLineage"]["fields"].items():
         lineage["inputFields"].append(
             {
                 "namespace": WAREHOUSE,
                 "name": f"wh.{source}",
-                "field": column,
+                "field": column_of(source, column) if column_of is not None else column,
                 "transformations": [{"type": "DIRECT", "subtype": "TRANSFORMATION"}],
             }
         )

@@ -44,7 +44,6 @@ to DIR and prints the top functions of the first).
 from __future__ import annotations
 
 import argparse
-import compileall
 import json
 import os
 import resource
@@ -335,8 +334,11 @@ def measure(
             for code in codes
         ]
         day = 0
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from run_all import compile_package
+
         for code in codes:  # bytecode as an installed copy has it, whatever the environment says
-            compileall.compile_dir(code / "ol_dagster", quiet=1)
+            compile_package(code)
         for env in envs:  # warm-up: the instance's schema, the file cache
             post_snapshot(settings, size, day)
             run_command(settings, env)

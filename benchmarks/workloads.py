@@ -215,27 +215,22 @@ def _model(i: int, parent: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
 
 
 def _dbt_edit(event: dict[str, Any], i: int) -> dict[str, Any]:
-    """Model i edited as dbt-ol would send it: its SQL joins one more source table, which is
-    among its inputs as every model describes a source (10 documented columns), and each of
-    its columns also comes from that table's column of the same position, the last one for
-    the columns beyond it (as ``_model`` names an input's columns). ``run_all.edit`` named a
-    column of the same name in a 10-column table for every one of a model's 10 to 30 columns:
-    those flows dangled, and the sync's dangling-flow check failed the edited snapshot."""
-    source = f"raw.src_{(i + 7) % SOURCES:04d}"
-    width = _columns_of(source)
-    event["job"]["facets"]["sql"]["query"] += f"\nunion all select * from {source}"
-    event["inputs"].append(_dataset(source, width, documented=True))
-    for column, lineage in event["outputs"][0]["facets"]["columnLineage"]["fields"].items():
-        position = int(column.rsplit("_", 1)[1])
-        lineage["inputFields"].append(
-            {
-                "namespace": WAREHOUSE,
-                "name": f"wh.{source}",
-                "field": f"col_{min(position, width - 1):02d}",
-                "transformations": [{"type": "DIRECT", "subtype": "TRANSFORMATION"}],
-            }
-        )
-    return event
+    """Model i edited as dbt-ol would send it (``run_all.edit``): the source it now also reads
+    is described as every model describes a source (10 documented columns), and each of the
+    model's columns comes from the source's column of the same position, the last one for the
+    columns beyond it (as ``_model`` names an input's columns). With the current profile's
+    edit, a column of every position (up to 30) named a 10-column source: those flows
+    dangled, and the sync's dangling-flow check failed the edited snapshot."""
+
+    def column_of(source: str, column: str) -> str:
+        return f"col_{min(int(column.rsplit('_', 1)[1]), _columns_of(source) - 1):02d}"
+
+    return edit(
+        event,
+        i,
+        lambda source: _dataset(source, _columns_of(source), documented=True),
+        column_of,
+    )
 
 
 def _event(kind: str, at: datetime, run: dict[str, Any], job: dict, inputs: list, outputs: list):  # noqa: ANN202

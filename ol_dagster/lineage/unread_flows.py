@@ -152,18 +152,18 @@ class KeptAndBuilt:
 
     def __init__(self, kept: UnreadFlows | HeldFlows, built: set[FieldFlow]) -> None:
         self.kept = kept
-        self.built = built
+        self.built = HeldFlows(built)
 
     def __len__(self) -> int:
         return len(self.kept) + len(self.built)
 
     def read(self, jobs: Container[NodeKey], *, but: bool = False) -> Iterator[FieldFlow]:
         yield from self.kept.read(jobs, but=but)
-        yield from (f for f in self.built if (f.job in jobs) is not but)
+        yield from self.built.read(jobs, but=but)
 
     def all(self) -> set[FieldFlow]:
         out = self.kept.all()
-        out.update(self.built)
+        out.update(self.built.flows)
         return out
 
 
